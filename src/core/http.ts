@@ -1,0 +1,143 @@
+/**
+ * The Fastify base shared by both apps: TypeBox type provider, the one JSON error shape, request ids,
+ * body limits, and the OpenAPI document with an offline Swagger UI at /docs. Each app adds its own
+ * routes to the instance this returns; nothing here listens, so tests use `app.inject()`.
+ */
+import { randomUUID } from "node:crypto";
+import Fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from "fastify";
+import swagger from "@fastify/swagger";
+import swaggerUi from "@fastify/swagger-ui";
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import { ApiError, type ErrorCode } from "./errors.js";
+import { loggerOptions } from "./logger.js";
+import { PRODUCT_NAME, VERSION } from "./version.js";
+
+export type HttpApp = FastifyInstance & { withTypeProvider: FastifyInstance["withTypeProvider"] };
+
+export interface HttpAppOptions {
+  /** Service name as shown in `GET /` and the OpenAPI title, e.g. "Text Generation". */
+  service: string;
+  description: string;
+  bodyLimit: number;
+  logLevel: string;
+  /** Paths whose errors use another shape (OpenAI routes); they install their own handler. */
+  tags?: Array<{ name: string; description: string }>;
+}
+
+const codeByStatus: Record<number, ErrorCode> = {
+  400: "invalid_request",
+  401: "unauthorized",
+  403: "forbidden",
+  404: "not_found",
+  405: "invalid_request",
+  406: "invalid_request",
+  409: "conflict",
+  413: "payload_too_large",
+  415: "unsupported_media_type",
+  422: "invalid_request",
+  429: "rate_limited",
+  503: "not_ready",
+  504: "timeout",
+};
+
+/** Turns anything thrown into an ApiError a client may see; unexpected errors lose their details. */
+export function toApiError(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  const err = error as Partial<FastifyError> & { validation?: unknown[]; validationContext?: string };
+  if (Array.isArray(err.validation)) {
+    const details = err.validation.map((v) => {
+      const item = v as { instancePath?: string; message?: string; params?: unknown };
+      return { path: item.instancePath ?? "", message: item.message ?? "invalid", params: item.params };
+    });
+    const where = err.validationContext ?? "body";
+    const first = details[0];
+    const field = first?.path ? `${where}${first.path.replace(/\//g, ".")}` : where;
+    return new ApiError(
+      400,
+      "invalid_request",
+      `Invalid request: ${field} ${first?.message ?? "is invalid"}`,
+      details,
+    );
+  }
+  const status = typeof err.statusCode === "number" ? err.statusCode : 500;
+  if (status >= 400 && status < 500) {
+    let message = err.message ?? "Bad request";
+    if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") message = "Request body is too large for this route";
+    else if (err.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE")
+      message = `Unsupported content type; send application/json`;
+    else if (error instanceof SyntaxError || err.code === "FST_ERR_CTP_INVALID_JSON_BODY")
+      message = `Malformed JSON body: ${err.message}`;
+    return new ApiError(status, codeByStatus[status] ?? "invalid_request", message);
+  }
+  return new ApiError(500, "internal_error", "Internal server error; the server log has the details");
+}
+
+export function sendError(reply: FastifyReply, apiError: ApiError): FastifyReply {
+  for (const [name, value] of Object.entries(apiError.headers)) void reply.header(name, value);
+  return reply.status(apiError.statusCode).type("application/json").send(apiError.toBody());
+}
+
+export async function createHttpApp(options: HttpAppOptions) {
+  const app = Fastify({
+    logger: loggerOptions(options.logLevel),
+    bodyLimit: options.bodyLimit,
+    requestIdHeader: "x-request-id",
+    genReqId: () => randomUUID(),
+    ajv: {
+      // Wrong types are the client's error to fix, not something to coerce silently.
+      customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false },
+    },
+    return503OnClosing: true,
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.addHook("onRequest", async (request: FastifyRequest, reply: FastifyReply) => {
+    void reply.header("x-request-id", request.id);
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    const apiError = toApiError(error);
+    if (apiError.statusCode >= 500) request.log.error({ err: error }, "request failed");
+    else request.log.info({ code: apiError.code, msg: apiError.message }, "request rejected");
+    return sendError(reply, apiError);
+  });
+
+  app.setNotFoundHandler((request, reply) =>
+    sendError(
+      reply,
+      new ApiError(404, "not_found", `No route ${request.method} ${request.url.split("?")[0]}; see /docs`),
+    ),
+  );
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: "3.0.3",
+      info: {
+        title: `${PRODUCT_NAME} ${options.service} API`,
+        version: VERSION,
+        description: options.description,
+      },
+      tags: options.tags ?? [],
+      components: {
+        securitySchemes: {
+          bearer: { type: "http", scheme: "bearer", description: "API key from API_KEYS_FILE" },
+        },
+      },
+    },
+  });
+  // Swagger UI's assets ship inside the package; validatorUrl null keeps the page from calling out.
+  await app.register(swaggerUi, { routePrefix: "/docs", uiConfig: { validatorUrl: null }, staticCSP: true });
+  app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
+
+  return app;
+}
+
+export type TypedApp = Awaited<ReturnType<typeof createHttpApp>>;
+
+export function rootMessage(service: string) {
+  return { message: `${PRODUCT_NAME} ${service} API v${VERSION}`, docs: "/docs" };
+}

@@ -1,0 +1,14 @@
+/** Picks the generation backend from the configuration. */
+import type { Config } from "../core/config.js";
+import type { Generator } from "./generator.js";
+import { LlamaGenerator } from "./llama-generator.js";
+
+export function createGenerator(config: Config): Generator {
+  return new LlamaGenerator({
+    model: { reference: config.modelPath, modelsDir: config.modelsDir, progress: true },
+    threads: config.llamaThreads,
+    contextSize: config.llamaContextSize,
+    sequences: config.maxConcurrent,
+    gpu: config.llamaGpu,
+  });
+}

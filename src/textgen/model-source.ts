@@ -1,0 +1,56 @@
+/**
+ * Where the model file comes from. `MODEL_PATH` is either a local `.gguf` path or a remote
+ * reference (`hf:<owner>/<repo>/<file>.gguf`, or an https URL) that is downloaded once into
+ * `MODELS_DIR`, with a progress bar on a terminal; later starts find the file there and stay offline.
+ */
+import { existsSync, statSync } from "node:fs";
+import path from "node:path";
+import { SingleBar, Presets } from "cli-progress";
+import { resolveModelFile } from "node-llama-cpp";
+
+export interface ModelSource {
+  /** MODEL_PATH as given. */
+  reference: string;
+  modelsDir: string;
+  /** Show a download progress bar (only where stderr is a terminal). */
+  progress?: boolean;
+}
+
+export function isRemoteReference(reference: string): boolean {
+  return /^(hf:|https?:\/\/)/i.test(reference);
+}
+
+/** Returns the local file path, downloading the model first when it is a remote reference. */
+export async function resolveModel(source: ModelSource): Promise<string> {
+  if (!isRemoteReference(source.reference)) {
+    const file = path.resolve(source.reference);
+    if (!existsSync(file)) throw new Error(`no file at ${file}`);
+    if (!statSync(file).isFile()) throw new Error(`${file} is not a file`);
+    return file;
+  }
+  const bar =
+    source.progress && process.stderr.isTTY
+      ? new SingleBar(
+          { format: "model {bar} {percentage}% | {value}/{total} MiB", stream: process.stderr },
+          Presets.shades_classic,
+        )
+      : null;
+  let started = false;
+  try {
+    return await resolveModelFile(source.reference, {
+      directory: source.modelsDir,
+      cli: false,
+      onProgress: ({ totalSize, downloadedSize }) => {
+        if (!bar) return;
+        const mib = (bytes: number) => Math.round(bytes / 2 ** 20);
+        if (!started) {
+          bar.start(mib(totalSize), 0);
+          started = true;
+        }
+        bar.update(mib(downloadedSize));
+      },
+    });
+  } finally {
+    if (started) bar?.stop();
+  }
+}

@@ -1,0 +1,146 @@
+/**
+ * Admission control between the routes and the model, after TGI's router: at most `maxConcurrent`
+ * generations run at once (one per llama.cpp sequence; the context batches them together), at most
+ * `maxQueue` wait, and the rest are told to come back later (429 + Retry-After) instead of queueing
+ * forever. Each job has a deadline, and a job whose client went away leaves the queue at once or,
+ * when running, has its generation aborted. Written here because it is the product's core policy and
+ * no package couples queueing, deadlines and cancellation the way generation needs.
+ */
+import { ApiError } from "../core/errors.js";
+
+export interface SchedulerOptions {
+  maxConcurrent: number;
+  maxQueue: number;
+  timeoutMs: number;
+}
+
+export interface SchedulerStats {
+  running: number;
+  queued: number;
+  completed: number;
+  rejected: number;
+  timedOut: number;
+  cancelled: number;
+}
+
+interface Waiter {
+  start: () => void;
+  cancel: (error: ApiError) => void;
+}
+
+export class Scheduler {
+  private running = 0;
+  private readonly queue: Waiter[] = [];
+  private readonly counters = { completed: 0, rejected: 0, timedOut: 0, cancelled: 0 };
+  /** Mean run time of recent jobs, for a Retry-After that means something. */
+  private meanRunMs = 1000;
+
+  constructor(private readonly options: SchedulerOptions) {}
+
+  stats(): SchedulerStats {
+    return { running: this.running, queued: this.queue.length, ...this.counters };
+  }
+
+  /**
+   * Runs `task` when a slot is free. The signal handed to the task aborts when the client's signal
+   * aborts or the deadline passes. Throws 429 when the queue is full, 504 when the deadline passes
+   * before the task finished, and 499-like cancellation (an ApiError the caller will not send) when
+   * the client left while waiting.
+   */
+  async run<T>(clientSignal: AbortSignal | undefined, task: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    if (clientSignal?.aborted) throw cancelledError();
+    if (this.running >= this.options.maxConcurrent && this.queue.length >= this.options.maxQueue) {
+      this.counters.rejected++;
+      const retryAfter = Math.max(
+        1,
+        Math.ceil(((this.queue.length + 1) * this.meanRunMs) / this.options.maxConcurrent / 1000),
+      );
+      throw new ApiError(
+        429,
+        "queue_full",
+        `The server is busy: ${this.running} generations running and ${this.queue.length} waiting. Retry after ${retryAfter} s.`,
+        [],
+        { "retry-after": String(retryAfter) },
+      );
+    }
+
+    const controller = new AbortController();
+    let timedOut = false;
+    const deadline = setTimeout(() => {
+      timedOut = true;
+      controller.abort(new Error("deadline"));
+    }, this.options.timeoutMs);
+    const onClientAbort = () => controller.abort(new Error("client"));
+    clientSignal?.addEventListener("abort", onClientAbort, { once: true });
+
+    try {
+      await this.acquire(controller.signal, () => timedOut);
+      const startedAt = performance.now();
+      try {
+        const result = await task(controller.signal);
+        if (timedOut) throw timeoutError(this.options.timeoutMs);
+        if (clientSignal?.aborted) this.counters.cancelled++;
+        else this.counters.completed++;
+        return result;
+      } finally {
+        this.meanRunMs = 0.8 * this.meanRunMs + 0.2 * (performance.now() - startedAt);
+        this.release();
+      }
+    } catch (error) {
+      if (timedOut) {
+        this.counters.timedOut++;
+        throw timeoutError(this.options.timeoutMs);
+      }
+      throw error;
+    } finally {
+      clearTimeout(deadline);
+      clientSignal?.removeEventListener("abort", onClientAbort);
+    }
+  }
+
+  private acquire(signal: AbortSignal, isTimedOut: () => boolean): Promise<void> {
+    if (this.running < this.options.maxConcurrent) {
+      this.running++;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve, reject) => {
+      const waiter: Waiter = {
+        start: () => {
+          signal.removeEventListener("abort", onAbort);
+          this.running++;
+          resolve();
+        },
+        cancel: reject,
+      };
+      const onAbort = () => {
+        const index = this.queue.indexOf(waiter);
+        if (index >= 0) this.queue.splice(index, 1);
+        if (isTimedOut()) reject(timeoutError(this.options.timeoutMs));
+        else {
+          this.counters.cancelled++;
+          reject(cancelledError());
+        }
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.queue.push(waiter);
+    });
+  }
+
+  private release(): void {
+    this.running--;
+    const next = this.queue.shift();
+    next?.start();
+  }
+}
+
+function timeoutError(timeoutMs: number): ApiError {
+  return new ApiError(
+    504,
+    "timeout",
+    `Generation did not finish within REQUEST_TIMEOUT_MS (${timeoutMs} ms)`,
+  );
+}
+
+function cancelledError(): ApiError {
+  return new ApiError(499, "invalid_request", "The client closed the request");
+}

@@ -1,0 +1,87 @@
+/**
+ * Request and response schemas of the text generation API. These TypeBox definitions are at once the
+ * TypeScript types, the validation Fastify applies, and the OpenAPI document served at /docs.
+ */
+import { Type, type Static } from "typebox";
+
+export const ErrorResponse = Type.Object(
+  {
+    error: Type.Object({
+      code: Type.String({ description: "machine-readable code, e.g. invalid_request" }),
+      message: Type.String({ description: "what was wrong and how to fix it" }),
+      details: Type.Array(Type.Unknown()),
+    }),
+  },
+  { $id: "ErrorResponse", description: "The error shape of every non-OpenAI route" },
+);
+
+export const MAX_PROMPT_CHARS = 32_768;
+
+export const StopSequences = Type.Union(
+  [
+    Type.String({ minLength: 1, maxLength: 256 }),
+    Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { maxItems: 4 }),
+  ],
+  { description: "generation ends before any of these strings; the stop string is not returned" },
+);
+
+/** Sampling fields shared by /predict and the OpenAI-compatible routes. */
+export const samplingFields = {
+  top_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: "nucleus sampling" })),
+  top_k: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000, description: "0 = all tokens" })),
+  min_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+  repeat_penalty: Type.Optional(Type.Number({ minimum: 0, maximum: 10, description: "1 = off" })),
+  seed: Type.Optional(
+    Type.Integer({ minimum: 0, maximum: 4294967295, description: "makes sampling repeatable" }),
+  ),
+};
+
+export function predictRequestSchema(maxNewTokens: number) {
+  return Type.Object(
+    {
+      text: Type.String({ minLength: 1, maxLength: MAX_PROMPT_CHARS, description: "the prompt to continue" }),
+      max_length: Type.Integer({
+        minimum: 1,
+        maximum: maxNewTokens,
+        default: 128,
+        description: "new tokens at most, prompt excluded",
+      }),
+      temperature: Type.Number({
+        minimum: 0,
+        maximum: 2,
+        default: 0.8,
+        description: "0 = greedy, deterministic",
+      }),
+      ...samplingFields,
+      stop: Type.Optional(StopSequences),
+      stream: Type.Optional(Type.Boolean({ default: false, description: "answer with server-sent events" })),
+    },
+    { examples: [{ text: "Once upon a time", max_length: 20, temperature: 0 }] },
+  );
+}
+
+export type PredictRequest = Static<ReturnType<typeof predictRequestSchema>>;
+
+export const PredictResponse = Type.Object({
+  generated_text: Type.String({ description: "the continuation only" }),
+  model_name: Type.String(),
+  tokens_generated: Type.Integer(),
+  finish_reason: Type.Union([Type.Literal("length"), Type.Literal("stop")]),
+  prompt_tokens: Type.Integer(),
+  elapsed_ms: Type.Number(),
+});
+export type PredictResponse = Static<typeof PredictResponse>;
+
+export const HealthResponse = Type.Object({
+  status: Type.Union([Type.Literal("healthy"), Type.Literal("loading"), Type.Literal("unhealthy")]),
+  model_name: Type.Optional(Type.String()),
+  model_loaded: Type.Optional(Type.Boolean()),
+  reason: Type.Optional(Type.String()),
+});
+
+export const RootResponse = Type.Object({ message: Type.String(), docs: Type.String() });
+
+export function stopList(stop: string | string[] | undefined): string[] {
+  if (stop === undefined) return [];
+  return typeof stop === "string" ? [stop] : stop;
+}

@@ -1,0 +1,69 @@
+import assert from "node:assert/strict";
+import path from "node:path";
+import { describe, it } from "node:test";
+import { ConfigError, DEFAULT_MODEL, loadConfig } from "../../src/core/config.js";
+
+describe("config", () => {
+  it("has the contract's defaults", () => {
+    const config = loadConfig({});
+    assert.equal(config.host, "127.0.0.1");
+    assert.equal(config.textgenPort, 8000);
+    assert.equal(config.ragPort, 8001);
+    assert.equal(config.modelPath, DEFAULT_MODEL);
+    assert.equal(config.modelsDir, path.resolve("models"));
+    assert.equal(config.dataDir, path.resolve("data"));
+    assert.equal(config.databaseUrl, null);
+    assert.equal(config.ragFilesDir, null);
+    assert.equal(config.generationUrl, null);
+    assert.equal(config.llamaContextSize, 4096);
+    assert.equal(config.llamaGpu, "auto");
+    assert.equal(config.maxBodyBytesLarge, 64 * 1024 * 1024);
+    assert.equal(config.maxBodyBytes, 1024 * 1024);
+    assert.equal(config.maxNewTokens, 2048);
+    assert.equal(config.maxQueue, 64);
+    assert.ok(config.llamaThreads >= 1);
+  });
+
+  it("reads every variable", () => {
+    const config = loadConfig({
+      HOST: "0.0.0.0",
+      TEXTGEN_PORT: "9000",
+      RAG_PORT: "9001",
+      MODEL_PATH: "/m/x.gguf",
+      DATABASE_URL: "postgres://localhost/test",
+      GENERATION_URL: "http://127.0.0.1:8000/v1/",
+      LLAMA_THREADS: "3",
+      LLAMA_GPU: "false",
+      RAG_FILES_DIR: "docs",
+    });
+    assert.equal(config.host, "0.0.0.0");
+    assert.equal(config.textgenPort, 9000);
+    assert.equal(config.ragPort, 9001);
+    assert.equal(config.modelPath, "/m/x.gguf");
+    assert.equal(config.databaseUrl, "postgres://localhost/test");
+    assert.equal(config.generationUrl, "http://127.0.0.1:8000/v1");
+    assert.equal(config.llamaThreads, 3);
+    assert.equal(config.llamaGpu, false);
+    assert.equal(config.ragFilesDir, path.resolve("docs"));
+  });
+
+  const bad: Array<[string, string]> = [
+    ["TEXTGEN_PORT", "eighty"],
+    ["RAG_PORT", "70000"],
+    ["LLAMA_THREADS", "0"],
+    ["LLAMA_CONTEXT_SIZE", "-5"],
+    ["LLAMA_GPU", "cuda-please"],
+    ["DATABASE_URL", "mysql://x"],
+    ["GENERATION_URL", "not a url"],
+    ["MAX_BODY_BYTES", "1.5"],
+    ["LOG_LEVEL", "loud"],
+  ];
+  for (const [name, value] of bad) {
+    it(`a bad ${name} stops start-up with a message naming it`, () => {
+      assert.throws(
+        () => loadConfig({ [name]: value }),
+        (error: unknown) => error instanceof ConfigError && error.message.startsWith(name),
+      );
+    });
+  }
+});

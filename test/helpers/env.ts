@@ -1,0 +1,29 @@
+/** Shared test settings: where the test model is, and a config for tests. */
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { loadConfig, type Config } from "../../src/core/config.js";
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** LECTERN_TEST_MODEL first, so a user without ../shared can point the tests at any GGUF. */
+export const testModelPath = path.resolve(
+  process.env.LECTERN_TEST_MODEL ?? path.join(repoRoot, "../shared/models/stories260K.gguf"),
+);
+
+if (!existsSync(testModelPath)) {
+  throw new Error(`Test model not found at ${testModelPath}; set LECTERN_TEST_MODEL to a .gguf file`);
+}
+
+export function testConfig(overrides: Record<string, string> = {}): Config {
+  return loadConfig({
+    MODEL_PATH: testModelPath,
+    // One thread: on a 2-core machine two threads make the tiny model 10-50x slower under load.
+    LLAMA_THREADS: "1",
+    LLAMA_GPU: "false",
+    LLAMA_CONTEXT_SIZE: "4096",
+    MAX_CONCURRENT: "4",
+    LOG_LEVEL: "silent",
+    ...overrides,
+  });
+}

@@ -1,0 +1,96 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { ApiError } from "../../src/core/errors.js";
+import { Scheduler } from "../../src/textgen/scheduler.js";
+
+/** A job that runs until released or aborted, standing in for a generation. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return {
+    open,
+    job: (signal: AbortSignal) =>
+      new Promise<string>((resolve) => {
+        void opened.then(() => resolve("done"));
+        signal.addEventListener("abort", () => resolve("aborted"));
+      }),
+  };
+}
+
+describe("Scheduler", () => {
+  it("runs at most maxConcurrent at once and queues the rest in order", async () => {
+    const scheduler = new Scheduler({ maxConcurrent: 2, maxQueue: 10, timeoutMs: 10_000 });
+    const order: number[] = [];
+    let running = 0;
+    let peak = 0;
+    await Promise.all(
+      [0, 1, 2, 3, 4].map((i) =>
+        scheduler.run(undefined, async () => {
+          running++;
+          peak = Math.max(peak, running);
+          order.push(i);
+          await sleep(10);
+          running--;
+        }),
+      ),
+    );
+    assert.equal(peak, 2);
+    assert.deepEqual(order, [0, 1, 2, 3, 4]);
+    assert.equal(scheduler.stats().completed, 5);
+  });
+
+  it("answers 429 with Retry-After when the queue is full", async () => {
+    const scheduler = new Scheduler({ maxConcurrent: 1, maxQueue: 1, timeoutMs: 10_000 });
+    const g = gate();
+    const running = scheduler.run(undefined, g.job);
+    const queued = scheduler.run(undefined, g.job);
+    await assert.rejects(
+      scheduler.run(undefined, g.job),
+      (error: unknown) =>
+        error instanceof ApiError && error.statusCode === 429 && Number(error.headers["retry-after"]) >= 1,
+    );
+    g.open();
+    assert.deepEqual(await Promise.all([running, queued]), ["done", "done"]);
+  });
+
+  it("a waiting job whose client leaves is dropped from the queue", async () => {
+    const scheduler = new Scheduler({ maxConcurrent: 1, maxQueue: 5, timeoutMs: 10_000 });
+    const g = gate();
+    const running = scheduler.run(undefined, g.job);
+    const client = new AbortController();
+    let ran = false;
+    const waiting = scheduler.run(client.signal, async () => {
+      ran = true;
+    });
+    assert.equal(scheduler.stats().queued, 1);
+    client.abort();
+    await assert.rejects(waiting, (error: unknown) => error instanceof ApiError && error.statusCode === 499);
+    assert.equal(scheduler.stats().queued, 0);
+    g.open();
+    await running;
+    assert.equal(ran, false);
+  });
+
+  it("a running job whose client leaves is aborted", async () => {
+    const scheduler = new Scheduler({ maxConcurrent: 1, maxQueue: 5, timeoutMs: 10_000 });
+    const g = gate();
+    const client = new AbortController();
+    const running = scheduler.run(client.signal, g.job);
+    await sleep(5);
+    client.abort();
+    assert.equal(await running, "aborted");
+    assert.equal(scheduler.stats().running, 0);
+  });
+
+  it("a job past its deadline is aborted and answered 504", async () => {
+    const scheduler = new Scheduler({ maxConcurrent: 1, maxQueue: 5, timeoutMs: 50 });
+    const g = gate();
+    await assert.rejects(
+      scheduler.run(undefined, g.job),
+      (error: unknown) => error instanceof ApiError && error.statusCode === 504,
+    );
+    assert.equal(scheduler.stats().timedOut, 1);
+    assert.equal(scheduler.stats().running, 0);
+  });
+});
