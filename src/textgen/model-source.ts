@@ -28,6 +28,18 @@ export async function resolveModel(source: ModelSource): Promise<string> {
     if (!statSync(file).isFile()) throw new Error(`${file} is not a file`);
     return file;
   }
+  try {
+    // Already downloaded: no network at all.
+    return await resolveModelFile(source.reference, {
+      directory: source.modelsDir,
+      download: false,
+      cli: false,
+    });
+  } catch {
+    // Not there yet: download below.
+  }
+  // The downloader retries an unreachable host for ever; fail fast instead, so /health can say why.
+  await assertReachable(source.reference);
   const bar =
     source.progress && process.stderr.isTTY
       ? new SingleBar(
@@ -52,5 +64,19 @@ export async function resolveModel(source: ModelSource): Promise<string> {
     });
   } finally {
     if (started) bar?.stop();
+  }
+}
+
+async function assertReachable(reference: string): Promise<void> {
+  const origin = reference.toLowerCase().startsWith("hf:")
+    ? "https://huggingface.co"
+    : new URL(reference).origin;
+  try {
+    await fetch(origin, { method: "HEAD", signal: AbortSignal.timeout(10_000) });
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message;
+    throw new Error(
+      `the model is not in MODELS_DIR and ${origin} cannot be reached to download it (${cause})`,
+    );
   }
 }

@@ -1,9 +1,12 @@
 import assert from "node:assert/strict";
+import { copyFileSync, mkdtempSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { buildTextgenApp } from "../../src/textgen/app.js";
 import type { LlamaGenerator } from "../../src/textgen/llama-generator.js";
 import { createGenerator } from "../../src/textgen/create-generator.js";
-import { testConfig } from "../helpers/env.js";
+import { testConfig, testModelPath } from "../helpers/env.js";
 
 type App = Awaited<ReturnType<typeof buildTextgenApp>>;
 
@@ -281,6 +284,45 @@ describe("text generation API without a usable model", () => {
       assert.equal(res.statusCode, 503);
       assertErrorShape(res.json(), 503);
       assert.match(res.json().error.message, /MODEL_PATH/);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("a Hugging Face reference that cannot be downloaded offline makes /health unhealthy, not stuck", async () => {
+    const modelsDir = mkdtempSync(path.join(os.tmpdir(), "lectern-models-"));
+    const config = testConfig({ MODEL_PATH: "hf:nobody/none-GGUF/none.gguf", MODELS_DIR: modelsDir });
+    const generator = createGenerator(config) as LlamaGenerator;
+    const app = await buildTextgenApp({ config, generator });
+    try {
+      await generator.ready();
+      const health = await app.inject({ method: "GET", url: "/health" });
+      assert.equal(health.statusCode, 503);
+      assert.match(health.json().reason, /MODELS_DIR|cannot be reached/);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("a Hugging Face reference already in MODELS_DIR loads with no network", async () => {
+    const modelsDir = mkdtempSync(path.join(os.tmpdir(), "lectern-models-"));
+    // node-llama-cpp stores hf:<owner>/<repo>/<file> as hf_<owner>_<repo>_<file>
+    copyFileSync(testModelPath, path.join(modelsDir, "hf_karpathy_tinyllamas_stories260K.gguf"));
+    const config = testConfig({
+      MODEL_PATH: "hf:karpathy/tinyllamas/stories260K.gguf",
+      MODELS_DIR: modelsDir,
+    });
+    const generator = createGenerator(config) as LlamaGenerator;
+    const app = await buildTextgenApp({ config, generator });
+    try {
+      await generator.ready();
+      assert.deepEqual(generator.status(), { state: "ready" });
+      const res = await app.inject({
+        method: "POST",
+        url: "/predict",
+        payload: { text: "Once", max_length: 3 },
+      });
+      assert.equal(res.statusCode, 200);
     } finally {
       await app.close();
     }
