@@ -1,0 +1,154 @@
+/**
+ * Relevance and speed of the search engine on a BEIR-style collection.
+ *
+ *   npm run eval:ir -- <BEIR folder> [--json] [--scorer tfidf|bm25] [--k1 <n>] [--b <n>]
+ *                                    [--no-stemming] [--no-stop-words]
+ *
+ * The folder holds corpus.jsonl ({_id, title, text}; a document is title + " " + text), queries.jsonl
+ * ({_id, text}) and qrels.tsv (query-id, corpus-id, score; header line). For each scorer the script
+ * builds an index (timed, analysis included), runs every judged query with topK 100 (mean latency after a
+ * warm-up pass), and reports nDCG@10 (trec_eval) and Recall@100, plus the serialised size.
+ */
+
+import { existsSync, statSync } from "node:fs";
+
+import type { ScorerName, SearchIndexOptions } from "../src/rag/search/index.js";
+import { loadBeir, runEngine, type EngineRun } from "./lib/ir-eval.js";
+
+const USAGE =
+  "usage: tsx bench/eval-ir.ts <BEIR folder> [--json] [--scorer tfidf|bm25] [--k1 <n>] [--b <n>] " +
+  "[--no-stemming] [--no-stop-words]";
+
+interface Arguments {
+  dir: string;
+  json: boolean;
+  scorers: ScorerName[];
+  k1: number | undefined;
+  b: number | undefined;
+  stemming: boolean;
+  stopWords: boolean;
+}
+
+function fail(message: string): never {
+  process.stderr.write(`${message}\n${USAGE}\n`);
+  process.exit(2);
+}
+
+function parseArguments(argv: string[]): Arguments {
+  const parsed: Arguments = {
+    dir: "",
+    json: false,
+    scorers: ["tfidf", "bm25"],
+    k1: undefined,
+    b: undefined,
+    stemming: true,
+    stopWords: true,
+  };
+  const number = (flag: string, value: string | undefined): number => {
+    const n = Number(value);
+    if (value === undefined || value.trim() === "" || !Number.isFinite(n)) fail(`${flag} needs a number`);
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? "";
+    if (arg === "--json") parsed.json = true;
+    else if (arg === "--no-stemming") parsed.stemming = false;
+    else if (arg === "--no-stop-words") parsed.stopWords = false;
+    else if (arg === "--k1") parsed.k1 = number(arg, argv[++i]);
+    else if (arg === "--b") parsed.b = number(arg, argv[++i]);
+    else if (arg === "--scorer") {
+      const scorer = argv[++i];
+      if (scorer !== "tfidf" && scorer !== "bm25") fail("--scorer must be tfidf or bm25");
+      parsed.scorers = [scorer];
+    } else if (arg === "-h" || arg === "--help") {
+      process.stdout.write(`${USAGE}\n`);
+      process.exit(0);
+    } else if (arg.startsWith("-")) fail(`unknown option ${arg}`);
+    else if (parsed.dir) fail(`unexpected argument ${arg}`);
+    else parsed.dir = arg;
+  }
+  if (!parsed.dir) fail("missing the BEIR folder");
+  if (!existsSync(parsed.dir) || !statSync(parsed.dir).isDirectory()) fail(`not a folder: ${parsed.dir}`);
+  for (const file of ["corpus.jsonl", "queries.jsonl"]) {
+    if (!existsSync(`${parsed.dir}/${file}`)) fail(`${parsed.dir} has no ${file}`);
+  }
+  if (!existsSync(`${parsed.dir}/qrels.tsv`) && !existsSync(`${parsed.dir}/qrels/test.tsv`)) {
+    fail(`${parsed.dir} has no qrels.tsv`);
+  }
+  return parsed;
+}
+
+function table(rows: string[][]): string {
+  const widths = rows[0]?.map((_, column) => Math.max(...rows.map((row) => row[column]?.length ?? 0))) ?? [];
+  const line = (row: string[]): string =>
+    row
+      .map((cell, column) =>
+        column === 0 ? cell.padEnd(widths[column] ?? 0) : cell.padStart(widths[column] ?? 0),
+      )
+      .join("  ");
+  const [header = [], ...body] = rows;
+  return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...body.map(line)].join("\n");
+}
+
+function main(): void {
+  const args = parseArguments(process.argv.slice(2));
+  const loadStart = performance.now();
+  const collection = loadBeir(args.dir);
+  const loadMs = performance.now() - loadStart;
+  const results: EngineRun[] = [];
+  for (const scorer of args.scorers) {
+    const options: SearchIndexOptions = {
+      scorer,
+      analyzer: { stemming: args.stemming, stopWords: args.stopWords },
+      ...(scorer === "bm25"
+        ? {
+            bm25: {
+              ...(args.k1 !== undefined && { k1: args.k1 }),
+              ...(args.b !== undefined && { b: args.b }),
+            },
+          }
+        : {}),
+    };
+    results.push(runEngine(collection, options));
+  }
+
+  if (args.json) {
+    process.stdout.write(`${JSON.stringify({ collection: args.dir, results }, null, 2)}\n`);
+    return;
+  }
+  const evaluated = results[0]?.queryCount ?? 0;
+  process.stdout.write(
+    `${args.dir}: ${collection.documents.length} documents, ${evaluated} judged queries ` +
+      `(loaded in ${loadMs.toFixed(0)} ms)\n\n`,
+  );
+  const rows = [
+    [
+      "scorer",
+      "nDCG@10",
+      "R@100",
+      "build ms",
+      "query ms (mean)",
+      "p95 ms",
+      "terms",
+      "serialised",
+      "load ms",
+      "round trip",
+    ],
+    ...results.map((r) => [
+      r.scorer === "bm25" ? `bm25 (k1=${r.options.bm25.k1}, b=${r.options.bm25.b})` : r.scorer,
+      r.ndcg10.toFixed(4),
+      r.recall100.toFixed(4),
+      r.buildMs.toFixed(0),
+      r.meanQueryMs.toFixed(3),
+      r.p95QueryMs.toFixed(3),
+      String(r.vocabularySize),
+      `${(r.serializedBytes / 1024 / 1024).toFixed(2)} MB`,
+      r.deserializeMs.toFixed(1),
+      r.roundTripIdentical ? "identical" : "DIFFERS",
+    ]),
+  ];
+  process.stdout.write(`${table(rows)}\n`);
+  if (results.some((r) => !r.roundTripIdentical)) process.exitCode = 1;
+}
+
+main();

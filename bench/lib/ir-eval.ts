@@ -1,0 +1,241 @@
+/**
+ * IR evaluation helpers shared by `bench/eval-ir.ts` and the tests: a BEIR collection loader, trec_eval
+ * style nDCG@k and Recall@k, and a runner that indexes a collection with the search engine and times it.
+ */
+
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+
+import {
+  IndexBuilder,
+  SearchIndex,
+  type ResolvedSearchIndexOptions,
+  type SearchIndexOptions,
+} from "../../src/rag/search/index.js";
+
+export interface BeirDocument {
+  id: string;
+  /** title + " " + text, as BEIR/Anserini index it in one field. */
+  text: string;
+}
+
+export interface BeirQuery {
+  id: string;
+  text: string;
+}
+
+/** query id → (document id → graded relevance). */
+export type Qrels = Map<string, Map<string, number>>;
+
+export interface BeirCollection {
+  documents: BeirDocument[];
+  queries: BeirQuery[];
+  qrels: Qrels;
+}
+
+function readJsonLines(path: string): Record<string, unknown>[] {
+  const rows: Record<string, unknown>[] = [];
+  const lines = readFileSync(path, "utf8").split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]?.trim();
+    if (!line) continue;
+    try {
+      rows.push(JSON.parse(line) as Record<string, unknown>);
+    } catch (error) {
+      throw new Error(`${path}:${i + 1}: invalid JSON (${(error as Error).message})`);
+    }
+  }
+  return rows;
+}
+
+const asString = (value: unknown): string =>
+  typeof value === "string" ? value : value == null ? "" : String(value);
+
+/** Reads `corpus.jsonl`, `queries.jsonl` and `qrels.tsv` (or `qrels/test.tsv`) from a BEIR folder. */
+export function loadBeir(dir: string): BeirCollection {
+  const documents = readJsonLines(join(dir, "corpus.jsonl")).map((row) => ({
+    id: asString(row._id),
+    text: `${asString(row.title)} ${asString(row.text)}`,
+  }));
+  const queries = readJsonLines(join(dir, "queries.jsonl")).map((row) => ({
+    id: asString(row._id),
+    text: asString(row.text),
+  }));
+  let qrelsText: string;
+  try {
+    qrelsText = readFileSync(join(dir, "qrels.tsv"), "utf8");
+  } catch {
+    qrelsText = readFileSync(join(dir, "qrels", "test.tsv"), "utf8");
+  }
+  return { documents, queries, qrels: parseQrels(qrelsText) };
+}
+
+/** Parses `query-id \t corpus-id \t score` lines; a header line (non-numeric score) is skipped. */
+export function parseQrels(text: string): Qrels {
+  const qrels: Qrels = new Map();
+  for (const rawLine of text.split("\n")) {
+    const line = rawLine.replace(/\r$/, "");
+    if (!line.trim()) continue;
+    const fields = line.split("\t");
+    if (fields.length < 3) throw new Error(`qrels: expected 3 tab-separated fields: ${JSON.stringify(line)}`);
+    const [queryId = "", docId = "", scoreText = ""] = fields;
+    const score = Number(scoreText);
+    if (!Number.isFinite(score) || scoreText.trim() === "") continue; // header
+    let judgments = qrels.get(queryId);
+    if (judgments === undefined) qrels.set(queryId, (judgments = new Map()));
+    judgments.set(docId, score);
+  }
+  return qrels;
+}
+
+export interface RankedDocument {
+  docId: string;
+  score: number;
+}
+
+/**
+ * trec_eval's order: score descending, ties by document id descending (it ignores the rank column).
+ * Applied before computing metrics so that results match trec_eval even with tied scores.
+ */
+export function trecOrder(ranking: readonly RankedDocument[]): RankedDocument[] {
+  return [...ranking].sort((a, b) =>
+    a.score !== b.score ? b.score - a.score : a.docId < b.docId ? 1 : a.docId > b.docId ? -1 : 0,
+  );
+}
+
+/**
+ * nDCG@k as trec_eval's `ndcg_cut.k`: gain = the qrel's relevance (negative counts as 0), discount
+ * 1/log2(rank + 1), ideal DCG from the query's judged gains sorted descending. 0 when nothing is relevant.
+ */
+export function ndcgAt(
+  ranking: readonly RankedDocument[],
+  judgments: ReadonlyMap<string, number>,
+  k: number,
+): number {
+  let dcg = 0;
+  const ordered = trecOrder(ranking);
+  for (let i = 0; i < Math.min(k, ordered.length); i++) {
+    const gain = Math.max(0, judgments.get(ordered[i]?.docId ?? "") ?? 0);
+    if (gain > 0) dcg += gain / Math.log2(i + 2);
+  }
+  const ideal = [...judgments.values()].filter((gain) => gain > 0).sort((a, b) => b - a);
+  let idcg = 0;
+  for (let i = 0; i < Math.min(k, ideal.length); i++) idcg += (ideal[i] ?? 0) / Math.log2(i + 2);
+  return idcg > 0 ? dcg / idcg : 0;
+}
+
+/** Recall@k: relevant (score > 0) documents in the top k over all relevant documents. */
+export function recallAt(
+  ranking: readonly RankedDocument[],
+  judgments: ReadonlyMap<string, number>,
+  k: number,
+): number {
+  let relevant = 0;
+  for (const gain of judgments.values()) if (gain > 0) relevant++;
+  if (relevant === 0) return 0;
+  let found = 0;
+  for (const hit of trecOrder(ranking).slice(0, k)) if ((judgments.get(hit.docId) ?? 0) > 0) found++;
+  return found / relevant;
+}
+
+export interface RunMetrics {
+  /** Mean nDCG@10 over every query in the qrels (a query with no results counts 0, like `trec_eval -c`). */
+  ndcg10: number;
+  /** Mean Recall@100 over the same queries. */
+  recall100: number;
+  /** Number of queries averaged. */
+  queryCount: number;
+}
+
+/** Scores a run (query id → ranking) against qrels. */
+export function evaluateRun(run: ReadonlyMap<string, readonly RankedDocument[]>, qrels: Qrels): RunMetrics {
+  let ndcg = 0;
+  let recall = 0;
+  for (const [queryId, judgments] of qrels) {
+    const ranking = run.get(queryId) ?? [];
+    ndcg += ndcgAt(ranking, judgments, 10);
+    recall += recallAt(ranking, judgments, 100);
+  }
+  const queryCount = qrels.size;
+  return {
+    ndcg10: queryCount > 0 ? ndcg / queryCount : 0,
+    recall100: queryCount > 0 ? recall / queryCount : 0,
+    queryCount,
+  };
+}
+
+export interface EngineRun extends RunMetrics {
+  scorer: string;
+  /** The index's resolved options (defaults filled in). */
+  options: ResolvedSearchIndexOptions;
+  /** Wall time to analyse every document and build the index. */
+  buildMs: number;
+  /** Mean in-process time per query (after one warm-up pass over all queries). */
+  meanQueryMs: number;
+  p95QueryMs: number;
+  serializedBytes: number;
+  deserializeMs: number;
+  /** True when the deserialised index returned exactly the same hits for every query. */
+  roundTripIdentical: boolean;
+  documentCount: number;
+  vocabularySize: number;
+}
+
+/** Indexes `collection` with the engine, runs its queries (topK 100) and evaluates them. */
+export function runEngine(collection: BeirCollection, options: SearchIndexOptions, topK = 100): EngineRun {
+  const { documents, queries, qrels } = collection;
+  const evaluated = queries.filter((query) => qrels.has(query.id));
+
+  const buildStart = performance.now();
+  const builder = new IndexBuilder(options.analyzer);
+  for (const document of documents) builder.add(document.text);
+  const index = builder.build(options);
+  const buildMs = performance.now() - buildStart;
+
+  for (const query of evaluated) index.search(query.text, { topK }); // warm-up
+  const times: number[] = [];
+  const run = new Map<string, RankedDocument[]>();
+  for (const query of evaluated) {
+    const start = performance.now();
+    const hits = index.search(query.text, { topK });
+    times.push(performance.now() - start);
+    run.set(
+      query.id,
+      hits.map((hit) => ({ docId: documents[hit.ordinal]?.id ?? "", score: hit.score })),
+    );
+  }
+  times.sort((a, b) => a - b);
+  const meanQueryMs = times.reduce((sum, t) => sum + t, 0) / Math.max(1, times.length);
+  const p95QueryMs = times[Math.min(times.length - 1, Math.floor(times.length * 0.95))] ?? 0;
+
+  const bytes = index.serialize();
+  const loadStart = performance.now();
+  const loaded = SearchIndex.deserialize(bytes);
+  const deserializeMs = performance.now() - loadStart;
+  let roundTripIdentical = true;
+  for (const query of evaluated) {
+    const a = index.search(query.text, { topK });
+    const b = loaded.search(query.text, { topK });
+    if (
+      a.length !== b.length ||
+      a.some((hit, i) => hit.ordinal !== b[i]?.ordinal || hit.score !== b[i]?.score)
+    ) {
+      roundTripIdentical = false;
+      break;
+    }
+  }
+
+  return {
+    scorer: index.scorer,
+    options: index.options,
+    ...evaluateRun(run, qrels),
+    buildMs,
+    meanQueryMs,
+    p95QueryMs,
+    serializedBytes: bytes.byteLength,
+    deserializeMs,
+    roundTripIdentical,
+    documentCount: index.documentCount,
+    vocabularySize: index.vocabularySize,
+  };
+}
