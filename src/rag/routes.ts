@@ -1,0 +1,267 @@
+/** Routes of the RAG API. They validate (schemas), translate to RagService calls, and shape replies. */
+import { ApiError, badRequest } from "../core/errors.js";
+import { rootMessage, type TypedApp } from "../core/http.js";
+import { ErrorResponse } from "../textgen/schemas.js";
+import { loadFileDocument } from "./ingest/files.js";
+import {
+  BuildRequest,
+  BuildResponse,
+  DeletedResponse,
+  DeleteIndexQuery,
+  DocumentParams,
+  DocumentsRequest,
+  DocumentsResponse,
+  IndexInfo,
+  IndexParams,
+  IndicesResponse,
+  QueryRequest,
+  QueryResponse,
+  TenantQuery,
+  type DocumentInput as DocumentInputBody,
+} from "./schemas.js";
+import type { DocumentInput, RagService } from "./service.js";
+import type { IndexMeta } from "./store/types.js";
+import type { Static } from "typebox";
+
+export const RAG_SERVICE_NAME = "RAG";
+export const DEFAULT_TENANT = "default";
+
+export interface RagRouteDeps {
+  service: RagService;
+  ragFilesDir: string | null;
+  /** Body limit of the build and document routes. */
+  largeBodyLimit: number;
+}
+
+const errors = { "4xx": ErrorResponse, "5xx": ErrorResponse };
+
+function toDocumentInputs(documents: DocumentInputBody[]): DocumentInput[] {
+  return documents.map((doc) => (typeof doc === "string" ? { text: doc } : doc));
+}
+
+export function indexInfo(meta: IndexMeta): Static<typeof IndexInfo> {
+  return {
+    name: meta.name,
+    tenant_id: meta.tenantId,
+    scorer: meta.scorer,
+    documents_count: meta.documentsCount,
+    chunks_count: meta.chunksCount,
+    vocabulary_size: meta.vocabularySize,
+    chunk_size: meta.chunkSize,
+    overlap: meta.overlap,
+    created_at: meta.createdAt,
+    updated_at: meta.updatedAt,
+    size_bytes: meta.sizeBytes,
+    version: meta.version,
+  };
+}
+
+export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
+  const { service } = deps;
+
+  app.get("/health", { schema: { tags: ["service"], summary: "Readiness" } }, async () => ({
+    status: "healthy",
+    storage: service.store.kind,
+  }));
+  app.get("/", { schema: { tags: ["service"], summary: "Service name and version" } }, async () =>
+    rootMessage(RAG_SERVICE_NAME),
+  );
+
+  app.post(
+    "/rag/build",
+    {
+      bodyLimit: deps.largeBodyLimit,
+      schema: {
+        tags: ["indices"],
+        summary: "Build an index from inline documents or files under RAG_FILES_DIR (all-or-nothing)",
+        body: BuildRequest,
+        response: { 201: BuildResponse, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const body = request.body;
+      if (body.overlap > body.chunk_size / 2) {
+        throw badRequest(`overlap must be at most chunk_size/2 (${Math.floor(body.chunk_size / 2)})`, [
+          { path: "/overlap", message: "greater than chunk_size/2" },
+        ]);
+      }
+      if (!body.documents?.length && !body.files?.length) {
+        throw badRequest("Send at least one of documents or files");
+      }
+      const documents = toDocumentInputs(body.documents ?? []);
+      for (const file of body.files ?? []) documents.push(await loadFileDocument(deps.ragFilesDir, file));
+      const key = { tenantId: body.tenant_id ?? DEFAULT_TENANT, name: body.index_name };
+      const built = await service.build({
+        key,
+        documents,
+        chunkSize: body.chunk_size,
+        overlap: body.overlap,
+        scorer: body.scorer,
+        mode: body.mode,
+      });
+      return reply.status(201).send({
+        success: true,
+        index_name: key.name,
+        tenant_id: key.tenantId,
+        documents_count: built.documentsCount,
+        chunks_count: built.chunksCount,
+        vocabulary_size: built.meta.vocabularySize,
+        build_ms: built.buildMs,
+        message: `${body.mode === "append" ? "Appended" : "Built"} index "${key.name}": ${built.documentsCount} documents, ${built.chunksCount} chunks`,
+      });
+    },
+  );
+
+  app.post(
+    "/rag/query",
+    {
+      schema: {
+        tags: ["query"],
+        summary: "Search an index and compose an answer from the best chunks",
+        body: QueryRequest,
+        response: { 200: QueryResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const body = request.body;
+      const query = body.query ?? body.question;
+      if (query === undefined) throw badRequest("Send the question as query (or question)");
+      if (body.query !== undefined && body.question !== undefined && body.query !== body.question) {
+        throw badRequest("query and question differ; send one of them");
+      }
+      const key = { tenantId: body.tenant_id ?? DEFAULT_TENANT, name: body.index_name };
+      const { results, elapsedMs, loaded } = await service.query({
+        key,
+        query,
+        topK: body.top_k,
+        minScore: body.min_score,
+        filter: body.filter,
+      });
+      const mode = body.answer ?? "extractive";
+      if (mode === "generative") {
+        throw new ApiError(
+          400,
+          "invalid_request",
+          'answer "generative" needs GENERATION_URL set on the RAG server',
+        );
+      }
+      return {
+        query,
+        results,
+        count: results.length,
+        elapsed_ms: elapsedMs,
+        answer: mode === "none" ? null : service.extractive(query, results, loaded),
+        answer_mode: mode,
+      };
+    },
+  );
+
+  app.get(
+    "/rag/indices",
+    {
+      schema: {
+        tags: ["indices"],
+        summary: "List a tenant's indices",
+        querystring: TenantQuery,
+        response: { 200: IndicesResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const indices = await service.listIndices(request.query.tenant_id ?? DEFAULT_TENANT);
+      return { indices: indices.map(indexInfo), count: indices.length };
+    },
+  );
+
+  app.delete(
+    "/rag/indices/:index_name",
+    {
+      schema: {
+        tags: ["indices"],
+        summary: "Delete an index",
+        params: IndexParams,
+        querystring: DeleteIndexQuery,
+        response: { 200: DeletedResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const key = { tenantId: request.query.tenant_id ?? DEFAULT_TENANT, name: request.params.index_name };
+      await service.deleteIndex(key);
+      return { success: true, message: `Deleted index "${key.name}"` };
+    },
+  );
+
+  app.post(
+    "/rag/indices/:index_name/documents",
+    {
+      bodyLimit: deps.largeBodyLimit,
+      schema: {
+        tags: ["documents"],
+        summary: "Add documents to an index, replacing those with the same id",
+        params: IndexParams,
+        body: DocumentsRequest,
+        response: { 200: DocumentsResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const key = { tenantId: request.body.tenant_id ?? DEFAULT_TENANT, name: request.params.index_name };
+      const written = await service.upsertDocuments(key, toDocumentInputs(request.body.documents));
+      return {
+        success: true,
+        index_name: key.name,
+        tenant_id: key.tenantId,
+        documents_count: written.documentsCount,
+        chunks_count: written.chunksCount,
+        index_documents_count: written.meta.documentsCount,
+        index_chunks_count: written.meta.chunksCount,
+        build_ms: written.buildMs,
+      };
+    },
+  );
+
+  app.delete(
+    "/rag/indices/:index_name/documents/:document_id",
+    {
+      schema: {
+        tags: ["documents"],
+        summary: "Delete one document from an index",
+        params: DocumentParams,
+        querystring: TenantQuery,
+        response: { 200: DeletedResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const key = { tenantId: request.query.tenant_id ?? DEFAULT_TENANT, name: request.params.index_name };
+      await service.deleteDocument(key, request.params.document_id);
+      return {
+        success: true,
+        message: `Deleted document "${request.params.document_id}" from "${key.name}"`,
+      };
+    },
+  );
+
+  app.get(
+    "/rag/stats",
+    { schema: { tags: ["stats"], summary: "Whole-system counts, latency, storage, uptime and memory" } },
+    async () => service.stats(),
+  );
+
+  app.get(
+    "/rag/stats/:index_name",
+    {
+      schema: {
+        tags: ["stats"],
+        summary: "One index's counts, sizes, vocabulary and dates",
+        params: IndexParams,
+        querystring: TenantQuery,
+        response: { 200: IndexInfo, ...errors },
+      },
+    },
+    async (request) =>
+      indexInfo(
+        await service.requireMeta({
+          tenantId: request.query.tenant_id ?? DEFAULT_TENANT,
+          name: request.params.index_name,
+        }),
+      ),
+  );
+}

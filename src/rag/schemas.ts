@@ -1,0 +1,152 @@
+/**
+ * Request and response schemas of the RAG API: at once the TypeScript types, the validation and the
+ * OpenAPI document.
+ */
+import { Type, type Static } from "typebox";
+
+/** Index names and tenant ids: safe as path segments, never "." or "..". */
+export const NAME_PATTERN = "^(?!\\.{1,2}$)[A-Za-z0-9._-]{1,128}$";
+export const IndexName = Type.String({
+  pattern: NAME_PATTERN,
+  description: "letters, digits, . _ -; 1 … 128 characters; not . or ..",
+});
+export const TenantId = Type.String({ pattern: NAME_PATTERN, description: 'defaults to "default"' });
+const Metadata = Type.Record(Type.String(), Type.Unknown(), { description: "any JSON object" });
+
+export const DocumentInput = Type.Union([
+  Type.String({ minLength: 1, description: "the document's text" }),
+  Type.Object({
+    id: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 512, description: "your id; a content hash when left out" }),
+    ),
+    text: Type.String({ minLength: 1 }),
+    title: Type.Optional(Type.Union([Type.String({ maxLength: 4096 }), Type.Null()])),
+    metadata: Type.Optional(Metadata),
+  }),
+]);
+export type DocumentInput = Static<typeof DocumentInput>;
+
+export const BuildRequest = Type.Object(
+  {
+    index_name: IndexName,
+    tenant_id: Type.Optional(TenantId),
+    documents: Type.Optional(Type.Array(DocumentInput, { maxItems: 1_000_000 })),
+    files: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 4096 }), {
+        maxItems: 100_000,
+        description: "paths under RAG_FILES_DIR",
+      }),
+    ),
+    chunk_size: Type.Integer({ minimum: 100, maximum: 10_000, default: 1000 }),
+    overlap: Type.Integer({ minimum: 0, maximum: 5000, default: 128, description: "0 … chunk_size/2" }),
+    scorer: Type.Union([Type.Literal("tfidf"), Type.Literal("bm25")], { default: "tfidf" }),
+    mode: Type.Union([Type.Literal("create"), Type.Literal("replace"), Type.Literal("append")], {
+      default: "create",
+      description: "create: 409 if it exists; replace: create or overwrite; append: add to an existing index",
+    }),
+  },
+  {
+    examples: [
+      {
+        index_name: "handbook",
+        documents: [{ id: "intro", title: "Intro", text: "Lectern answers questions from your documents." }],
+      },
+    ],
+  },
+);
+export type BuildRequest = Static<typeof BuildRequest>;
+
+export const BuildResponse = Type.Object({
+  success: Type.Boolean(),
+  index_name: Type.String(),
+  tenant_id: Type.String(),
+  documents_count: Type.Integer({ description: "documents written by this request" }),
+  chunks_count: Type.Integer({ description: "chunks written by this request" }),
+  vocabulary_size: Type.Integer(),
+  build_ms: Type.Number(),
+  message: Type.String(),
+});
+
+export const QueryRequest = Type.Object(
+  {
+    query: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+    question: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: "alias of query" })),
+    index_name: IndexName,
+    tenant_id: Type.Optional(TenantId),
+    top_k: Type.Integer({ minimum: 1, maximum: 100, default: 5 }),
+    min_score: Type.Number({ minimum: 0, maximum: 1, default: 0 }),
+    filter: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "metadata equality" })),
+    answer: Type.Optional(
+      Type.Union([Type.Literal("none"), Type.Literal("extractive"), Type.Literal("generative")]),
+    ),
+  },
+  { examples: [{ query: "What does Lectern do?", index_name: "handbook", top_k: 3 }] },
+);
+export type QueryRequest = Static<typeof QueryRequest>;
+
+export const QueryResultSchema = Type.Object({
+  text: Type.String(),
+  score: Type.Number({ description: "0 … 1" }),
+  document_id: Type.String(),
+  file: Type.String({ description: "source path, or the document id" }),
+  chunk_id: Type.String(),
+  title: Type.Union([Type.String(), Type.Null()]),
+  metadata: Metadata,
+});
+
+export const QueryResponse = Type.Object({
+  query: Type.String(),
+  results: Type.Array(QueryResultSchema),
+  count: Type.Integer(),
+  elapsed_ms: Type.Number(),
+  answer: Type.Union([Type.String(), Type.Null()]),
+  answer_mode: Type.Union([Type.Literal("none"), Type.Literal("extractive"), Type.Literal("generative")]),
+});
+
+export const IndexInfo = Type.Object({
+  name: Type.String(),
+  tenant_id: Type.String(),
+  scorer: Type.String(),
+  documents_count: Type.Integer(),
+  chunks_count: Type.Integer(),
+  vocabulary_size: Type.Integer(),
+  chunk_size: Type.Integer(),
+  overlap: Type.Integer(),
+  created_at: Type.String(),
+  updated_at: Type.String(),
+  size_bytes: Type.Integer(),
+  version: Type.Integer(),
+});
+
+export const IndicesResponse = Type.Object({ indices: Type.Array(IndexInfo), count: Type.Integer() });
+
+export const TenantQuery = Type.Object({ tenant_id: Type.Optional(TenantId) });
+export const DeleteIndexQuery = Type.Object({
+  tenant_id: Type.Optional(TenantId),
+  force: Type.Optional(
+    Type.Union([Type.Literal("true"), Type.Literal("false")], { description: "(compat) accepted" }),
+  ),
+});
+export const IndexParams = Type.Object({ index_name: IndexName });
+export const DocumentParams = Type.Object({
+  index_name: IndexName,
+  document_id: Type.String({ minLength: 1, maxLength: 512 }),
+});
+
+export const DocumentsRequest = Type.Object({
+  documents: Type.Array(DocumentInput, { minItems: 1, maxItems: 1_000_000 }),
+  tenant_id: Type.Optional(TenantId),
+});
+
+export const DocumentsResponse = Type.Object({
+  success: Type.Boolean(),
+  index_name: Type.String(),
+  tenant_id: Type.String(),
+  documents_count: Type.Integer(),
+  chunks_count: Type.Integer(),
+  index_documents_count: Type.Integer(),
+  index_chunks_count: Type.Integer(),
+  build_ms: Type.Number(),
+});
+
+export const DeletedResponse = Type.Object({ success: Type.Boolean(), message: Type.String() });
