@@ -24,6 +24,12 @@ export interface Config {
   ragFilesDir: string | null;
   generationUrl: string | null;
   generationUpstreamUrl: string | null;
+  /** Model id requested from GENERATION_URL / GENERATION_UPSTREAM_URL; discovered when unset. */
+  generationModel: string | null;
+  /** Bearer key sent to those servers. */
+  generationApiKey: string | null;
+  /** How long RAG waits for a generative answer before falling back to an extractive one. */
+  generationTimeoutMs: number;
   llamaThreads: number;
   /** Total context tokens, shared by the parallel sequences. */
   llamaContextSize: number;
@@ -110,6 +116,9 @@ export function loadConfig(env: Env = process.env): Config {
     ragFilesDir: read(env, "RAG_FILES_DIR") === undefined ? null : path.resolve(read(env, "RAG_FILES_DIR")!),
     generationUrl: url(env, "GENERATION_URL", ["http:", "https:"]),
     generationUpstreamUrl: url(env, "GENERATION_UPSTREAM_URL", ["http:", "https:"]),
+    generationModel: read(env, "GENERATION_MODEL") ?? null,
+    generationApiKey: read(env, "GENERATION_API_KEY") ?? null,
+    generationTimeoutMs: integer(env, "GENERATION_TIMEOUT_MS", 30_000, 100, 3_600_000),
     llamaThreads: integer(env, "LLAMA_THREADS", physicalCores(), 1, 512),
     llamaContextSize: integer(env, "LLAMA_CONTEXT_SIZE", 4096, 256, 1 << 20),
     llamaGpu: gpu === "false" ? false : "auto",

@@ -16,6 +16,7 @@ export type ErrorCode =
   | "timeout"
   | "model_not_ready"
   | "not_ready"
+  | "upstream_error"
   | "internal_error";
 
 export interface ErrorBody {

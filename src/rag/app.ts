@@ -5,6 +5,8 @@ import { RAG_SERVICE_NAME, registerRagRoutes } from "./routes.js";
 import { RagService } from "./service.js";
 import { SqliteIndexStore } from "./store/sqlite-store.js";
 import type { IndexStore } from "./store/types.js";
+import { AnswerWriter } from "./generative.js";
+import { OpenAIUpstreamGenerator } from "../textgen/openai-upstream.js";
 
 export interface RagAppDeps {
   config: Config;
@@ -29,11 +31,26 @@ export async function buildRagApp({ config, store }: RagAppDeps) {
   });
   const indexStore = store ?? SqliteIndexStore.open(config.dataDir);
   const service = new RagService(indexStore);
+  const answerWriter = config.generationUrl
+    ? new AnswerWriter(
+        new OpenAIUpstreamGenerator({
+          baseUrl: config.generationUrl,
+          model: config.generationModel,
+          apiKey: config.generationApiKey,
+          timeoutMs: config.generationTimeoutMs,
+        }),
+        { maxTokens: 256 },
+      )
+    : null;
   registerRagRoutes(app, {
     service,
+    answerWriter,
     ragFilesDir: config.ragFilesDir,
     largeBodyLimit: config.maxBodyBytesLarge,
   });
-  app.addHook("onClose", async () => indexStore.close());
+  app.addHook("onClose", async () => {
+    await answerWriter?.close();
+    await indexStore.close();
+  });
   return app;
 }

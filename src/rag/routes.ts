@@ -19,7 +19,10 @@ import {
   TenantQuery,
   type DocumentInput as DocumentInputBody,
 } from "./schemas.js";
-import type { DocumentInput, RagService } from "./service.js";
+import type { DocumentInput, QueryResult, RagService, LoadedIndex } from "./service.js";
+import type { AnswerWriter } from "./generative.js";
+import { openEventStream, type EventStream } from "../core/sse.js";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import type { IndexMeta } from "./store/types.js";
 import type { Static } from "typebox";
 
@@ -28,6 +31,8 @@ export const DEFAULT_TENANT = "default";
 
 export interface RagRouteDeps {
   service: RagService;
+  /** Set when GENERATION_URL is: writes generative answers. */
+  answerWriter: AnswerWriter | null;
   ragFilesDir: string | null;
   /** Body limit of the build and document routes. */
   largeBodyLimit: number;
@@ -122,7 +127,7 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
         response: { 200: QueryResponse, ...errors },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const body = request.body;
       const query = body.query ?? body.question;
       if (query === undefined) throw badRequest("Send the question as query (or question)");
@@ -137,24 +142,64 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
         minScore: body.min_score,
         filter: body.filter,
       });
-      const mode = body.answer ?? "extractive";
-      if (mode === "generative") {
-        throw new ApiError(
-          400,
-          "invalid_request",
-          'answer "generative" needs GENERATION_URL set on the RAG server',
-        );
-      }
-      return {
+      const mode = body.answer ?? (deps.answerWriter ? "generative" : "extractive");
+      const response = {
         query,
         results,
         count: results.length,
         elapsed_ms: elapsedMs,
-        answer: mode === "none" ? null : service.extractive(query, results, loaded),
+        answer: null as string | null,
         answer_mode: mode,
       };
+      if (mode === "none") return response;
+      if (mode === "extractive") return { ...response, answer: service.extractive(query, results, loaded) };
+      const events = body.stream ? openEventStream(request, reply) : undefined;
+      events?.send({ results, count: results.length, elapsed_ms: elapsedMs }, "results");
+      const answered = await generativeAnswer(query, results, loaded, request, reply, events);
+      const whole = { ...response, ...answered };
+      if (!events) return whole;
+      events.send(whole, "done");
+      events.end();
+      return reply;
     },
   );
+
+  /** A generative answer, or the extractive one with the reason generation was skipped. */
+  async function generativeAnswer(
+    query: string,
+    results: QueryResult[],
+    loaded: LoadedIndex,
+    request: FastifyRequest,
+    reply: FastifyReply,
+    events: EventStream | undefined,
+  ) {
+    const fallback = (reason: string) => ({
+      answer: service.extractive(query, results, loaded),
+      answer_mode: "extractive" as const,
+      generation_skipped_reason: reason,
+    });
+    if (!deps.answerWriter) return fallback("GENERATION_URL is not set on the RAG server");
+    if (results.length === 0) return fallback("no results to answer from");
+    const controller = new AbortController();
+    reply.raw.on("close", () => {
+      if (!reply.raw.writableFinished) controller.abort();
+    });
+    try {
+      const written = await deps.answerWriter.write(query, results, {
+        signal: controller.signal,
+        onText: events ? (piece) => events.send({ token: piece }) : undefined,
+      });
+      return {
+        answer: written.answer,
+        answer_mode: "generative" as const,
+        citations: written.citations,
+        generation: { model: written.model, tokens: written.tokens, elapsed_ms: written.elapsedMs },
+      };
+    } catch (error) {
+      request.log.warn({ err: error }, "generative answer failed; falling back to extractive");
+      return fallback(`generation failed: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
 
   app.get(
     "/rag/indices",

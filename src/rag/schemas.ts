@@ -77,7 +77,14 @@ export const QueryRequest = Type.Object(
     min_score: Type.Number({ minimum: 0, maximum: 1, default: 0 }),
     filter: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "metadata equality" })),
     answer: Type.Optional(
-      Type.Union([Type.Literal("none"), Type.Literal("extractive"), Type.Literal("generative")]),
+      Type.Union([Type.Literal("none"), Type.Literal("extractive"), Type.Literal("generative")], {
+        description: 'default "extractive"; "generative" when GENERATION_URL is set',
+      }),
+    ),
+    stream: Type.Optional(
+      Type.Boolean({
+        description: "server-sent events: results, then answer pieces, then the whole response",
+      }),
     ),
   },
   { examples: [{ query: "What does Lectern do?", index_name: "handbook", top_k: 3 }] },
@@ -101,6 +108,13 @@ export const QueryResponse = Type.Object({
   elapsed_ms: Type.Number(),
   answer: Type.Union([Type.String(), Type.Null()]),
   answer_mode: Type.Union([Type.Literal("none"), Type.Literal("extractive"), Type.Literal("generative")]),
+  citations: Type.Optional(Type.Array(Type.Integer(), { description: "result numbers the answer cites" })),
+  generation: Type.Optional(
+    Type.Object({ model: Type.String(), tokens: Type.Integer(), elapsed_ms: Type.Number() }),
+  ),
+  generation_skipped_reason: Type.Optional(
+    Type.String({ description: "why a generative answer was asked for but an extractive one is given" }),
+  ),
 });
 
 export const IndexInfo = Type.Object({

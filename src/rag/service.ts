@@ -328,6 +328,13 @@ function settingsOf(meta: IndexMeta): IndexSettings {
 export function normaliseDocuments(inputs: DocumentInput[]): DocumentRecord[] {
   const byId = new Map<string, DocumentRecord>();
   inputs.forEach((input, position) => {
+    // Whitespace-only text would be stored as a document with no chunks that no query can find.
+    if (input.text.trim() === "") {
+      const which = input.source ? `File "${input.source}"` : `documents[${position}]`;
+      throw badRequest(`${which} has no text to index (empty or only whitespace)`, [
+        { path: `/documents/${position}/text`, message: "empty or only whitespace" },
+      ]);
+    }
     const id = input.id ?? createHash("sha256").update(input.text).digest("hex").slice(0, 16);
     const record: DocumentRecord = {
       id,

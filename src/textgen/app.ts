@@ -4,6 +4,9 @@ import { createHttpApp } from "../core/http.js";
 import type { Generator } from "./generator.js";
 import { registerTextgenRoutes, SERVICE_NAME } from "./routes.js";
 import { Scheduler } from "./scheduler.js";
+import { registerMetrics } from "../core/metrics.js";
+import { TextgenService } from "./service.js";
+import { openAiRoutes } from "./openai.js";
 
 export interface TextgenAppDeps {
   config: Config;
@@ -19,6 +22,7 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
     logLevel: config.logLevel,
     tags: [
       { name: "generation", description: "Text generation" },
+      { name: "openai", description: "OpenAI-compatible routes (errors in OpenAI's shape)" },
       { name: "service", description: "Health and identity" },
     ],
   });
@@ -27,7 +31,10 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
     maxQueue: config.maxQueue,
     timeoutMs: config.requestTimeoutMs,
   });
-  registerTextgenRoutes(app, { generator, scheduler, maxNewTokens: config.maxNewTokens });
+  const { registry } = registerMetrics(app, "textgen");
+  const service = new TextgenService(generator, scheduler, registry);
+  registerTextgenRoutes(app, { service, maxNewTokens: config.maxNewTokens });
+  await app.register(openAiRoutes, { prefix: "/v1", service, maxNewTokens: config.maxNewTokens });
   app.addHook("onClose", async () => generator.close());
   return app;
 }

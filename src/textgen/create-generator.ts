@@ -2,8 +2,17 @@
 import type { Config } from "../core/config.js";
 import type { Generator } from "./generator.js";
 import { LlamaGenerator } from "./llama-generator.js";
+import { OpenAIUpstreamGenerator } from "./openai-upstream.js";
 
 export function createGenerator(config: Config): Generator {
+  if (config.generationUpstreamUrl) {
+    return new OpenAIUpstreamGenerator({
+      baseUrl: config.generationUpstreamUrl,
+      model: config.generationModel,
+      apiKey: config.generationApiKey,
+      timeoutMs: config.requestTimeoutMs,
+    }).start();
+  }
   return new LlamaGenerator({
     model: { reference: config.modelPath, modelsDir: config.modelsDir, progress: true },
     threads: config.llamaThreads,

@@ -13,8 +13,7 @@ export interface SamplingOptions {
   seed?: number;
 }
 
-export interface CompletionRequest extends SamplingOptions {
-  prompt: string;
+interface GenerationControls extends SamplingOptions {
   /** New tokens at most, prompt excluded. */
   maxTokens: number;
   stop: string[];
@@ -22,6 +21,29 @@ export interface CompletionRequest extends SamplingOptions {
   signal?: AbortSignal;
   /** Called with each decoded piece of text as it is generated. */
   onText?: (piece: string) => void;
+  /** Called as tokens are generated, with how many (for live metrics). */
+  onTokens?: (count: number) => void;
+}
+
+/** Continue a raw text. */
+export interface CompletionRequest extends GenerationControls {
+  prompt: string;
+}
+
+export interface ChatMessage {
+  role: "system" | "user" | "assistant";
+  content: string;
+}
+
+/** Answer a conversation, rendered with the model's own chat template. */
+export interface ChatRequest extends GenerationControls {
+  messages: ChatMessage[];
+}
+
+export type GenerationRequest = CompletionRequest | ChatRequest;
+
+export function isChatRequest(request: GenerationRequest): request is ChatRequest {
+  return "messages" in request;
 }
 
 export type FinishReason = "length" | "stop";
@@ -45,7 +67,8 @@ export interface Generator {
    * Rejects a request that cannot fit before any work is queued (throws an ApiError 400).
    * Returns the prompt's token count.
    */
-  validate(request: CompletionRequest): Promise<number>;
-  complete(request: CompletionRequest): Promise<CompletionResult>;
+  validate(request: GenerationRequest): Promise<number>;
+  /** Generates for a raw prompt or a chat; the scheduler decides when this is called. */
+  generate(request: GenerationRequest): Promise<CompletionResult>;
   close(): Promise<void>;
 }

@@ -7,20 +7,25 @@
 import path from "node:path";
 import {
   getLlama,
+  LlamaChat,
   LlamaCompletion,
   LlamaLogLevel,
   type Llama,
   type LlamaContext,
   type LlamaContextSequence,
   type LlamaModel,
+  type ChatHistoryItem,
+  type Token,
 } from "node-llama-cpp";
 import { ApiError, badRequest } from "../core/errors.js";
-import type {
-  CompletionRequest,
-  CompletionResult,
-  FinishReason,
-  Generator,
-  GeneratorStatus,
+import {
+  isChatRequest,
+  type ChatMessage,
+  type CompletionResult,
+  type FinishReason,
+  type GenerationRequest,
+  type Generator,
+  type GeneratorStatus,
 } from "./generator.js";
 import { resolveModel, type ModelSource } from "./model-source.js";
 
@@ -36,6 +41,8 @@ export interface LlamaGeneratorOptions {
 interface Slot {
   sequence: LlamaContextSequence;
   completion: LlamaCompletion;
+  /** Uses the chat template from the GGUF (or node-llama-cpp's best match for the model). */
+  chat: LlamaChat;
 }
 
 export class LlamaGenerator implements Generator {
@@ -45,6 +52,7 @@ export class LlamaGenerator implements Generator {
   private model?: LlamaModel;
   private context?: LlamaContext;
   private readonly freeSlots: Slot[] = [];
+  private firstSlot?: Slot;
   private readonly loading: Promise<void>;
 
   /** Starts loading at once; `status()` says when it can serve. */
@@ -88,8 +96,13 @@ export class LlamaGenerator implements Generator {
     });
     for (let i = 0; i < this.options.sequences; i++) {
       const sequence = this.context.getSequence();
-      this.freeSlots.push({ sequence, completion: new LlamaCompletion({ contextSequence: sequence }) });
+      this.freeSlots.push({
+        sequence,
+        completion: new LlamaCompletion({ contextSequence: sequence, autoDisposeSequence: false }),
+        chat: new LlamaChat({ contextSequence: sequence, autoDisposeSequence: false }),
+      });
     }
+    this.firstSlot = this.freeSlots[0];
     this.state = { state: "ready" };
   }
 
@@ -101,13 +114,31 @@ export class LlamaGenerator implements Generator {
     return this.model;
   }
 
-  async validate(request: CompletionRequest): Promise<number> {
+  /** Tokens the model will read before generating: the prompt, or the chat rendered by its template. */
+  private promptTokenCount(request: GenerationRequest): number {
     const model = this.requireReady();
-    const promptTokens = model.tokenize(request.prompt).length + (model.tokens.bos === null ? 0 : 1);
+    if (isChatRequest(request)) {
+      const slot = this.freeSlots[0] ?? this.anySlot;
+      const { contextText } = slot.chat.chatWrapper.generateContextState({
+        chatHistory: toChatHistory(request.messages),
+      });
+      return contextText.tokenize(model.tokenizer).length;
+    }
+    return model.tokenize(request.prompt).length + (model.tokens.bos === null ? 0 : 1);
+  }
+
+  private get anySlot(): Slot {
+    if (!this.firstSlot) throw new ApiError(503, "model_not_ready", "Model not ready");
+    return this.firstSlot;
+  }
+
+  async validate(request: GenerationRequest): Promise<number> {
+    const promptTokens = this.promptTokenCount(request);
     const limit = this.sequenceContextSize;
     if (promptTokens + request.maxTokens > limit) {
+      const what = isChatRequest(request) ? "The messages are" : "The prompt is";
       throw badRequest(
-        `The prompt is ${promptTokens} tokens; with max_length ${request.maxTokens} it needs ${promptTokens + request.maxTokens} ` +
+        `${what} ${promptTokens} tokens; with max_length ${request.maxTokens} it needs ${promptTokens + request.maxTokens} ` +
           `tokens, but the context holds ${limit} per request. Shorten the text or lower max_length.`,
         [{ prompt_tokens: promptTokens, max_length: request.maxTokens, context_size: limit }],
       );
@@ -115,33 +146,52 @@ export class LlamaGenerator implements Generator {
     return promptTokens;
   }
 
-  async complete(request: CompletionRequest): Promise<CompletionResult> {
+  async generate(request: GenerationRequest): Promise<CompletionResult> {
     const promptTokens = await this.validate(request);
     const slot = this.freeSlots.pop();
     if (!slot)
       throw new ApiError(503, "not_ready", "No free sequence; the scheduler should have queued this request");
     let tokensGenerated = 0;
+    const options = {
+      maxTokens: request.maxTokens,
+      temperature: request.temperature,
+      topP: request.topP,
+      topK: request.topK,
+      minP: request.minP,
+      seed: request.seed,
+      repeatPenalty:
+        request.repeatPenalty === undefined ? (false as const) : { penalty: request.repeatPenalty },
+      customStopTriggers: request.stop.length > 0 ? request.stop : undefined,
+      signal: request.signal,
+      stopOnAbortSignal: true,
+      onToken: (tokens: Token[]) => {
+        tokensGenerated += tokens.length;
+        request.onTokens?.(tokens.length);
+      },
+      onTextChunk: request.onText,
+    };
     try {
-      const { response, metadata } = await slot.completion.generateCompletionWithMeta(request.prompt, {
-        maxTokens: request.maxTokens,
-        temperature: request.temperature,
-        topP: request.topP,
-        topK: request.topK,
-        minP: request.minP,
-        seed: request.seed,
-        repeatPenalty: request.repeatPenalty === undefined ? false : { penalty: request.repeatPenalty },
-        customStopTriggers: request.stop.length > 0 ? request.stop : undefined,
-        signal: request.signal,
-        stopOnAbortSignal: true,
-        disableContextShift: true,
-        onToken: (tokens) => {
-          tokensGenerated += tokens.length;
-        },
-        onTextChunk: request.onText,
-      });
+      let text: string;
+      let stopReason: string;
+      if (isChatRequest(request)) {
+        const history = [
+          ...toChatHistory(request.messages),
+          { type: "model", response: [] } satisfies ChatHistoryItem,
+        ];
+        const result = await slot.chat.generateResponse(history, options);
+        text = result.response;
+        stopReason = result.metadata.stopReason;
+      } else {
+        const result = await slot.completion.generateCompletionWithMeta(request.prompt, {
+          ...options,
+          disableContextShift: true,
+        });
+        text = result.response;
+        stopReason = result.metadata.stopReason;
+      }
       const finishReason: FinishReason =
-        metadata.stopReason === "maxTokens" || metadata.stopReason === "abort" ? "length" : "stop";
-      return { text: response, tokensGenerated, promptTokens, finishReason };
+        stopReason === "maxTokens" || stopReason === "abort" ? "length" : "stop";
+      return { text, tokensGenerated, promptTokens, finishReason };
     } finally {
       this.freeSlots.push(slot);
     }
@@ -158,4 +208,12 @@ export class LlamaGenerator implements Generator {
 function describeLoadError(error: unknown, reference: string): string {
   const message = error instanceof Error ? error.message : String(error);
   return `could not load model "${reference}": ${message}. Set MODEL_PATH to a local .gguf file (or a Hugging Face reference hf:<owner>/<repo>/<file>.gguf reachable from this machine).`;
+}
+
+function toChatHistory(messages: ChatMessage[]): ChatHistoryItem[] {
+  return messages.map((message): ChatHistoryItem => {
+    if (message.role === "system") return { type: "system", text: message.content };
+    if (message.role === "user") return { type: "user", text: message.content };
+    return { type: "model", response: [message.content] };
+  });
 }

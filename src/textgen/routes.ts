@@ -1,8 +1,10 @@
 /** Routes of the text generation API: health, root, /predict. Validation is the schemas' job. */
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { rootMessage, type TypedApp } from "../core/http.js";
-import type { CompletionRequest, Generator } from "./generator.js";
-import type { Scheduler } from "./scheduler.js";
+import { toApiError } from "../core/http.js";
+import { openEventStream, type EventStream } from "../core/sse.js";
+import type { CompletionRequest } from "./generator.js";
+import type { TextgenService } from "./service.js";
 import {
   ErrorResponse,
   HealthResponse,
@@ -16,8 +18,7 @@ import {
 export const SERVICE_NAME = "Text Generation";
 
 export interface TextgenRouteDeps {
-  generator: Generator;
-  scheduler: Scheduler;
+  service: TextgenService;
   maxNewTokens: number;
 }
 
@@ -31,7 +32,7 @@ export function clientGoneSignal(request: FastifyRequest, reply: FastifyReply): 
   return controller.signal;
 }
 
-export function toCompletionRequest(body: PredictRequest): Omit<CompletionRequest, "signal" | "onText"> {
+export function toCompletionRequest(body: PredictRequest): CompletionRequest {
   return {
     prompt: body.text,
     maxTokens: body.max_length,
@@ -46,7 +47,8 @@ export function toCompletionRequest(body: PredictRequest): Omit<CompletionReques
 }
 
 export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): void {
-  const { generator, scheduler } = deps;
+  const { service } = deps;
+  const { generator } = service;
 
   app.get(
     "/health",
@@ -89,18 +91,36 @@ export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): vo
       const started = performance.now();
       const signal = clientGoneSignal(request, reply);
       const completion = toCompletionRequest(request.body);
-      await generator.validate(completion);
-      const result = await scheduler.run(signal, (jobSignal) =>
-        generator.complete({ ...completion, signal: jobSignal }),
-      );
-      return {
+      const respond = (result: Awaited<ReturnType<TextgenService["run"]>>) => ({
         generated_text: result.text,
         model_name: generator.modelName,
         tokens_generated: result.tokensGenerated,
         finish_reason: result.finishReason,
         prompt_tokens: result.promptTokens,
         elapsed_ms: Math.round((performance.now() - started) * 100) / 100,
-      };
+      });
+      if (!request.body.stream) return respond(await service.run(completion, signal));
+
+      // Stream: one event per token piece, then an event named "done" holding the whole response.
+      let stream: EventStream | undefined;
+      try {
+        const result = await service.run(
+          { ...completion, onText: (piece) => stream?.send({ token: piece }) },
+          signal,
+          {
+            onStart: () => {
+              stream = openEventStream(request, reply);
+            },
+          },
+        );
+        stream?.send(respond(result), "done");
+      } catch (error) {
+        if (!stream) throw error;
+        stream.send(toApiError(error).toBody(), "error");
+      } finally {
+        stream?.end();
+      }
+      return reply;
     },
   );
 }

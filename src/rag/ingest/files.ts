@@ -16,11 +16,15 @@ export async function resolveAllowedFile(root: string | null, requested: string)
     throw badRequest("Server-side file builds are off: set RAG_FILES_DIR, or send the documents inline");
   }
   if (requested.includes("\0")) throw badRequest("File path contains a NUL byte");
-  const realRoot = await realpath(root).catch(() => {
+  const configuredRoot = path.resolve(root);
+  const realRoot = await realpath(configuredRoot).catch(() => {
     throw badRequest("RAG_FILES_DIR does not exist on the server");
   });
-  const candidate = path.resolve(realRoot, requested);
-  const lexicallyInside = candidate === realRoot || candidate.startsWith(realRoot + path.sep);
+  // An absolute path may name the folder as configured or by its real path (they differ when
+  // RAG_FILES_DIR or one of its parents is a symlink, e.g. /tmp on macOS); the realpath check decides.
+  const candidate = path.resolve(configuredRoot, requested);
+  const within = (p: string, base: string) => p === base || p.startsWith(base + path.sep);
+  const lexicallyInside = within(candidate, configuredRoot) || within(candidate, realRoot);
   const real = lexicallyInside ? await realpath(candidate).catch(() => null) : null;
   if (!lexicallyInside || (real !== null && !real.startsWith(realRoot + path.sep))) {
     throw badRequest(`File "${requested}" is outside RAG_FILES_DIR`);
