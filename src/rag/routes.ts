@@ -1,5 +1,5 @@
 /** Routes of the RAG API. They validate (schemas), translate to RagService calls, and shape replies. */
-import { ApiError, badRequest } from "../core/errors.js";
+import { badRequest } from "../core/errors.js";
 import { rootMessage, type TypedApp } from "../core/http.js";
 import { ErrorResponse } from "../textgen/schemas.js";
 import { loadFileDocument } from "./ingest/files.js";

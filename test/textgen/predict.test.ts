@@ -75,7 +75,7 @@ describe("text generation API with the real test model", () => {
     const generator = createGenerator(config) as LlamaGenerator;
     await generator.ready();
     try {
-      const direct = await generator.complete({
+      const direct = await generator.generate({
         prompt: "Once upon a time",
         maxTokens: 5,
         temperature: 0,
