@@ -64,7 +64,8 @@ export class OpenAIUpstreamGenerator implements Generator {
   private discover(): Promise<void> {
     this.discovery = (async () => {
       try {
-        const response = await this.request("GET", "/models", undefined, AbortSignal.timeout(10_000));
+        const limit = Math.min(10_000, this.options.timeoutMs ?? 10_000);
+        const response = await this.request("GET", "/models", undefined, AbortSignal.timeout(limit));
         const body = (await response.json()) as { data?: Array<{ id?: string }> };
         const first = body.data?.[0]?.id;
         if (!this.options.model && first) this.modelName = first;
@@ -88,7 +89,8 @@ export class OpenAIUpstreamGenerator implements Generator {
   }
 
   async generate(request: GenerationRequest): Promise<CompletionResult> {
-    if (this.state.state !== "ready") {
+    // The model id is needed only when none was configured; then discovery must have worked.
+    if (!this.options.model && this.state.state !== "ready") {
       await this.discover();
       if (this.state.state === "unhealthy") throw new ApiError(502, "upstream_error", this.state.reason);
     }

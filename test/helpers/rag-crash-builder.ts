@@ -1,0 +1,48 @@
+/**
+ * Child process of the RAG crash test. Usage:
+ *   node --import tsx test/helpers/rag-crash-builder.ts <dataDir> <documents>
+ * Opens the RAG app on <dataDir> and prepares a big `replace` build, then prints "prepared" and waits
+ * for a line on stdin. It then prints "ready" right before handing the build to the app, "writing"
+ * right before the store's write transaction, "written <ms>" after it, and "done <status> <ms>" once
+ * the app answered. The parent SIGKILLs it somewhere in between.
+ */
+import { once } from "node:events";
+import { buildRagApp } from "../../src/rag/app.js";
+import { SqliteIndexStore } from "../../src/rag/store/sqlite-store.js";
+import type { IndexWrite } from "../../src/rag/store/types.js";
+import { crashBuildRequest } from "./rag-crash-corpus.js";
+import { testConfig } from "./env.js";
+
+const [dataDir, documents] = process.argv.slice(2);
+if (dataDir === undefined || documents === undefined) {
+  throw new Error("usage: rag-crash-builder.ts <dataDir> <documents>");
+}
+
+// The app's own SQLite store; the only addition is telling the parent when the write starts and ends.
+// Pipes are synchronous on Linux, so the parent reads "writing" before the transaction begins.
+const store = SqliteIndexStore.open(dataDir);
+const write = store.write.bind(store);
+store.write = async (change: IndexWrite) => {
+  process.stdout.write("writing\n");
+  const started = performance.now();
+  const meta = await write(change);
+  process.stdout.write(`written ${Math.round(performance.now() - started)}\n`);
+  return meta;
+};
+const app = await buildRagApp({ config: testConfig({ DATA_DIR: dataDir }), store });
+const payload = JSON.stringify(crashBuildRequest(Number(documents)));
+
+process.stdout.write("prepared\n");
+await once(process.stdin, "data");
+process.stdin.destroy();
+
+process.stdout.write("ready\n");
+const started = performance.now();
+const res = await app.inject({
+  method: "POST",
+  url: "/rag/build",
+  payload,
+  headers: { "content-type": "application/json" },
+});
+process.stdout.write(`done ${res.statusCode} ${Math.round(performance.now() - started)}\n`);
+await app.close();

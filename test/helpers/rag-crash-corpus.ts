@@ -1,0 +1,36 @@
+/** Deterministic documents for the RAG crash test, shared by the test and its child process. */
+import { makeProse, seededRandom } from "./text-fixtures.js";
+
+export const CRASH_INDEX = "crashy";
+export const CRASH_TENANT = "crash-tenant";
+/** A query whose terms occur in both versions of the index. */
+export const CRASH_QUERY = {
+  index_name: CRASH_INDEX,
+  tenant_id: CRASH_TENANT,
+  query: "tenant snapshot version after a crash write",
+  top_k: 20,
+};
+
+/** `count` documents with ids `${prefix}${i}`, about `length` characters each. */
+export function crashDocuments(count: number, prefix: string, seed: number, length = 1500) {
+  const random = seededRandom(seed);
+  return Array.from({ length: count }, (_, i) => ({
+    id: `${prefix}${i}`,
+    title: `${prefix} document ${i}`,
+    text: makeProse(random, length),
+    metadata: { n: i, version: prefix },
+  }));
+}
+
+/** The big `replace` build the child starts and the parent kills. */
+export function crashBuildRequest(count: number) {
+  return {
+    index_name: CRASH_INDEX,
+    tenant_id: CRASH_TENANT,
+    mode: "replace",
+    scorer: "bm25",
+    chunk_size: 400,
+    overlap: 40,
+    documents: crashDocuments(count, "v2-", 2),
+  };
+}
