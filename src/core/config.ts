@@ -4,6 +4,7 @@
  */
 import os from "node:os";
 import path from "node:path";
+import { KeyRing } from "./auth.js";
 
 export class ConfigError extends Error {
   constructor(message: string) {
@@ -35,6 +36,18 @@ export interface Config {
   llamaContextSize: number;
   llamaGpu: "auto" | false;
   apiKeysFile: string | null;
+  /** Parsed from API_KEYS_FILE; null means auth is off. */
+  apiKeys: KeyRing | null;
+  /** Requests per minute per key (per client address without keys); 0 = no limit. */
+  rateLimitPerMinute: number;
+  /** Origins allowed by CORS; empty = CORS off (no Access-Control headers). */
+  corsOrigins: string[];
+  /** Documents one build or append may carry. */
+  maxBuildDocuments: number;
+  /** Characters of text one build or append may carry in total. */
+  maxBuildChars: number;
+  /** Time a client has to send a whole request (headers and body). */
+  httpRequestTimeoutMs: number;
   /** Body limit of `/rag/build` and the document routes. */
   maxBodyBytesLarge: number;
   /** Body limit of every other route. */
@@ -92,6 +105,22 @@ function oneOf<T extends string>(env: Env, name: string, fallback: T, allowed: r
   return raw as T;
 }
 
+function origins(env: Env, name: string): string[] {
+  const raw = read(env, name);
+  if (raw === undefined) return [];
+  return raw.split(",").map((origin) => {
+    const trimmed = origin.trim();
+    if (trimmed === "*") return trimmed;
+    try {
+      return new URL(trimmed).origin;
+    } catch {
+      throw new ConfigError(
+        `${name} must be a comma-separated list of origins such as https://app.example, got "${trimmed}"`,
+      );
+    }
+  });
+}
+
 function physicalCores(): number {
   // Node has no physical-core count; llama.cpp gains nothing from SMT siblings, so halve logical
   // CPUs on machines that report many, and keep at least one thread.
@@ -123,6 +152,12 @@ export function loadConfig(env: Env = process.env): Config {
     llamaContextSize: integer(env, "LLAMA_CONTEXT_SIZE", 4096, 256, 1 << 20),
     llamaGpu: gpu === "false" ? false : "auto",
     apiKeysFile: read(env, "API_KEYS_FILE") ?? null,
+    apiKeys: read(env, "API_KEYS_FILE") === undefined ? null : KeyRing.load(read(env, "API_KEYS_FILE")!),
+    rateLimitPerMinute: integer(env, "RATE_LIMIT_PER_MINUTE", 0, 0, 10_000_000),
+    corsOrigins: origins(env, "CORS_ORIGINS"),
+    maxBuildDocuments: integer(env, "MAX_BUILD_DOCUMENTS", 1_000_000, 1, 100_000_000),
+    maxBuildChars: integer(env, "MAX_BUILD_CHARS", 1_000_000_000, 1, 100_000_000_000),
+    httpRequestTimeoutMs: integer(env, "HTTP_REQUEST_TIMEOUT_MS", 60_000, 1000, 3_600_000),
     maxBodyBytesLarge: largeBody,
     // MAX_BODY_BYTES names the large limit; other routes keep 1 MiB unless that is larger.
     maxBodyBytes: Math.min(mib, largeBody),

@@ -15,6 +15,10 @@ import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { ApiError, type ErrorCode } from "./errors.js";
 import { loggerOptions } from "./logger.js";
+import rateLimit from "@fastify/rate-limit";
+import cors from "@fastify/cors";
+import { isPublicPath, registerAuth } from "./auth.js";
+import type { Config } from "./config.js";
 import { PRODUCT_NAME, VERSION } from "./version.js";
 
 export type HttpApp = FastifyInstance & { withTypeProvider: FastifyInstance["withTypeProvider"] };
@@ -23,8 +27,10 @@ export interface HttpAppOptions {
   /** Service name as shown in `GET /` and the OpenAPI title, e.g. "Text Generation". */
   service: string;
   description: string;
-  bodyLimit: number;
-  logLevel: string;
+  config: Pick<
+    Config,
+    "maxBodyBytes" | "logLevel" | "apiKeys" | "rateLimitPerMinute" | "corsOrigins" | "httpRequestTimeoutMs"
+  >;
   /** Paths whose errors use another shape (OpenAI routes); they install their own handler. */
   tags?: Array<{ name: string; description: string }>;
 }
@@ -83,9 +89,18 @@ export function sendError(reply: FastifyReply, apiError: ApiError): FastifyReply
 }
 
 export async function createHttpApp(options: HttpAppOptions) {
+  const { config } = options;
   const app = Fastify({
-    logger: loggerOptions(options.logLevel),
-    bodyLimit: options.bodyLimit,
+    logger: loggerOptions(config.logLevel),
+    bodyLimit: config.maxBodyBytes,
+    requestTimeout: config.httpRequestTimeoutMs,
+    // JSON keys that could reach a prototype are refused (400), never merged.
+    onProtoPoisoning: "error",
+    onConstructorPoisoning: "error",
+    // Index names (128) and document ids (512) travel in paths; the default 100 would turn them away.
+    routerOptions: { maxParamLength: 2048 },
+    // Errors raised before routing (bad percent-encoding…) still get the contract's shape.
+    frameworkErrors: (error, _request, reply) => sendError(reply, toApiError(error)),
     requestIdHeader: "x-request-id",
     genReqId: () => randomUUID(),
     ajv: {
@@ -112,6 +127,31 @@ export async function createHttpApp(options: HttpAppOptions) {
       new ApiError(404, "not_found", `No route ${request.method} ${request.url.split("?")[0]}; see /docs`),
     ),
   );
+
+  registerAuth(app, config.apiKeys);
+  if (config.rateLimitPerMinute > 0) {
+    await app.register(rateLimit, {
+      max: config.rateLimitPerMinute,
+      timeWindow: 60_000,
+      // Per key when keys are on, per client address otherwise; health checks are never limited.
+      keyGenerator: (request) => request.principal?.keyId ?? request.ip,
+      allowList: (request) => isPublicPath(request.url),
+      errorResponseBuilder: (_request, context) =>
+        new ApiError(
+          429,
+          "rate_limited",
+          `Rate limit of ${context.max} requests per minute reached; retry after ${Math.ceil(context.ttl / 1000)} s`,
+          [],
+          { "retry-after": String(Math.ceil(context.ttl / 1000)) },
+        ),
+    });
+  }
+  if (config.corsOrigins.length > 0) {
+    await app.register(cors, {
+      origin: config.corsOrigins.includes("*") ? true : config.corsOrigins,
+      exposedHeaders: ["x-request-id", "retry-after"],
+    });
+  }
 
   await app.register(swagger, {
     openapi: {

@@ -19,8 +19,7 @@ export async function buildRagApp({ config, store }: RagAppDeps) {
     service: RAG_SERVICE_NAME,
     description:
       "Build TF-IDF/BM25 indices from documents and answer questions from them, offline. Errors are JSON: {error:{code,message,details}}.",
-    bodyLimit: config.maxBodyBytes,
-    logLevel: config.logLevel,
+    config,
     tags: [
       { name: "indices", description: "Build, list and delete indices" },
       { name: "query", description: "Search and answer" },

@@ -1,6 +1,7 @@
 /** Routes of the RAG API. They validate (schemas), translate to RagService calls, and shape replies. */
 import { badRequest } from "../core/errors.js";
 import { rootMessage, type TypedApp } from "../core/http.js";
+import { actingTenant, listingTenant } from "../core/auth.js";
 import { ErrorResponse } from "../textgen/schemas.js";
 import { loadFileDocument } from "./ingest/files.js";
 import {
@@ -85,7 +86,8 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
     },
     async (request, reply) => {
       const body = request.body;
-      if (body.overlap > body.chunk_size / 2) {
+      const overlap = body.overlap ?? Math.min(128, Math.floor(body.chunk_size / 2));
+      if (overlap > body.chunk_size / 2) {
         throw badRequest(`overlap must be at most chunk_size/2 (${Math.floor(body.chunk_size / 2)})`, [
           { path: "/overlap", message: "greater than chunk_size/2" },
         ]);
@@ -95,12 +97,12 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
       }
       const documents = toDocumentInputs(body.documents ?? []);
       for (const file of body.files ?? []) documents.push(await loadFileDocument(deps.ragFilesDir, file));
-      const key = { tenantId: body.tenant_id ?? DEFAULT_TENANT, name: body.index_name };
+      const key = { tenantId: actingTenant(request, body.tenant_id), name: body.index_name };
       const built = await service.build({
         key,
         documents,
         chunkSize: body.chunk_size,
-        overlap: body.overlap,
+        overlap,
         scorer: body.scorer,
         mode: body.mode,
       });
@@ -134,7 +136,7 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
       if (body.query !== undefined && body.question !== undefined && body.query !== body.question) {
         throw badRequest("query and question differ; send one of them");
       }
-      const key = { tenantId: body.tenant_id ?? DEFAULT_TENANT, name: body.index_name };
+      const key = { tenantId: actingTenant(request, body.tenant_id), name: body.index_name };
       const { results, elapsedMs, loaded } = await service.query({
         key,
         query,
@@ -212,7 +214,7 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
       },
     },
     async (request) => {
-      const indices = await service.listIndices(request.query.tenant_id ?? DEFAULT_TENANT);
+      const indices = await service.listIndices(listingTenant(request, request.query.tenant_id));
       return { indices: indices.map(indexInfo), count: indices.length };
     },
   );
@@ -229,7 +231,10 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
       },
     },
     async (request) => {
-      const key = { tenantId: request.query.tenant_id ?? DEFAULT_TENANT, name: request.params.index_name };
+      const key = {
+        tenantId: actingTenant(request, request.query.tenant_id),
+        name: request.params.index_name,
+      };
       await service.deleteIndex(key);
       return { success: true, message: `Deleted index "${key.name}"` };
     },
@@ -248,7 +253,10 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
       },
     },
     async (request) => {
-      const key = { tenantId: request.body.tenant_id ?? DEFAULT_TENANT, name: request.params.index_name };
+      const key = {
+        tenantId: actingTenant(request, request.body.tenant_id),
+        name: request.params.index_name,
+      };
       const written = await service.upsertDocuments(key, toDocumentInputs(request.body.documents));
       return {
         success: true,
@@ -275,7 +283,10 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
       },
     },
     async (request) => {
-      const key = { tenantId: request.query.tenant_id ?? DEFAULT_TENANT, name: request.params.index_name };
+      const key = {
+        tenantId: actingTenant(request, request.query.tenant_id),
+        name: request.params.index_name,
+      };
       await service.deleteDocument(key, request.params.document_id);
       return {
         success: true,
@@ -287,7 +298,9 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
   app.get(
     "/rag/stats",
     { schema: { tags: ["stats"], summary: "Whole-system counts, latency, storage, uptime and memory" } },
-    async () => service.stats(),
+    // Keys that are not admin see their own tenant's share of the figures.
+    async (request) =>
+      service.stats(request.principal && !request.principal.admin ? request.principal.tenant : null),
   );
 
   app.get(
@@ -304,7 +317,7 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
     async (request) =>
       indexInfo(
         await service.requireMeta({
-          tenantId: request.query.tenant_id ?? DEFAULT_TENANT,
+          tenantId: actingTenant(request, request.query.tenant_id),
           name: request.params.index_name,
         }),
       ),

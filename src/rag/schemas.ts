@@ -38,7 +38,13 @@ export const BuildRequest = Type.Object(
       }),
     ),
     chunk_size: Type.Integer({ minimum: 100, maximum: 10_000, default: 1000 }),
-    overlap: Type.Integer({ minimum: 0, maximum: 5000, default: 128, description: "0 … chunk_size/2" }),
+    overlap: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: 5000,
+        description: "0 … chunk_size/2; default min(128, chunk_size/2)",
+      }),
+    ),
     scorer: Type.Union([Type.Literal("tfidf"), Type.Literal("bm25")], { default: "tfidf" }),
     mode: Type.Union([Type.Literal("create"), Type.Literal("replace"), Type.Literal("append")], {
       default: "create",

@@ -217,8 +217,8 @@ export class RagService {
     return extractiveAnswer(query, results, (text) => loaded.engine.analyze(text));
   }
 
-  async stats() {
-    const indices = await this.store.listIndices(null);
+  async stats(tenantId: string | null = null) {
+    const indices = await this.store.listIndices(tenantId);
     const memory = process.memoryUsage();
     return {
       indices_count: indices.length,

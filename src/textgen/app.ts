@@ -18,8 +18,7 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
     service: SERVICE_NAME,
     description:
       "Generate text with a local GGUF model (llama.cpp). Errors are JSON: {error:{code,message,details}}.",
-    bodyLimit: config.maxBodyBytes,
-    logLevel: config.logLevel,
+    config,
     tags: [
       { name: "generation", description: "Text generation" },
       { name: "openai", description: "OpenAI-compatible routes (errors in OpenAI's shape)" },

@@ -8,9 +8,7 @@
  */
 import { once } from "node:events";
 import { buildRagApp } from "../../src/rag/app.js";
-import { SqliteIndexStore } from "../../src/rag/store/sqlite-store.js";
-import type { IndexWrite } from "../../src/rag/store/types.js";
-import { crashBuildRequest } from "./rag-crash-corpus.js";
+import { crashBuildRequest, openReportingStore } from "./rag-crash-corpus.js";
 import { testConfig } from "./env.js";
 
 const [dataDir, documents] = process.argv.slice(2);
@@ -18,17 +16,8 @@ if (dataDir === undefined || documents === undefined) {
   throw new Error("usage: rag-crash-builder.ts <dataDir> <documents>");
 }
 
-// The app's own SQLite store; the only addition is telling the parent when the write starts and ends.
 // Pipes are synchronous on Linux, so the parent reads "writing" before the transaction begins.
-const store = SqliteIndexStore.open(dataDir);
-const write = store.write.bind(store);
-store.write = async (change: IndexWrite) => {
-  process.stdout.write("writing\n");
-  const started = performance.now();
-  const meta = await write(change);
-  process.stdout.write(`written ${Math.round(performance.now() - started)}\n`);
-  return meta;
-};
+const store = openReportingStore(dataDir, (line) => process.stdout.write(`${line}\n`));
 const app = await buildRagApp({ config: testConfig({ DATA_DIR: dataDir }), store });
 const payload = JSON.stringify(crashBuildRequest(Number(documents)));
 

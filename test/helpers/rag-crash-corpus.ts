@@ -1,4 +1,6 @@
 /** Deterministic documents for the RAG crash test, shared by the test and its child process. */
+import { SqliteIndexStore } from "../../src/rag/store/sqlite-store.js";
+import type { IndexWrite } from "../../src/rag/store/types.js";
 import { makeProse, seededRandom } from "./text-fixtures.js";
 
 export const CRASH_INDEX = "crashy";
@@ -33,4 +35,21 @@ export function crashBuildRequest(count: number) {
     overlap: 40,
     documents: crashDocuments(count, "v2-", 2),
   };
+}
+
+/**
+ * The app's own SQLite store on `dataDir`, telling `report` "writing" right before the write
+ * transaction of a build and "written <ms>" after it.
+ */
+export function openReportingStore(dataDir: string, report: (line: string) => void): SqliteIndexStore {
+  const store = SqliteIndexStore.open(dataDir);
+  const write = store.write.bind(store);
+  store.write = async (change: IndexWrite) => {
+    report("writing");
+    const started = performance.now();
+    const meta = await write(change);
+    report(`written ${Math.round(performance.now() - started)}`);
+    return meta;
+  };
+  return store;
 }

@@ -64,7 +64,11 @@ export type RagClient = ReturnType<typeof ragClient>;
 
 /** Asserts the status, with the body in the message when it differs. */
 export function assertStatus(res: Reply, status: number): void {
-  assert.equal(res.statusCode, status, `expected ${status}, got ${res.statusCode}: ${res.body.slice(0, 500)}`);
+  assert.equal(
+    res.statusCode,
+    status,
+    `expected ${status}, got ${res.statusCode}: ${res.body.slice(0, 500)}`,
+  );
 }
 
 /**
@@ -73,7 +77,10 @@ export function assertStatus(res: Reply, status: number): void {
  */
 export function assertApiError(res: Reply, status?: number): { code: string; message: string } {
   if (status === undefined) {
-    assert.ok(res.statusCode >= 400 && res.statusCode < 500, `expected a 4xx, got ${res.statusCode}: ${res.body}`);
+    assert.ok(
+      res.statusCode >= 400 && res.statusCode < 500,
+      `expected a 4xx, got ${res.statusCode}: ${res.body}`,
+    );
   } else {
     assertStatus(res, status);
   }

@@ -87,8 +87,14 @@ describe("files builds with RAG_FILES_DIR set", () => {
     });
     assertStatus(res, 201);
     assert.equal(res.json().documents_count, 3);
-    const all = (await rag.query({ index_name: "together", query: "planets whales volcanoes", top_k: 10 })).json();
-    assert.deepEqual(all.results.map((r: { file: string }) => r.file).sort(), ["a.txt", "inline", "sub/b.md"]);
+    const all = (
+      await rag.query({ index_name: "together", query: "planets whales volcanoes", top_k: 10 })
+    ).json();
+    assert.deepEqual(all.results.map((r: { file: string }) => r.file).sort(), [
+      "a.txt",
+      "inline",
+      "sub/b.md",
+    ]);
   });
 
   it("files also work with append", async () => {
@@ -175,7 +181,10 @@ describe("files builds without a usable RAG_FILES_DIR", () => {
         const res = await rag.build({ index_name: "nofiles", files: [file] });
         const { message } = assertApiError(res, 400);
         assert.match(message, /RAG_FILES_DIR/);
-        assertApiError(await rag.build({ index_name: "nofiles", files: [file], documents: ["Inline."] }), 400);
+        assertApiError(
+          await rag.build({ index_name: "nofiles", files: [file], documents: ["Inline."] }),
+          400,
+        );
       }
       assertApiError(await rag.indexStats("nofiles"), 404);
     } finally {

@@ -11,7 +11,11 @@ import { testConfig } from "../helpers/env.js";
 import { sseEvents, startTextgen, type RunningTextgen } from "../helpers/servers.js";
 
 const documents = [
-  { id: "birds", title: "Birds", text: "Birds sing in the morning. Many birds migrate south in winter to find food." },
+  {
+    id: "birds",
+    title: "Birds",
+    text: "Birds sing in the morning. Many birds migrate south in winter to find food.",
+  },
   { id: "cats", title: "Cats", text: "Cats purr when they are content. A cat sleeps for most of the day." },
 ];
 
@@ -19,7 +23,11 @@ async function ragApp(overrides: Record<string, string>) {
   const app = await buildRagApp({
     config: testConfig({ DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "lectern-gen-")), ...overrides }),
   });
-  const built = await app.inject({ method: "POST", url: "/rag/build", payload: { index_name: "animals", documents } });
+  const built = await app.inject({
+    method: "POST",
+    url: "/rag/build",
+    payload: { index_name: "animals", documents },
+  });
   assert.equal(built.statusCode, 201);
   return app;
 }
@@ -38,7 +46,11 @@ describe("generative answers through a real text generation app", () => {
   });
 
   it("with GENERATION_URL set, answers generatively by default, citing result numbers", async () => {
-    const res = await app.inject({ method: "POST", url: "/rag/query", payload: { index_name: "animals", query: "why do birds migrate" } });
+    const res = await app.inject({
+      method: "POST",
+      url: "/rag/query",
+      payload: { index_name: "animals", query: "why do birds migrate" },
+    });
     assert.equal(res.statusCode, 200, res.body);
     const body = res.json();
     assert.equal(body.answer_mode, "generative");
@@ -52,10 +64,22 @@ describe("generative answers through a real text generation app", () => {
   });
 
   it("answer extractive and none still work when generation is configured", async () => {
-    const extractive = (await app.inject({ method: "POST", url: "/rag/query", payload: { index_name: "animals", query: "birds migrate", answer: "extractive" } })).json();
+    const extractive = (
+      await app.inject({
+        method: "POST",
+        url: "/rag/query",
+        payload: { index_name: "animals", query: "birds migrate", answer: "extractive" },
+      })
+    ).json();
     assert.equal(extractive.answer_mode, "extractive");
     assert.match(extractive.answer, /migrate south in winter.*\[1\]/);
-    const none = (await app.inject({ method: "POST", url: "/rag/query", payload: { index_name: "animals", query: "birds", answer: "none" } })).json();
+    const none = (
+      await app.inject({
+        method: "POST",
+        url: "/rag/query",
+        payload: { index_name: "animals", query: "birds", answer: "none" },
+      })
+    ).json();
     assert.equal(none.answer, null);
   });
 
@@ -65,7 +89,12 @@ describe("generative answers through a real text generation app", () => {
     const response = await fetch(`http://127.0.0.1:${port}/rag/query`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ index_name: "animals", query: "why do birds migrate", answer: "generative", stream: true }),
+      body: JSON.stringify({
+        index_name: "animals",
+        query: "why do birds migrate",
+        answer: "generative",
+        stream: true,
+      }),
     });
     assert.match(response.headers.get("content-type") ?? "", /text\/event-stream/);
     const seen: string[] = [];
@@ -86,7 +115,11 @@ describe("generative answers through a real text generation app", () => {
 
   it("falls back to the extractive answer, saying why, when the generation app is stopped", async () => {
     await textgen.close();
-    const res = await app.inject({ method: "POST", url: "/rag/query", payload: { index_name: "animals", query: "why do birds migrate" } });
+    const res = await app.inject({
+      method: "POST",
+      url: "/rag/query",
+      payload: { index_name: "animals", query: "why do birds migrate" },
+    });
     assert.equal(res.statusCode, 200);
     const body = res.json();
     assert.equal(body.answer_mode, "extractive");
@@ -117,7 +150,11 @@ describe("generative answers when generation is slow or not configured", () => {
     });
     try {
       const started = Date.now();
-      const res = await app.inject({ method: "POST", url: "/rag/query", payload: { index_name: "animals", query: "cats purr" } });
+      const res = await app.inject({
+        method: "POST",
+        url: "/rag/query",
+        payload: { index_name: "animals", query: "cats purr" },
+      });
       assert.ok(Date.now() - started < 3000);
       const body = res.json();
       assert.equal(body.answer_mode, "extractive");
@@ -131,7 +168,13 @@ describe("generative answers when generation is slow or not configured", () => {
   it('answer "generative" without GENERATION_URL is extractive with the reason', async () => {
     const app = await ragApp({});
     try {
-      const body = (await app.inject({ method: "POST", url: "/rag/query", payload: { index_name: "animals", query: "cats", answer: "generative" } })).json();
+      const body = (
+        await app.inject({
+          method: "POST",
+          url: "/rag/query",
+          payload: { index_name: "animals", query: "cats", answer: "generative" },
+        })
+      ).json();
       assert.equal(body.answer_mode, "extractive");
       assert.match(body.generation_skipped_reason, /GENERATION_URL/);
     } finally {

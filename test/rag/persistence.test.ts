@@ -58,7 +58,11 @@ describe("persistence across a restart", () => {
     const first = await openRagApp({ DATA_DIR: dataDir });
     const rag = ragClient(first.app);
     assertStatus(
-      await rag.build({ index_name: "mixed", tenant_id: tenant, documents: [...SMALL_CORPUS, ...PROSE.slice(0, 10)] }),
+      await rag.build({
+        index_name: "mixed",
+        tenant_id: tenant,
+        documents: [...SMALL_CORPUS, ...PROSE.slice(0, 10)],
+      }),
       201,
     );
     assertStatus(
@@ -88,13 +92,24 @@ describe("persistence across a restart", () => {
     const first = await openRagApp({ DATA_DIR: dataDir });
     const rag = ragClient(first.app);
     assertStatus(
-      await rag.build({ index_name: "prose", tenant_id: tenant, mode: "append", documents: PROSE.slice(0, 5).map((d) => ({ ...d, id: `${d.id}-copy` })) }),
+      await rag.build({
+        index_name: "prose",
+        tenant_id: tenant,
+        mode: "append",
+        documents: PROSE.slice(0, 5).map((d) => ({ ...d, id: `${d.id}-copy` })),
+      }),
       201,
     );
     assertStatus(
       await rag.addDocuments("mixed", {
         tenant_id: tenant,
-        documents: [{ id: "solar", text: "The solar system now has a ninth planet again.", metadata: { topic: "space" } }],
+        documents: [
+          {
+            id: "solar",
+            text: "The solar system now has a ninth planet again.",
+            metadata: { topic: "space" },
+          },
+        ],
       }),
       200,
     );
@@ -109,9 +124,13 @@ describe("persistence across a restart", () => {
     const again = ragClient(second.app);
     try {
       assert.deepEqual(await observe(again, tenant, names), before);
-      const solar = (await again.query({ index_name: "mixed", tenant_id: tenant, query: "ninth planet" })).json();
+      const solar = (
+        await again.query({ index_name: "mixed", tenant_id: tenant, query: "ninth planet" })
+      ).json();
       assert.equal(solar.results[0].text, "The solar system now has a ninth planet again.");
-      const bread = (await again.query({ index_name: "mixed", tenant_id: tenant, query: "bread dough yeast" })).json();
+      const bread = (
+        await again.query({ index_name: "mixed", tenant_id: tenant, query: "bread dough yeast" })
+      ).json();
       assert.equal(bread.count, 0);
     } finally {
       await second.app.close();

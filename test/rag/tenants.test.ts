@@ -63,7 +63,12 @@ describe("tenants", () => {
   });
 
   it("a filter cannot reach another tenant's documents", async () => {
-    const res = await rag.query({ index_name: "shared", tenant_id: "a", query: "red", filter: { owner: "b" } });
+    const res = await rag.query({
+      index_name: "shared",
+      tenant_id: "a",
+      query: "red",
+      filter: { owner: "b" },
+    });
     assertStatus(res, 200);
     assert.equal(res.json().count, 0);
   });
@@ -92,11 +97,21 @@ describe("tenants", () => {
     await rag.deleteIndex("also-b", "?tenant_id=b");
     await rag.deleteIndex("also-b", "?tenant_id=a");
     assertStatus(
-      await rag.build({ index_name: "shared", tenant_id: "a", mode: "replace", documents: ["Red everything."] }),
+      await rag.build({
+        index_name: "shared",
+        tenant_id: "a",
+        mode: "replace",
+        documents: ["Red everything."],
+      }),
       201,
     );
     assertStatus(
-      await rag.build({ index_name: "shared", tenant_id: "a", mode: "append", documents: ["More red notes."] }),
+      await rag.build({
+        index_name: "shared",
+        tenant_id: "a",
+        mode: "append",
+        documents: ["More red notes."],
+      }),
       201,
     );
     assert.deepEqual(await snapshotB(), b);

@@ -36,7 +36,12 @@ describe("OpenAI-compatible routes, driven by the official openai client", () =>
   });
 
   it("completions.create with stream yields pieces that add up to the non-streamed text", async () => {
-    const plain = await client.completions.create({ model: "llama", prompt: "Once upon a time", max_tokens: 10, temperature: 0 });
+    const plain = await client.completions.create({
+      model: "llama",
+      prompt: "Once upon a time",
+      max_tokens: 10,
+      temperature: 0,
+    });
     const stream = await client.completions.create({
       model: "llama",
       prompt: "Once upon a time",
@@ -80,7 +85,11 @@ describe("OpenAI-compatible routes, driven by the official openai client", () =>
       seed: 7,
     };
     const plain = await client.chat.completions.create(request);
-    const stream = await client.chat.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      ...request,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let text = "";
     let chunks = 0;
     let role: string | undefined;

@@ -7,21 +7,33 @@ import { readMetric, sseEvents, startTextgen } from "../helpers/servers.js";
 const post = (url: string, body: unknown) =>
   fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
 
+interface Predicted {
+  generated_text: string;
+  tokens_generated: number;
+  finish_reason: string;
+  prompt_tokens: number;
+}
+const predicted = async (response: Response | Promise<Response>) =>
+  (await (await response).json()) as Predicted;
+
 describe("serving many clients", () => {
   it("four concurrent /predict requests all finish with correct token counts", async () => {
     const server = await startTextgen({ MAX_CONCURRENT: "4" });
     try {
       const prompts = ["Once upon a time", "The dog", "Lily saw a", "One day"];
-      const serial = [];
-      for (const text of prompts) serial.push(await (await post(`${server.url}/predict`, { text, max_length: 24, temperature: 0 })).json());
+      const serial: Predicted[] = [];
+      for (const text of prompts)
+        serial.push(await predicted(post(`${server.url}/predict`, { text, max_length: 24, temperature: 0 })));
       const concurrent = await Promise.all(
-        prompts.map(async (text) => (await post(`${server.url}/predict`, { text, max_length: 24, temperature: 0 })).json()),
+        prompts.map((text) =>
+          predicted(post(`${server.url}/predict`, { text, max_length: 24, temperature: 0 })),
+        ),
       );
       for (let i = 0; i < prompts.length; i++) {
-        assert.equal(concurrent[i].tokens_generated, 24);
-        assert.equal(concurrent[i].finish_reason, "length");
+        assert.equal(concurrent[i]!.tokens_generated, 24);
+        assert.equal(concurrent[i]!.finish_reason, "length");
         // Batched sequences give each request the same tokens as running it alone.
-        assert.equal(concurrent[i].generated_text, serial[i].generated_text);
+        assert.equal(concurrent[i]!.generated_text, serial[i]!.generated_text);
       }
     } finally {
       await server.close();
@@ -31,8 +43,15 @@ describe("serving many clients", () => {
   it("/predict stream: one event per token piece, then the whole response", async () => {
     const server = await startTextgen();
     try {
-      const plain = await (await post(`${server.url}/predict`, { text: "Once upon a time", max_length: 12, temperature: 0 })).json();
-      const response = await post(`${server.url}/predict`, { text: "Once upon a time", max_length: 12, temperature: 0, stream: true });
+      const plain = await predicted(
+        post(`${server.url}/predict`, { text: "Once upon a time", max_length: 12, temperature: 0 }),
+      );
+      const response = await post(`${server.url}/predict`, {
+        text: "Once upon a time",
+        max_length: 12,
+        temperature: 0,
+        stream: true,
+      });
       assert.equal(response.status, 200);
       assert.match(response.headers.get("content-type") ?? "", /text\/event-stream/);
       let text = "";
@@ -91,7 +110,10 @@ describe("serving many clients", () => {
     try {
       const before = await readMetric(server.url, "lectern_generated_tokens_total");
       await new Promise<void>((resolve) => {
-        const req = httpRequest(`${server.url}/predict`, { method: "POST", headers: { "content-type": "application/json" } });
+        const req = httpRequest(`${server.url}/predict`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+        });
         req.on("error", () => resolve());
         req.end(JSON.stringify({ text: "Once upon a time", max_length: 2000, temperature: 0 }));
         setTimeout(() => {
@@ -142,7 +164,11 @@ describe("serving many clients", () => {
   it("a request past REQUEST_TIMEOUT_MS gets 504 and frees its sequence", async () => {
     const server = await startTextgen({ MAX_CONCURRENT: "1", REQUEST_TIMEOUT_MS: "300" });
     try {
-      const res = await post(`${server.url}/predict`, { text: "Once upon a time", max_length: 2000, temperature: 0 });
+      const res = await post(`${server.url}/predict`, {
+        text: "Once upon a time",
+        max_length: 2000,
+        temperature: 0,
+      });
       assert.equal(res.status, 504);
       assert.equal(((await res.json()) as { error: { code: string } }).error.code, "timeout");
       const a = await readMetric(server.url, "lectern_generated_tokens_total");
@@ -159,16 +185,29 @@ describe("serving many clients", () => {
     const upstream = await startTextgen();
     const front = await startTextgen({ GENERATION_UPSTREAM_URL: `${upstream.url}/v1` });
     try {
-      const health = (await (await fetch(`${front.url}/health`)).json()) as { status: string; model_name: string };
+      const health = (await (await fetch(`${front.url}/health`)).json()) as {
+        status: string;
+        model_name: string;
+      };
       assert.deepEqual(health, { status: "healthy", model_name: "llama", model_loaded: true });
-      const direct = await (await post(`${upstream.url}/predict`, { text: "Once upon a time", max_length: 10, temperature: 0 })).json();
-      const via = await (await post(`${front.url}/predict`, { text: "Once upon a time", max_length: 10, temperature: 0 })).json();
+      const direct = await predicted(
+        post(`${upstream.url}/predict`, { text: "Once upon a time", max_length: 10, temperature: 0 }),
+      );
+      const via = await predicted(
+        post(`${front.url}/predict`, { text: "Once upon a time", max_length: 10, temperature: 0 }),
+      );
       assert.equal(via.generated_text, direct.generated_text);
       assert.equal(via.tokens_generated, 10);
       assert.equal(via.prompt_tokens, direct.prompt_tokens);
-      const streamed = await post(`${front.url}/predict`, { text: "Once upon a time", max_length: 10, temperature: 0, stream: true });
+      const streamed = await post(`${front.url}/predict`, {
+        text: "Once upon a time",
+        max_length: 10,
+        temperature: 0,
+        stream: true,
+      });
       let text = "";
-      for await (const { event, data } of sseEvents(streamed)) if (event !== "done") text += JSON.parse(data).token;
+      for await (const { event, data } of sseEvents(streamed))
+        if (event !== "done") text += JSON.parse(data).token;
       assert.equal(text, direct.generated_text);
       await upstream.close();
       const down = await post(`${front.url}/predict`, { text: "Once", max_length: 3 });

@@ -1,0 +1,197 @@
+/**
+ * API keys and tenants. With API_KEYS_FILE set, every route but the public ones needs
+ * `Authorization: Bearer <key>`; a key acts for its own tenant only, scope `admin` for all, scope
+ * `metrics` may read /metrics. Keys are kept only as SHA-256 digests and compared in constant time
+ * against every stored digest, so neither a match nor its position leaks through timing.
+ */
+import { createHash, timingSafeEqual } from "node:crypto";
+import { readFileSync } from "node:fs";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { ConfigError } from "./config.js";
+import { ApiError } from "./errors.js";
+
+export interface Principal {
+  tenant: string;
+  scopes: ReadonlySet<string>;
+  admin: boolean;
+  /** First 12 hex digits of the key's digest: safe to log, enough to tell keys apart. */
+  keyId: string;
+}
+
+interface StoredKey {
+  digest: Buffer;
+  principal: Principal;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The authenticated key's principal; null when auth is off or on public routes. */
+    principal: Principal | null;
+  }
+}
+
+const TENANT = /^(?!\.{1,2}$)[A-Za-z0-9._-]{1,128}$/;
+const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest();
+
+export class KeyRing {
+  private constructor(private readonly keys: StoredKey[]) {}
+
+  get size(): number {
+    return this.keys.length;
+  }
+
+  /** Reads `<key> <tenant> [scope,scope]` lines (`#` comments) or JSON `[{key, tenant, scopes}]`. */
+  static parse(text: string, source = "API_KEYS_FILE"): KeyRing {
+    const entries: Array<{ key: string; tenant: string; scopes: string[]; where: string }> = [];
+    const trimmed = text.trim();
+    if (trimmed.startsWith("[")) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(trimmed);
+      } catch (error) {
+        throw new ConfigError(`${source} is not valid JSON: ${(error as Error).message}`);
+      }
+      if (!Array.isArray(parsed)) throw new ConfigError(`${source} must hold a JSON array`);
+      parsed.forEach((item: { key?: unknown; tenant?: unknown; scopes?: unknown }, index) => {
+        if (typeof item?.key !== "string" || typeof item.tenant !== "string") {
+          throw new ConfigError(`${source}: entry ${index} needs string "key" and "tenant"`);
+        }
+        const scopes = Array.isArray(item.scopes) ? item.scopes.map(String) : [];
+        entries.push({ key: item.key, tenant: item.tenant, scopes, where: `entry ${index}` });
+      });
+    } else {
+      text.split(/\r?\n/).forEach((line, index) => {
+        const content = line.replace(/#.*$/, "").trim();
+        if (!content) return;
+        const [key, tenant, scopes, extra] = content.split(/\s+/);
+        if (!key || !tenant || extra !== undefined) {
+          throw new ConfigError(`${source}: line ${index + 1} must be "<key> <tenant> [scope,scope]"`);
+        }
+        entries.push({
+          key,
+          tenant,
+          scopes: scopes ? scopes.split(",").filter(Boolean) : [],
+          where: `line ${index + 1}`,
+        });
+      });
+    }
+    const keys = entries.map(({ key, tenant, scopes, where }): StoredKey => {
+      if (!TENANT.test(tenant))
+        throw new ConfigError(`${source}: ${where}: tenant "${tenant}" is not a valid tenant id`);
+      let digest: Buffer;
+      if (key.startsWith("sha256:")) {
+        const hex = key.slice(7);
+        if (!/^[0-9a-fA-F]{64}$/.test(hex))
+          throw new ConfigError(`${source}: ${where}: sha256: needs 64 hex digits`);
+        digest = Buffer.from(hex, "hex");
+      } else {
+        if (key.length < 8) throw new ConfigError(`${source}: ${where}: keys must be at least 8 characters`);
+        digest = sha256(key);
+      }
+      const scopeSet = new Set(scopes);
+      return {
+        digest,
+        principal: {
+          tenant,
+          scopes: scopeSet,
+          admin: scopeSet.has("admin"),
+          keyId: digest.toString("hex").slice(0, 12),
+        },
+      };
+    });
+    if (keys.length === 0) throw new ConfigError(`${source} holds no keys`);
+    return new KeyRing(keys);
+  }
+
+  static load(file: string): KeyRing {
+    let text: string;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch (error) {
+      throw new ConfigError(
+        `API_KEYS_FILE cannot be read: ${(error as NodeJS.ErrnoException).code ?? error}`,
+      );
+    }
+    return KeyRing.parse(text);
+  }
+
+  /** The principal of a presented key, or null. Compares against every key, always. */
+  authenticate(presented: string): Principal | null {
+    const digest = sha256(presented);
+    let found: Principal | null = null;
+    for (const key of this.keys) {
+      if (timingSafeEqual(key.digest, digest) && found === null) found = key.principal;
+    }
+    return found;
+  }
+}
+
+/** Routes anyone may call even with keys on. */
+export function isPublicPath(url: string): boolean {
+  const path = url.split("?")[0] ?? url;
+  return (
+    path === "/" ||
+    path === "/health" ||
+    path === "/livez" ||
+    path === "/openapi.json" ||
+    path === "/docs" ||
+    path.startsWith("/docs/") ||
+    path === "/ui" ||
+    path.startsWith("/ui/")
+  );
+}
+
+/** Adds the bearer-key check to every non-public route when a key ring is given. */
+export function registerAuth(app: FastifyInstance, keys: KeyRing | null): void {
+  app.decorateRequest("principal", null);
+  if (!keys) return;
+  app.addHook("onRequest", async (request: FastifyRequest) => {
+    if (isPublicPath(request.url)) return;
+    const header = request.headers.authorization;
+    const match = typeof header === "string" ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
+    const principal = match ? keys.authenticate(match[1]!) : null;
+    if (!principal) {
+      throw new ApiError(
+        401,
+        "unauthorized",
+        header ? "The API key is not valid" : "This route needs an API key: send Authorization: Bearer <key>",
+        [],
+        { "www-authenticate": 'Bearer realm="lectern"' },
+      );
+    }
+    request.principal = principal;
+    if (
+      (request.url.split("?")[0] ?? "") === "/metrics" &&
+      !principal.admin &&
+      !principal.scopes.has("metrics")
+    ) {
+      throw new ApiError(
+        403,
+        "forbidden",
+        'Reading /metrics needs a key with the "metrics" or "admin" scope',
+      );
+    }
+  });
+}
+
+/**
+ * The tenant a request acts for: the one asked for, else the key's own (or "default" with auth off).
+ * A key asking for another tenant gets 403, unless it is an admin key.
+ */
+export function actingTenant(
+  request: FastifyRequest,
+  requested: string | undefined,
+  fallback = "default",
+): string {
+  const principal = request.principal;
+  if (!principal) return requested ?? fallback;
+  if (requested === undefined || requested === principal.tenant) return principal.tenant;
+  if (principal.admin) return requested;
+  throw new ApiError(403, "forbidden", `This key acts for tenant "${principal.tenant}" only`);
+}
+
+/** For listings: null (all tenants) for an admin key asking for none, else the acting tenant. */
+export function listingTenant(request: FastifyRequest, requested: string | undefined): string | null {
+  if (request.principal?.admin && requested === undefined) return null;
+  return actingTenant(request, requested);
+}
