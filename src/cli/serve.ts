@@ -28,7 +28,8 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     process.stderr.write(`lectern: ${signal} received, closing\n`);
-    const force = setTimeout(() => process.exit(1), 10_000);
+    // In-flight work gets SHUTDOWN_GRACE_MS; past that and a margin, leave anyway.
+    const force = setTimeout(() => process.exit(1), config.shutdownGraceMs + 5_000);
     force.unref();
     await Promise.allSettled(apps.map((app) => app.close()));
     process.exit(0);

@@ -48,6 +48,8 @@ export interface Config {
   maxBuildChars: number;
   /** Time a client has to send a whole request (headers and body). */
   httpRequestTimeoutMs: number;
+  /** On SIGTERM, how long in-flight generations may run on before they are stopped. */
+  shutdownGraceMs: number;
   /** Body limit of `/rag/build` and the document routes. */
   maxBodyBytesLarge: number;
   /** Body limit of every other route. */
@@ -158,6 +160,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxBuildDocuments: integer(env, "MAX_BUILD_DOCUMENTS", 1_000_000, 1, 100_000_000),
     maxBuildChars: integer(env, "MAX_BUILD_CHARS", 1_000_000_000, 1, 100_000_000_000),
     httpRequestTimeoutMs: integer(env, "HTTP_REQUEST_TIMEOUT_MS", 60_000, 1000, 3_600_000),
+    shutdownGraceMs: integer(env, "SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
     maxBodyBytesLarge: largeBody,
     // MAX_BODY_BYTES names the large limit; other routes keep 1 MiB unless that is larger.
     maxBodyBytes: Math.min(mib, largeBody),

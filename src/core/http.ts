@@ -167,11 +167,17 @@ export async function createHttpApp(options: HttpAppOptions) {
           bearer: { type: "http", scheme: "bearer", description: "API key from API_KEYS_FILE" },
         },
       },
+      // Shown as the Authorize button in /docs; public routes need no key even when keys are on.
+      ...(config.apiKeys ? { security: [{ bearer: [] }] } : {}),
     },
   });
   // Swagger UI's assets ship inside the package; validatorUrl null keeps the page from calling out.
   await app.register(swaggerUi, { routePrefix: "/docs", uiConfig: { validatorUrl: null }, staticCSP: true });
   app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
+  // Liveness: the process answers. Readiness is /health, which each app defines.
+  app.get("/livez", { schema: { tags: ["service"], summary: "Liveness (the process is up)" } }, async () => ({
+    status: "alive",
+  }));
 
   return app;
 }

@@ -34,6 +34,15 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
   const service = new TextgenService(generator, scheduler, registry);
   registerTextgenRoutes(app, { service, maxNewTokens: config.maxNewTokens });
   await app.register(openAiRoutes, { prefix: "/v1", service, maxNewTokens: config.maxNewTokens });
-  app.addHook("onClose", async () => generator.close());
+  // Closing: Fastify answers new requests 503 at once; admitted generations get SHUTDOWN_GRACE_MS to
+  // finish before they are stopped, then the model is released.
+  let drained: Promise<void> = Promise.resolve();
+  app.addHook("preClose", async () => {
+    drained = scheduler.shutdown(config.shutdownGraceMs);
+  });
+  app.addHook("onClose", async () => {
+    await drained;
+    await generator.close();
+  });
   return app;
 }

@@ -34,6 +34,10 @@ export class Scheduler {
   private readonly counters = { completed: 0, rejected: 0, timedOut: 0, cancelled: 0 };
   /** Mean run time of recent jobs, for a Retry-After that means something. */
   private meanRunMs = 1000;
+  /** Controllers of admitted jobs (queued or running), so shutdown can stop them. */
+  private readonly admitted = new Set<AbortController>();
+  private closing = false;
+  private idle?: () => void;
 
   constructor(private readonly options: SchedulerOptions) {}
 
@@ -49,6 +53,7 @@ export class Scheduler {
    */
   async run<T>(clientSignal: AbortSignal | undefined, task: (signal: AbortSignal) => Promise<T>): Promise<T> {
     if (clientSignal?.aborted) throw cancelledError();
+    if (this.closing) throw shuttingDownError();
     if (this.running >= this.options.maxConcurrent && this.queue.length >= this.options.maxQueue) {
       this.counters.rejected++;
       const retryAfter = Math.max(
@@ -65,6 +70,7 @@ export class Scheduler {
     }
 
     const controller = new AbortController();
+    this.admitted.add(controller);
     let timedOut = false;
     const deadline = setTimeout(() => {
       timedOut = true;
@@ -79,6 +85,7 @@ export class Scheduler {
       try {
         const result = await task(controller.signal);
         if (timedOut) throw timeoutError(this.options.timeoutMs);
+        if (controller.signal.reason === SHUTDOWN) throw shuttingDownError();
         if (clientSignal?.aborted) this.counters.cancelled++;
         else this.counters.completed++;
         return result;
@@ -91,11 +98,29 @@ export class Scheduler {
         this.counters.timedOut++;
         throw timeoutError(this.options.timeoutMs);
       }
+      if (controller.signal.reason === SHUTDOWN) throw shuttingDownError();
       throw error;
     } finally {
       clearTimeout(deadline);
       clientSignal?.removeEventListener("abort", onClientAbort);
+      this.admitted.delete(controller);
+      if (this.admitted.size === 0) this.idle?.();
     }
+  }
+
+  /**
+   * Graceful shutdown: new jobs get 503 at once; admitted ones may finish within `graceMs`, after
+   * which they are aborted and answered 503. Resolves when no job is left.
+   */
+  async shutdown(graceMs: number): Promise<void> {
+    this.closing = true;
+    if (this.admitted.size === 0) return;
+    const drained = new Promise<void>((resolve) => (this.idle = resolve));
+    const grace = setTimeout(() => {
+      for (const controller of this.admitted) controller.abort(SHUTDOWN);
+    }, graceMs);
+    await drained;
+    clearTimeout(grace);
   }
 
   private acquire(signal: AbortSignal, isTimedOut: () => boolean): Promise<void> {
@@ -131,6 +156,20 @@ export class Scheduler {
     const next = this.queue.shift();
     next?.start();
   }
+}
+
+const SHUTDOWN = new Error("server shutting down");
+
+function shuttingDownError(): ApiError {
+  return new ApiError(
+    503,
+    "not_ready",
+    "The server is shutting down; retry on another replica or later",
+    [],
+    {
+      "retry-after": "5",
+    },
+  );
 }
 
 function timeoutError(timeoutMs: number): ApiError {
