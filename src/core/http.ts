@@ -18,6 +18,7 @@ import { loggerOptions } from "./logger.js";
 import rateLimit from "@fastify/rate-limit";
 import cors from "@fastify/cors";
 import { isPublicPath, registerAuth } from "./auth.js";
+import { isSiblingOrigin, registerUi } from "./ui.js";
 import type { Config } from "./config.js";
 import { PRODUCT_NAME, VERSION } from "./version.js";
 
@@ -29,9 +30,18 @@ export interface HttpAppOptions {
   description: string;
   config: Pick<
     Config,
-    "maxBodyBytes" | "logLevel" | "apiKeys" | "rateLimitPerMinute" | "corsOrigins" | "httpRequestTimeoutMs"
+    | "maxBodyBytes"
+    | "logLevel"
+    | "apiKeys"
+    | "rateLimitPerMinute"
+    | "corsOrigins"
+    | "httpRequestTimeoutMs"
+    | "textgenPort"
+    | "ragPort"
   >;
-  /** Paths whose errors use another shape (OpenAI routes); they install their own handler. */
+  /** Serve the web playground at /ui, as this app. */
+  ui?: { service: "textgen" | "rag" };
+  /** OpenAPI tags, in the order /docs shows them. */
   tags?: Array<{ name: string; description: string }>;
 }
 
@@ -128,6 +138,25 @@ export async function createHttpApp(options: HttpAppOptions) {
     ),
   );
 
+  // CORS: the configured origins, plus the sibling app on the same host (so the playground served by
+  // one app can call the other). Any other origin gets no CORS headers.
+  const siblingPort = options.ui?.service === "textgen" ? config.ragPort : config.textgenPort;
+  await app.register(cors, {
+    delegator: (request, callback) => {
+      const origin = request.headers.origin;
+      const allowed =
+        origin !== undefined &&
+        (config.corsOrigins.includes("*") ||
+          config.corsOrigins.includes(origin) ||
+          (options.ui !== undefined && isSiblingOrigin(origin, request.headers.host, siblingPort)));
+      callback(null, {
+        origin: allowed ? origin : false,
+        methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
+        exposedHeaders: ["x-request-id", "retry-after"],
+      });
+    },
+  });
+
   registerAuth(app, config.apiKeys);
   if (config.rateLimitPerMinute > 0) {
     await app.register(rateLimit, {
@@ -146,13 +175,6 @@ export async function createHttpApp(options: HttpAppOptions) {
         ),
     });
   }
-  if (config.corsOrigins.length > 0) {
-    await app.register(cors, {
-      origin: config.corsOrigins.includes("*") ? true : config.corsOrigins,
-      exposedHeaders: ["x-request-id", "retry-after"],
-    });
-  }
-
   await app.register(swagger, {
     openapi: {
       openapi: "3.0.3",
@@ -174,6 +196,7 @@ export async function createHttpApp(options: HttpAppOptions) {
   // Swagger UI's assets ship inside the package; validatorUrl null keeps the page from calling out.
   await app.register(swaggerUi, { routePrefix: "/docs", uiConfig: { validatorUrl: null }, staticCSP: true });
   app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
+  if (options.ui) await registerUi(app, { service: options.ui.service, config });
   // Liveness: the process answers. Readiness is /health, which each app defines.
   app.get("/livez", { schema: { tags: ["service"], summary: "Liveness (the process is up)" } }, async () => ({
     status: "alive",

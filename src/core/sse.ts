@@ -15,6 +15,8 @@ export function openEventStream(request: FastifyRequest, reply: FastifyReply): E
   reply.hijack();
   const raw = reply.raw;
   raw.writeHead(200, {
+    // Headers already set on the reply (CORS, rate limits) must survive the hijack.
+    ...(reply.getHeaders() as Record<string, string | string[] | number>),
     "content-type": "text/event-stream; charset=utf-8",
     "cache-control": "no-cache",
     connection: "keep-alive",

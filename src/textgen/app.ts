@@ -19,6 +19,7 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
     description:
       "Generate text with a local GGUF model (llama.cpp). Errors are JSON: {error:{code,message,details}}.",
     config,
+    ui: { service: "textgen" },
     tags: [
       { name: "generation", description: "Text generation" },
       { name: "openai", description: "OpenAI-compatible routes (errors in OpenAI's shape)" },

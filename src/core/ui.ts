@@ -1,0 +1,51 @@
+/**
+ * The web playground (web/) at /ui, served by both apps from files in this repo: no CDN, works
+ * offline. `/ui/config.json` tells the page where each app is, so one page drives both.
+ */
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import fastifyStatic from "@fastify/static";
+import type { FastifyInstance } from "fastify";
+import type { Config } from "./config.js";
+
+export const WEB_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../web");
+
+export interface UiOptions {
+  service: "textgen" | "rag";
+  config: Pick<Config, "textgenPort" | "ragPort" | "apiKeys">;
+}
+
+export async function registerUi(app: FastifyInstance, options: UiOptions): Promise<void> {
+  await app.register(fastifyStatic, {
+    root: WEB_ROOT,
+    prefix: "/ui/",
+    decorateReply: false,
+    index: ["index.html"],
+    // Pages change with the code; let browsers revalidate rather than serve a stale playground.
+    cacheControl: true,
+    maxAge: 0,
+  });
+  app.get("/ui", { schema: { hide: true } }, async (_request, reply) => reply.redirect("/ui/", 302));
+  app.get("/ui/config.json", { schema: { hide: true } }, async (request) => {
+    // The sibling app is on the same host name as this page, on its own port.
+    const host = (request.headers.host ?? "127.0.0.1").replace(/:\d+$/, "");
+    const origin = (port: number) => `${request.protocol}://${host}:${port}`;
+    return {
+      service: options.service,
+      textgen_url: options.service === "textgen" ? "" : origin(options.config.textgenPort),
+      rag_url: options.service === "rag" ? "" : origin(options.config.ragPort),
+      auth: options.config.apiKeys !== null,
+    };
+  });
+}
+
+/** Whether `origin` is the sibling app of a request to `host` (same host name, the other port). */
+export function isSiblingOrigin(origin: string, host: string | undefined, siblingPort: number): boolean {
+  try {
+    const url = new URL(origin);
+    const hostName = (host ?? "").replace(/:\d+$/, "");
+    return url.hostname === hostName && Number(url.port) === siblingPort;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,172 @@
+/**
+ * Browser tests: Debian's Chromium driven by playwright-core (which downloads nothing), and both apps
+ * on real sockets at known ports, so each app's /ui/config.json points at the other.
+ */
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { buildRagApp } from "../../src/rag/app.js";
+import { buildTextgenApp } from "../../src/textgen/app.js";
+import { createGenerator } from "../../src/textgen/create-generator.js";
+import { testConfig } from "./env.js";
+
+export const CHROMIUM_PATH = process.env.LECTERN_CHROMIUM ?? "/usr/bin/chromium";
+
+/** Why the browser tests cannot run here, or false when they can. */
+export function browserSkipReason(): string | false {
+  return existsSync(CHROMIUM_PATH)
+    ? false
+    : `Chromium not found at ${CHROMIUM_PATH}: install Debian's chromium package (apt-get install chromium) or set LECTERN_CHROMIUM to run the browser tests`;
+}
+
+/** Ports free right now, distinct from one another (held open together while they are picked). */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+          const server = createServer();
+          server.once("error", reject);
+          server.listen({ host: "127.0.0.1", port: 0 }, () => resolve(server));
+        }),
+    ),
+  );
+  const ports = servers.map((server) => (server.address() as AddressInfo).port);
+  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+  return ports;
+}
+
+export interface PlaygroundApps {
+  textgenUrl: string;
+  ragUrl: string;
+  dataDir: string;
+  close(): Promise<void>;
+}
+
+export interface PlaygroundOptions {
+  /** Environment for both apps (on top of the test configuration). */
+  env?: Record<string, string>;
+  /** Environment for the text generation app only, e.g. GENERATION_UPSTREAM_URL to load no model. */
+  textgenEnv?: Record<string, string>;
+  /** Environment for the RAG app only. */
+  ragEnv?: Record<string, string>;
+  /** Whether the RAG app writes generative answers with the text generation app (default true). */
+  generation?: boolean;
+}
+
+/**
+ * A text generation app (the test model) and a RAG app (fresh DATA_DIR, generative answers written by
+ * that text generation app), each on its own port on 127.0.0.1 and knowing the other's port.
+ */
+export async function startPlaygroundApps(options: PlaygroundOptions = {}): Promise<PlaygroundApps> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(options);
+    } catch (error) {
+      // Another process may take a port between picking and listening; pick again.
+      if ((error as NodeJS.ErrnoException).code !== "EADDRINUSE" || attempt >= 3) throw error;
+    }
+  }
+}
+
+async function startOnce(options: PlaygroundOptions): Promise<PlaygroundApps> {
+  const [textgenPort, ragPort] = (await freePorts(2)) as [number, number];
+  const ports = { TEXTGEN_PORT: String(textgenPort), RAG_PORT: String(ragPort) };
+  const textgenUrl = `http://127.0.0.1:${textgenPort}`;
+  const ragUrl = `http://127.0.0.1:${ragPort}`;
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "lectern-web-"));
+
+  // Two sequences of the 4,096-token context, so a generative answer's sources fit in one.
+  const textgenConfig = testConfig({ MAX_CONCURRENT: "2", ...ports, ...options.env, ...options.textgenEnv });
+  const generator = createGenerator(textgenConfig);
+  const textgen = await buildTextgenApp({ config: textgenConfig, generator });
+  let rag: Awaited<ReturnType<typeof buildRagApp>> | undefined;
+  try {
+    await textgen.listen({ host: "127.0.0.1", port: textgenPort });
+    const generation: Record<string, string> =
+      options.generation === false ? {} : { GENERATION_URL: `${textgenUrl}/v1` };
+    rag = await buildRagApp({
+      config: testConfig({ DATA_DIR: dataDir, ...generation, ...ports, ...options.env, ...options.ragEnv }),
+    });
+    await rag.listen({ host: "127.0.0.1", port: ragPort });
+    if ("ready" in generator && typeof generator.ready === "function") await generator.ready();
+  } catch (error) {
+    await rag?.close().catch(() => undefined);
+    await textgen.close().catch(() => undefined);
+    rmSync(dataDir, { recursive: true, force: true });
+    throw error;
+  }
+  return {
+    textgenUrl,
+    ragUrl,
+    dataDir,
+    async close() {
+      await rag?.close().catch(() => undefined);
+      await textgen.close().catch(() => undefined);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface Browser {
+  context: BrowserContext;
+  close(): Promise<void>;
+}
+
+/** Headless Chromium with a fresh profile that is removed on close. */
+export async function launchBrowser(
+  options: { viewport?: { width: number; height: number } } = {},
+): Promise<Browser> {
+  const userDataDir = mkdtempSync(path.join(os.tmpdir(), "lectern-chromium-"));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM_PATH,
+    headless: true,
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--no-first-run",
+      "--disable-quic",
+      "--disable-sync",
+    ],
+    viewport: options.viewport ?? { width: 1280, height: 900 },
+    deviceScaleFactor: 1,
+    reducedMotion: "reduce",
+    colorScheme: "light",
+    locale: "en-US",
+    timezoneId: "UTC",
+  });
+  // Fail in seconds rather than Playwright's 30 s: everything here is local and small.
+  context.setDefaultTimeout(10_000);
+  return {
+    context,
+    async close() {
+      await context.close().catch(() => undefined);
+      rmSync(userDataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface PageWatch {
+  /** Every URL the page requested, in order. */
+  requests: string[];
+  /** Console errors and uncaught page errors. */
+  errors: string[];
+}
+
+/** Records what a page requests and every error it logs. */
+export function watchPage(page: Page): PageWatch {
+  const watch: PageWatch = { requests: [], errors: [] };
+  page.on("request", (request) => watch.requests.push(request.url()));
+  page.on("console", (message) => {
+    if (message.type() === "error")
+      watch.errors.push(`console: ${message.text()} (${message.location().url})`);
+  });
+  page.on("pageerror", (error) => watch.errors.push(`page error: ${error.message}`));
+  return watch;
+}
