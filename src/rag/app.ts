@@ -2,15 +2,18 @@
 import type { Config } from "../core/config.js";
 import { createHttpApp } from "../core/http.js";
 import { RAG_SERVICE_NAME, registerRagRoutes } from "./routes.js";
+import { registerMetrics } from "../core/metrics.js";
+import multipart from "@fastify/multipart";
+import { createRagMetrics } from "./metrics.js";
 import { RagService } from "./service.js";
-import { SqliteIndexStore } from "./store/sqlite-store.js";
+import { openIndexStore } from "./store/open.js";
 import type { IndexStore } from "./store/types.js";
 import { AnswerWriter } from "./generative.js";
 import { OpenAIUpstreamGenerator } from "../textgen/openai-upstream.js";
 
 export interface RagAppDeps {
   config: Config;
-  /** Defaults to the SQLite store under DATA_DIR. */
+  /** Defaults to PostgreSQL when DATABASE_URL is set (replicas share it), else SQLite under DATA_DIR. */
   store?: IndexStore;
 }
 
@@ -20,6 +23,7 @@ export async function buildRagApp({ config, store }: RagAppDeps) {
     description:
       "Build TF-IDF/BM25 indices from documents and answer questions from them, offline. Errors are JSON: {error:{code,message,details}}.",
     config,
+    ui: { service: "rag" },
     tags: [
       { name: "indices", description: "Build, list and delete indices" },
       { name: "query", description: "Search and answer" },
@@ -28,7 +32,13 @@ export async function buildRagApp({ config, store }: RagAppDeps) {
       { name: "service", description: "Health and identity" },
     ],
   });
-  const indexStore = store ?? SqliteIndexStore.open(config.dataDir);
+  let indexStore: IndexStore;
+  try {
+    indexStore = store ?? (await openIndexStore(config, app.log));
+  } catch (error) {
+    await app.close();
+    throw error;
+  }
   const service = new RagService(indexStore);
   const answerWriter = config.generationUrl
     ? new AnswerWriter(
@@ -41,13 +51,26 @@ export async function buildRagApp({ config, store }: RagAppDeps) {
         { maxTokens: 256 },
       )
     : null;
+  await app.register(multipart, {
+    limits: {
+      fileSize: config.maxBodyBytesLarge,
+      files: config.maxBuildDocuments,
+      fields: 32,
+      fieldSize: 64 * 1024,
+    },
+  });
+  const { registry } = registerMetrics(app, "rag");
   registerRagRoutes(app, {
+    metrics: createRagMetrics(registry, indexStore),
     service,
     answerWriter,
     ragFilesDir: config.ragFilesDir,
     largeBodyLimit: config.maxBodyBytesLarge,
+    maxBuildDocuments: config.maxBuildDocuments,
+    maxBuildChars: config.maxBuildChars,
   });
   app.addHook("onClose", async () => {
+    service.close();
     await answerWriter?.close();
     await indexStore.close();
   });

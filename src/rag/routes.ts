@@ -1,12 +1,15 @@
 /** Routes of the RAG API. They validate (schemas), translate to RagService calls, and shape replies. */
-import { badRequest } from "../core/errors.js";
+import { ApiError, badRequest } from "../core/errors.js";
 import { rootMessage, type TypedApp } from "../core/http.js";
 import { actingTenant, listingTenant } from "../core/auth.js";
 import { ErrorResponse } from "../textgen/schemas.js";
-import { loadFileDocument } from "./ingest/files.js";
+import { loadResolvedFile, resolveFiles } from "./ingest/files.js";
+import { readMultipart } from "./uploads.js";
 import {
+  BuildForm,
   BuildRequest,
   BuildResponse,
+  DocumentsForm,
   DeletedResponse,
   DeleteIndexQuery,
   DocumentParams,
@@ -22,6 +25,7 @@ import {
 } from "./schemas.js";
 import type { DocumentInput, QueryResult, RagService, LoadedIndex } from "./service.js";
 import type { AnswerWriter } from "./generative.js";
+import type { RagMetrics } from "./metrics.js";
 import { openEventStream, type EventStream } from "../core/sse.js";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { IndexMeta } from "./store/types.js";
@@ -32,17 +36,46 @@ export const DEFAULT_TENANT = "default";
 
 export interface RagRouteDeps {
   service: RagService;
+  metrics: RagMetrics;
   /** Set when GENERATION_URL is: writes generative answers. */
   answerWriter: AnswerWriter | null;
   ragFilesDir: string | null;
   /** Body limit of the build and document routes. */
   largeBodyLimit: number;
+  /** Documents and characters one build or append may carry (MAX_BUILD_DOCUMENTS, MAX_BUILD_CHARS). */
+  maxBuildDocuments: number;
+  maxBuildChars: number;
 }
 
 const errors = { "4xx": ErrorResponse, "5xx": ErrorResponse };
 
 function toDocumentInputs(documents: DocumentInputBody[]): DocumentInput[] {
   return documents.map((doc) => (typeof doc === "string" ? { text: doc } : doc));
+}
+
+/** 413 for a build or append with more documents than MAX_BUILD_DOCUMENTS (checked before files are read). */
+function checkDocumentCount(deps: RagRouteDeps, count: number): void {
+  if (count > deps.maxBuildDocuments) {
+    throw new ApiError(
+      413,
+      "payload_too_large",
+      `${count} documents in one request; the limit is ${deps.maxBuildDocuments} (MAX_BUILD_DOCUMENTS). Split it into appends.`,
+    );
+  }
+}
+
+/** 413 for a build or append larger than the configured limits, before any indexing is done. */
+function checkBuildSize(deps: RagRouteDeps, documents: DocumentInput[]): void {
+  checkDocumentCount(deps, documents.length);
+  let chars = 0;
+  for (const document of documents) chars += document.text.length;
+  if (chars > deps.maxBuildChars) {
+    throw new ApiError(
+      413,
+      "payload_too_large",
+      `${chars} characters of text in one request; the limit is ${deps.maxBuildChars} (MAX_BUILD_CHARS). Split it into appends.`,
+    );
+  }
 }
 
 export function indexInfo(meta: IndexMeta): Static<typeof IndexInfo> {
@@ -79,24 +112,43 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
       bodyLimit: deps.largeBodyLimit,
       schema: {
         tags: ["indices"],
-        summary: "Build an index from inline documents or files under RAG_FILES_DIR (all-or-nothing)",
-        body: BuildRequest,
+        summary:
+          "Build an index from inline documents, files under RAG_FILES_DIR, or uploads (all-or-nothing)",
+        description:
+          "JSON body as below, or multipart/form-data with the same fields as text fields and the files " +
+          "(.txt .md .html .pdf .docx) in the field `files`.",
+        // Per content type: JSON is validated here; multipart fields are checked in readMultipart.
+        body: { content: { "application/json": { schema: BuildRequest } } },
         response: { 201: BuildResponse, ...errors },
       },
     },
     async (request, reply) => {
-      const body = request.body;
+      let body: BuildRequest;
+      let documents: DocumentInput[];
+      if (request.isMultipart()) {
+        const upload = await readMultipart<BuildForm>(request, BuildForm, deps.maxBuildDocuments);
+        body = upload.fields;
+        documents = upload.documents;
+      } else {
+        body = request.body as BuildRequest;
+        if (!body.documents?.length && !body.files?.length) {
+          throw badRequest("Send at least one of documents or files");
+        }
+        documents = toDocumentInputs(body.documents ?? []);
+        checkDocumentCount(deps, documents.length + (body.files?.length ?? 0));
+        if (body.files?.length) {
+          const resolved = await resolveFiles(deps.ragFilesDir, body.files);
+          checkDocumentCount(deps, documents.length + resolved.files.length);
+          for (const file of resolved.files) documents.push(await loadResolvedFile(resolved.root, file));
+        }
+      }
       const overlap = body.overlap ?? Math.min(128, Math.floor(body.chunk_size / 2));
       if (overlap > body.chunk_size / 2) {
         throw badRequest(`overlap must be at most chunk_size/2 (${Math.floor(body.chunk_size / 2)})`, [
           { path: "/overlap", message: "greater than chunk_size/2" },
         ]);
       }
-      if (!body.documents?.length && !body.files?.length) {
-        throw badRequest("Send at least one of documents or files");
-      }
-      const documents = toDocumentInputs(body.documents ?? []);
-      for (const file of body.files ?? []) documents.push(await loadFileDocument(deps.ragFilesDir, file));
+      checkBuildSize(deps, documents);
       const key = { tenantId: actingTenant(request, body.tenant_id), name: body.index_name };
       const built = await service.build({
         key,
@@ -106,6 +158,9 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
         scorer: body.scorer,
         mode: body.mode,
       });
+      const kind = body.mode === "append" ? "append" : "build";
+      deps.metrics.builds.inc({ kind });
+      deps.metrics.buildDuration.observe({ kind }, built.buildMs / 1000);
       return reply.status(201).send({
         success: true,
         index_name: key.name,
@@ -145,6 +200,8 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
         filter: body.filter,
       });
       const mode = body.answer ?? (deps.answerWriter ? "generative" : "extractive");
+      deps.metrics.queries.inc({ answer_mode: mode });
+      deps.metrics.queryDuration.observe(elapsedMs / 1000);
       const response = {
         query,
         results,
@@ -247,17 +304,29 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
       schema: {
         tags: ["documents"],
         summary: "Add documents to an index, replacing those with the same id",
+        description: "JSON body as below, or multipart/form-data with the files in the field `files`.",
         params: IndexParams,
-        body: DocumentsRequest,
+        body: { content: { "application/json": { schema: DocumentsRequest } } },
         response: { 200: DocumentsResponse, ...errors },
       },
     },
     async (request) => {
-      const key = {
-        tenantId: actingTenant(request, request.body.tenant_id),
-        name: request.params.index_name,
-      };
-      const written = await service.upsertDocuments(key, toDocumentInputs(request.body.documents));
+      let tenant: string | undefined;
+      let documents: DocumentInput[];
+      if (request.isMultipart()) {
+        const upload = await readMultipart<DocumentsForm>(request, DocumentsForm, deps.maxBuildDocuments);
+        tenant = upload.fields.tenant_id;
+        documents = upload.documents;
+      } else {
+        const body = request.body as Static<typeof DocumentsRequest>;
+        tenant = body.tenant_id;
+        documents = toDocumentInputs(body.documents);
+      }
+      const key = { tenantId: actingTenant(request, tenant), name: request.params.index_name };
+      checkBuildSize(deps, documents);
+      const written = await service.upsertDocuments(key, documents);
+      deps.metrics.builds.inc({ kind: "documents" });
+      deps.metrics.buildDuration.observe({ kind: "documents" }, written.buildMs / 1000);
       return {
         success: true,
         index_name: key.name,

@@ -62,6 +62,14 @@ export const BuildRequest = Type.Object(
 );
 export type BuildRequest = Static<typeof BuildRequest>;
 
+/** The text fields of a multipart build: the JSON body's fields, with the files uploaded instead. */
+export const BuildForm = Type.Omit(BuildRequest, ["documents", "files"]);
+export type BuildForm = Static<typeof BuildForm>;
+
+/** The text fields of a multipart add-documents request. */
+export const DocumentsForm = Type.Object({ tenant_id: Type.Optional(TenantId) });
+export type DocumentsForm = Static<typeof DocumentsForm>;
+
 export const BuildResponse = Type.Object({
   success: Type.Boolean(),
   index_name: Type.String(),

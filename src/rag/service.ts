@@ -3,16 +3,34 @@
  * and writes both through the IndexStore in one atomic change; it answers queries from a cache of
  * loaded indices, checked against the store's version so it never serves a stale or mixed index.
  * No HTTP here: routes translate requests to these calls.
+ *
+ * Cache validity. With a store that has no change feed (SQLite), every query asks the store for the
+ * index's version (a microsecond there) and reloads the snapshot when it changed. With a change feed
+ * (PostgreSQL LISTEN/NOTIFY, shared by replicas), a cached index is served with no round trip while
+ * the feed is live and nothing was announced for it since it was validated; an announcement drops it,
+ * and while the feed is down (or after it reconnects, for what was validated before) the per-query
+ * version check is back.
+ *
+ * Writers. Writes of one index are serialised in this process (KeyedMutex) and, when the store offers
+ * it, across processes (`withWriteLock`). A write that still finds its base version stale (another
+ * replica committed in between: a 409 StaleVersionError from the store) is retried here: the index is
+ * reloaded from the store and the change recomputed, up to MAX_WRITE_ATTEMPTS times with a short
+ * jittered backoff, then the 409 reaches the client.
  */
 import { createHash } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { ApiError, badRequest, notFound } from "../core/errors.js";
 import { KeyedMutex } from "../core/keyed-mutex.js";
 import { extractiveAnswer } from "./answer.js";
 import { chunkDocument } from "./ingest/chunker.js";
+import { pageAt } from "./ingest/loaders.js";
 import { IndexBuilder, SearchIndex, type ScorerName } from "./search/index.js";
+import { StaleVersionError } from "./store/common.js";
 import type {
+  ChangeFeed,
   ChunkRecord,
   DocumentRecord,
+  IndexChange,
   IndexKey,
   IndexMeta,
   IndexSettings,
@@ -27,6 +45,8 @@ export interface DocumentInput {
   title?: string | null;
   metadata?: Metadata;
   source?: string | null;
+  /** For paged sources (PDF): where each page starts in `text`, so chunks can carry their page. */
+  pageStarts?: number[];
 }
 
 export interface BuildInput {
@@ -102,14 +122,47 @@ class LatencyWindow {
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
 const cacheKey = (key: IndexKey) => `${key.tenantId}\u0000${key.name}`;
 
+/** Attempts of one write that keeps meeting a stale version before its 409 reaches the client. */
+export const MAX_WRITE_ATTEMPTS = 5;
+
+/** Before retry n (1, 2, …): a few ms at first, doubling, capped at 200 ms; ±50% jitter. */
+function retryDelayMs(retry: number): number {
+  return Math.min(200, 5 * 2 ** (retry - 1)) * (0.5 + Math.random());
+}
+
+/** A loaded index and what it was validated against (see "Cache validity" above). */
+interface CacheEntry {
+  loaded: LoadedIndex;
+  /** Feed epoch the version was validated in; null when the feed was not live. */
+  epoch: number | null;
+  /** The index's change stamp when validated. */
+  stamp: number;
+}
+
 export class RagService {
-  private readonly cache = new Map<string, LoadedIndex>();
+  private readonly cache = new Map<string, CacheEntry>();
+  /** Per index: bumped by each announced change that invalidates the cached version. */
+  private readonly stamps = new Map<string, number>();
+  private changeCount = 0;
+  private readonly feed: ChangeFeed | null;
   private readonly writers = new KeyedMutex();
   private readonly startedAt = Date.now();
   private readonly latencies = new LatencyWindow();
-  private readonly counters = { queries: 0, builds: 0, documentWrites: 0 };
+  private readonly counters = { queries: 0, builds: 0, documentWrites: 0, writeRetries: 0 };
 
-  constructor(readonly store: IndexStore) {}
+  constructor(readonly store: IndexStore) {
+    this.feed = store.subscribe ? store.subscribe((change) => this.changed(change)) : null;
+  }
+
+  /** Stops listening to the store's changes (the store itself is closed by its owner). */
+  close(): void {
+    this.feed?.close();
+  }
+
+  /** True when cached indices are invalidated by the store's change feed rather than checked per query. */
+  get changeFeedLive(): boolean {
+    return this.feed?.live ?? false;
+  }
 
   async build(input: BuildInput): Promise<BuildOutput> {
     const started = performance.now();
@@ -119,7 +172,7 @@ export class RagService {
       chunkSize: input.chunkSize,
       overlap: input.overlap,
     };
-    const output = await this.writers.run(cacheKey(input.key), async () => {
+    const output = await this.exclusive(input.key, async () => {
       const existing = await this.store.getMeta(input.key);
       if (input.mode === "create" && existing) {
         throw new ApiError(
@@ -150,7 +203,7 @@ export class RagService {
   async upsertDocuments(key: IndexKey, inputs: DocumentInput[]): Promise<BuildOutput> {
     const started = performance.now();
     const documents = normaliseDocuments(inputs);
-    const output = await this.writers.run(cacheKey(key), async () => {
+    const output = await this.exclusive(key, async () => {
       const existing = await this.requireMeta(key);
       return this.commit(key, "update", settingsOf(existing), existing, documents, []);
     });
@@ -159,9 +212,9 @@ export class RagService {
   }
 
   async deleteDocument(key: IndexKey, documentId: string): Promise<IndexMeta> {
-    const output = await this.writers.run(cacheKey(key), async () => {
+    const output = await this.exclusive(key, async () => {
       const existing = await this.requireMeta(key);
-      const loaded = await this.load(key);
+      const loaded = await this.loadVersion(key, existing);
       if (!loaded.documents.has(documentId)) {
         throw notFound(`Document "${documentId}" is not in index "${key.name}"`);
       }
@@ -172,7 +225,7 @@ export class RagService {
   }
 
   async deleteIndex(key: IndexKey): Promise<void> {
-    await this.writers.run(cacheKey(key), async () => {
+    await this.exclusive(key, async () => {
       this.cache.delete(cacheKey(key));
       if (!(await this.store.deleteIndex(key))) throw notFound(`Index "${key.name}" does not exist`);
     });
@@ -228,33 +281,126 @@ export class RagService {
       queries_served: this.counters.queries,
       builds_served: this.counters.builds,
       document_writes_served: this.counters.documentWrites,
+      write_retries: this.counters.writeRetries,
       query_latency: this.latencies.summary(),
       storage: { backend: this.store.kind, size_bytes: await this.store.sizeBytes() },
-      cache: { loaded_indices: this.cache.size },
+      cache: {
+        loaded_indices: this.cache.size,
+        validation: this.feed === null ? "per_query" : this.feed.live ? "change_feed" : "per_query_feed_down",
+      },
       uptime_s: Math.round((Date.now() - this.startedAt) / 1000),
       memory: { rss_bytes: memory.rss, heap_used_bytes: memory.heapUsed },
     };
   }
 
-  /** The served version of an index: from the cache while the store's version is unchanged. */
+  /**
+   * The served version of an index: from the cache while it is known current (announced changes, or
+   * the store's version unchanged), else a snapshot loaded from the store.
+   */
   async load(key: IndexKey): Promise<LoadedIndex> {
-    const cached = this.cache.get(cacheKey(key));
+    const k = cacheKey(key);
+    const cached = this.cache.get(k);
+    if (cached && this.trusted(k, cached)) return cached.loaded;
+    // Captured before reading the store: an announcement arriving meanwhile makes the entry untrusted.
+    const validity = this.validity(k);
     const meta = await this.store.getMeta(key);
     if (!meta) {
+      this.cache.delete(k);
+      throw notFound(`Index "${key.name}" does not exist for tenant "${key.tenantId}"`);
+    }
+    if (cached && cached.loaded.meta.version === meta.version) {
+      this.remember(k, cached.loaded, validity);
+      return cached.loaded;
+    }
+    return this.loadSnapshot(key, validity);
+  }
+
+  /** Whether a cached entry may be served without asking the store. */
+  private trusted(k: string, entry: CacheEntry): boolean {
+    const feed = this.feed;
+    return (
+      feed !== null && feed.live && entry.epoch === feed.epoch && entry.stamp === (this.stamps.get(k) ?? 0)
+    );
+  }
+
+  private validity(k: string): Omit<CacheEntry, "loaded"> {
+    return { epoch: this.feed?.live ? this.feed.epoch : null, stamp: this.stamps.get(k) ?? 0 };
+  }
+
+  private remember(k: string, loaded: LoadedIndex, validity: Omit<CacheEntry, "loaded">): void {
+    this.cache.set(k, { loaded, ...validity });
+  }
+
+  private async loadSnapshot(key: IndexKey, validity: Omit<CacheEntry, "loaded">): Promise<LoadedIndex> {
+    const snapshot = await this.store.loadSnapshot(key);
+    if (!snapshot) {
       this.cache.delete(cacheKey(key));
       throw notFound(`Index "${key.name}" does not exist for tenant "${key.tenantId}"`);
     }
-    if (cached && cached.meta.version === meta.version) return cached;
-    const snapshot = await this.store.loadSnapshot(key);
-    if (!snapshot) throw notFound(`Index "${key.name}" does not exist for tenant "${key.tenantId}"`);
     const loaded: LoadedIndex = {
       meta: snapshot.meta,
       engine: SearchIndex.deserialize(snapshot.engineIndex),
       chunks: snapshot.chunks,
       documents: snapshot.documents,
     };
-    this.cache.set(cacheKey(key), loaded);
+    this.remember(cacheKey(key), loaded, validity);
     return loaded;
+  }
+
+  /**
+   * Exactly version `meta.version` of an index, the base of a write: from the cache when it holds that
+   * version, else from the store; a newer version there means another writer got in first (stale).
+   */
+  private async loadVersion(key: IndexKey, meta: IndexMeta): Promise<LoadedIndex> {
+    const k = cacheKey(key);
+    const cached = this.cache.get(k);
+    if (cached && cached.loaded.meta.version === meta.version) return cached.loaded;
+    const loaded = await this.loadSnapshot(key, this.validity(k));
+    if (loaded.meta.version !== meta.version) {
+      throw new StaleVersionError(key, loaded.meta.version, meta.version);
+    }
+    return loaded;
+  }
+
+  /** An announced change: drop the cached index unless it already is that version or newer. */
+  private changed(change: IndexChange): void {
+    const k = cacheKey(change);
+    const cached = this.cache.get(k);
+    if (cached && change.version !== null && cached.loaded.meta.version >= change.version) return;
+    this.cache.delete(k);
+    this.stamps.set(k, ++this.changeCount);
+  }
+
+  /**
+   * Runs one write of an index: alone in this process, under the store's cross-process writer lock
+   * when it has one, and again (reloading the index from the store) when its base version was stale.
+   */
+  private async exclusive<T>(key: IndexKey, work: () => Promise<T>): Promise<T> {
+    const k = cacheKey(key);
+    const attempts = async () => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await work();
+        } catch (error) {
+          if (!(error instanceof StaleVersionError)) throw error;
+          this.cache.delete(k);
+          if (attempt >= MAX_WRITE_ATTEMPTS) {
+            throw new ApiError(
+              409,
+              "conflict",
+              `Index "${key.name}" kept being changed by other writers (${attempt} attempts); retry the request`,
+              [],
+              { "Retry-After": "1" },
+            );
+          }
+          this.counters.writeRetries++;
+          await sleep(retryDelayMs(attempt));
+        }
+      }
+    };
+    return this.writers.run(k, () =>
+      this.store.withWriteLock ? this.store.withWriteLock(key, attempts) : attempts(),
+    );
   }
 
   /**
@@ -271,14 +417,18 @@ export class RagService {
   ) {
     const upsert = documents.map((document) => ({
       document,
-      chunks: chunkDocument(document, { chunkSize: settings.chunkSize, overlap: settings.overlap }),
+      chunks: withPages(
+        chunkDocument(document, { chunkSize: settings.chunkSize, overlap: settings.overlap }),
+        pageStartsOf.get(document),
+      ),
     }));
     const newChunks = upsert.flatMap((u) => u.chunks);
+    const validity = this.validity(cacheKey(key));
 
     let kept: ChunkRecord[] = [];
     const keptDocuments = new Map<string, Pick<DocumentRecord, "id" | "title" | "source" | "metadata">>();
     if (mode === "update" && existing) {
-      const current = await this.load(key);
+      const current = await this.loadVersion(key, existing);
       const dropped = new Set([...deleteDocumentIds, ...documents.map((d) => d.id)]);
       kept = current.chunks.filter((chunk) => !dropped.has(chunk.documentId));
       for (const [id, doc] of current.documents) if (!dropped.has(id)) keptDocuments.set(id, doc);
@@ -312,7 +462,7 @@ export class RagService {
     });
 
     for (const doc of documents) keptDocuments.set(doc.id, doc);
-    this.cache.set(cacheKey(key), { meta, engine, chunks, documents: keptDocuments });
+    this.remember(cacheKey(key), { meta, engine, chunks, documents: keptDocuments }, validity);
     return { meta, documentsCount: documents.length, chunksCount: newChunks.length };
   }
 }
@@ -325,6 +475,31 @@ function settingsOf(meta: IndexMeta): IndexSettings {
  * Fills in ids (a content hash when none is given, so re-sending a document does not duplicate it)
  * and rejects two different documents claiming one id in the same request.
  */
+/** Page offsets of paged documents (PDF), beside the record so the store never sees them. */
+const pageStartsOf = new WeakMap<DocumentRecord, number[]>();
+
+/**
+ * Gives each chunk of a paged document its page: the (1-based) page holding most of its text, and,
+ * when it spans several, all of them in `pages`.
+ */
+function withPages(chunks: ChunkRecord[], pageStarts: number[] | undefined): ChunkRecord[] {
+  if (!pageStarts) return chunks;
+  for (const chunk of chunks) {
+    const first = pageAt(pageStarts, chunk.start);
+    const last = pageAt(pageStarts, Math.max(chunk.start, chunk.end - 1));
+    let page = first;
+    let most = 0;
+    for (let p = first; p <= last; p++) {
+      const from = Math.max(chunk.start, pageStarts[p - 1]!);
+      const to = Math.min(chunk.end, pageStarts[p] ?? Infinity);
+      if (to - from > most) [page, most] = [p, to - from];
+    }
+    const pages = Array.from({ length: last - first + 1 }, (_, i) => first + i);
+    chunk.metadata = { ...chunk.metadata, page, ...(pages.length > 1 ? { pages } : {}) };
+  }
+  return chunks;
+}
+
 export function normaliseDocuments(inputs: DocumentInput[]): DocumentRecord[] {
   const byId = new Map<string, DocumentRecord>();
   inputs.forEach((input, position) => {
@@ -343,6 +518,7 @@ export function normaliseDocuments(inputs: DocumentInput[]): DocumentRecord[] {
       metadata: input.metadata ?? {},
       source: input.source ?? null,
     };
+    if (input.pageStarts) pageStartsOf.set(record, input.pageStarts);
     const previous = byId.get(id);
     if (previous && (previous.text !== record.text || input.id !== undefined)) {
       throw badRequest(

@@ -113,7 +113,6 @@ describe("files builds with RAG_FILES_DIR set", () => {
     ["a dangling symlink", () => "dangling.txt"],
     ['a path containing "\\u0000"', () => "a.txt\u0000.md"],
     ["a NUL before the extension", () => "a\u0000.txt"],
-    ["a directory", () => "sub"],
     ["the folder itself", () => "."],
     ["the folder by absolute path", (t) => t.work],
     ["a missing file", () => "missing.txt"],
@@ -139,9 +138,17 @@ describe("files builds with RAG_FILES_DIR set", () => {
     });
   }
 
-  it("the same file twice in one request is a 400", async () => {
-    assertApiError(await rag.build({ index_name: "twice", files: ["a.txt", "a.txt"] }), 400);
-    assertApiError(await rag.indexStats("twice"), 404);
+  it("the same file named twice (or by a folder and by name) is read once", async () => {
+    assertStatus(await rag.build({ index_name: "twice", files: ["a.txt", "a.txt", "./a.txt"] }), 201);
+    assert.equal((await rag.indexStats("twice")).json().documents_count, 1);
+    assertStatus(await rag.build({ index_name: "twice-folder", files: ["sub", "sub/b.md"] }), 201);
+    assert.equal((await rag.indexStats("twice-folder")).json().documents_count, 1);
+  });
+
+  it("a folder stands for the supported files below it", async () => {
+    assertStatus(await rag.build({ index_name: "folder", files: ["sub"] }), 201);
+    const stats = (await rag.indexStats("folder")).json();
+    assert.equal(stats.documents_count, 1);
   });
 });
 

@@ -1,59 +1,108 @@
 /**
  * Server-side files for `/rag/build`: only files inside RAG_FILES_DIR may be read. A path is refused
  * (400) when it holds a NUL byte, when it or any symlink on its way leads outside the folder, or when
- * it is not a regular file of a supported type.
+ * it does not exist. A folder stands for every supported file below it (links leading outside are
+ * skipped); a file of an unsupported type named on its own is a 400.
  */
-import { realpath, readFile, stat } from "node:fs/promises";
+import { readdir, readFile, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { badRequest } from "../../core/errors.js";
 import type { DocumentInput } from "../service.js";
+import { isSupported, loadFile } from "./loaders.js";
 
-export const SUPPORTED_TEXT_EXTENSIONS = [".txt", ".md", ".markdown", ".text"];
+const within = (p: string, base: string) => p === base || p.startsWith(base + path.sep);
 
-/** The real path of `requested` when it is a regular file inside `root`; otherwise a 400. */
-export async function resolveAllowedFile(root: string | null, requested: string): Promise<string> {
+interface Roots {
+  configured: string;
+  real: string;
+}
+
+async function roots(root: string | null): Promise<Roots> {
   if (root === null) {
     throw badRequest("Server-side file builds are off: set RAG_FILES_DIR, or send the documents inline");
   }
-  if (requested.includes("\0")) throw badRequest("File path contains a NUL byte");
-  const configuredRoot = path.resolve(root);
-  const realRoot = await realpath(configuredRoot).catch(() => {
+  const configured = path.resolve(root);
+  const real = await realpath(configured).catch(() => {
     throw badRequest("RAG_FILES_DIR does not exist on the server");
   });
+  return { configured, real };
+}
+
+/** The real path of `requested` when it is inside `root` (a file or a folder); otherwise a 400. */
+async function resolveInside(
+  base: Roots,
+  requested: string,
+): Promise<{ real: string; isDirectory: boolean }> {
+  if (requested.includes("\0")) throw badRequest("File path contains a NUL byte");
   // An absolute path may name the folder as configured or by its real path (they differ when
   // RAG_FILES_DIR or one of its parents is a symlink, e.g. /tmp on macOS); the realpath check decides.
-  const candidate = path.resolve(configuredRoot, requested);
-  const within = (p: string, base: string) => p === base || p.startsWith(base + path.sep);
-  const lexicallyInside = within(candidate, configuredRoot) || within(candidate, realRoot);
+  const candidate = path.resolve(base.configured, requested);
+  const lexicallyInside = within(candidate, base.configured) || within(candidate, base.real);
   const real = lexicallyInside ? await realpath(candidate).catch(() => null) : null;
-  if (!lexicallyInside || (real !== null && !real.startsWith(realRoot + path.sep))) {
+  if (!lexicallyInside || (real !== null && !within(real, base.real))) {
     throw badRequest(`File "${requested}" is outside RAG_FILES_DIR`);
   }
   if (real === null) throw badRequest(`File "${requested}" does not exist in RAG_FILES_DIR`);
   const info = await stat(real);
+  if (info.isDirectory()) return { real, isDirectory: true };
   if (!info.isFile()) throw badRequest(`"${requested}" is not a regular file`);
-  return real;
+  return { real, isDirectory: false };
 }
 
-/** Reads a file into a document whose source is its path relative to RAG_FILES_DIR. */
-export async function loadFileDocument(
+/** Supported files below a folder, in path order; links that lead outside the root are skipped. */
+async function walk(base: Roots, folder: string, found: string[]): Promise<void> {
+  const entries = await readdir(folder, { withFileTypes: true });
+  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  for (const entry of entries) {
+    if (entry.name.startsWith(".")) continue;
+    const full = path.join(folder, entry.name);
+    const real = await realpath(full).catch(() => null);
+    if (real === null || !within(real, base.real)) continue;
+    const info = await stat(real);
+    if (info.isDirectory()) await walk(base, real, found);
+    else if (info.isFile() && isSupported(entry.name)) found.push(real);
+  }
+}
+
+/**
+ * Resolves the requested paths to the files they stand for, checking every one before anything is
+ * read, so a bad path fails the whole request.
+ */
+export async function resolveFiles(
   root: string | null,
-  requested: string,
+  requested: string[],
+): Promise<{ root: string; files: string[] }> {
+  const base = await roots(root);
+  const files: string[] = [];
+  for (const item of requested) {
+    const { real, isDirectory } = await resolveInside(base, item);
+    if (isDirectory) {
+      const before = files.length;
+      await walk(base, real, files);
+      if (files.length === before) throw badRequest(`Folder "${item}" holds no supported files`);
+    } else {
+      if (!isSupported(real)) {
+        throw badRequest(`File "${item}": unsupported type "${path.extname(real) || "(none)"}"`);
+      }
+      files.push(real);
+    }
+  }
+  return { root: base.real, files: [...new Set(files)] };
+}
+
+/** Reads one resolved file into a document whose id and source are its path relative to the root. */
+export async function loadResolvedFile(
+  root: string,
+  real: string,
 ): Promise<DocumentInput & { source: string }> {
-  const real = await resolveAllowedFile(root, requested);
-  const relative = path.relative(await realpath(root!), real);
-  const extension = path.extname(real).toLowerCase();
-  if (!SUPPORTED_TEXT_EXTENSIONS.includes(extension)) {
-    throw badRequest(
-      `File "${requested}": unsupported type "${extension || "(none)"}"; supported: ${SUPPORTED_TEXT_EXTENSIONS.join(" ")}`,
-    );
-  }
-  const bytes = await readFile(real);
-  let text: string;
-  try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
-  } catch {
-    throw badRequest(`File "${requested}" is not valid UTF-8 text`);
-  }
-  return { id: relative, text, title: path.basename(real), metadata: { file: relative }, source: relative };
+  const relative = path.relative(root, real);
+  const loaded = await loadFile(relative, await readFile(real));
+  return {
+    id: relative,
+    text: loaded.text,
+    title: loaded.title,
+    metadata: { ...loaded.metadata, file: relative },
+    source: relative,
+    pageStarts: loaded.pageStarts,
+  };
 }

@@ -17,7 +17,7 @@ import path from "node:path";
 
 import Database from "better-sqlite3";
 
-import { ApiError, badRequest, conflict, notFound } from "../../core/errors.js";
+import { conflict, notFound } from "../../core/errors.js";
 import type { ScorerName } from "../search/types.js";
 import type {
   ChunkRecord,
@@ -29,6 +29,15 @@ import type {
   IndexWrite,
   Metadata,
 } from "./types.js";
+import {
+  StaleVersionError,
+  asBuffer,
+  internal,
+  label,
+  serialiseDocument,
+  utf8,
+  validateWrite,
+} from "./common.js";
 
 export const SQLITE_FILE_NAME = "lectern.db";
 
@@ -163,35 +172,6 @@ function toMeta(row: IndexRow): IndexMeta {
     version: row.version,
   };
 }
-
-const internal = (message: string) => new ApiError(500, "internal_error", message);
-
-const label = (key: IndexKey) => `index "${key.name}" of tenant "${key.tenantId}"`;
-
-/** Checks what does not depend on stored state; throws before any transaction starts. */
-function validateWrite(change: IndexWrite): void {
-  const ids = new Set<string>();
-  for (const { document, chunks } of change.upsert) {
-    if (ids.has(document.id)) throw badRequest(`document id "${document.id}" is given more than once`);
-    ids.add(document.id);
-    chunks.forEach((chunk, seq) => {
-      if (
-        chunk.documentId !== document.id ||
-        chunk.seq !== seq ||
-        chunk.chunkId !== `${document.id}#${seq}`
-      ) {
-        throw internal(`chunk "${chunk.chunkId}" does not belong at position ${seq} of "${document.id}"`);
-      }
-    });
-  }
-  const order = new Set(change.chunkOrder);
-  if (order.size !== change.chunkOrder.length) throw internal("chunkOrder lists a chunk more than once");
-  if (change.engineIndex.byteLength === 0 && change.chunkOrder.length > 0) {
-    throw internal("engineIndex is empty");
-  }
-}
-
-const utf8 = (s: string) => Buffer.byteLength(s, "utf8");
 
 /** Every statement the store runs, prepared once per connection. */
 function prepareStatements(db: Database.Database) {
@@ -417,10 +397,7 @@ export class SqliteIndexStore implements IndexStore {
     if (mode === "create" && existing !== undefined) throw conflict(`${label(key)} already exists`);
     if (mode === "update" && existing === undefined) throw notFound(`${label(key)} not found`);
     if (change.expectedVersion !== null && (existing?.version ?? 0) !== change.expectedVersion) {
-      throw conflict(
-        `${label(key)} was changed by another write (version ${existing?.version ?? "none"}, expected ` +
-          `${change.expectedVersion}); retry`,
-      );
+      throw new StaleVersionError(key, existing?.version, change.expectedVersion);
     }
 
     const version = stmt.nextVersion.get() as number;
@@ -458,11 +435,7 @@ export class SqliteIndexStore implements IndexStore {
     const totals = stmt.totals.get(id)!;
     this.checkChunkOrder(id, change.chunkOrder, totals.chunks);
     const chunkOrder = JSON.stringify(change.chunkOrder);
-    const engineIndex = Buffer.from(
-      change.engineIndex.buffer,
-      change.engineIndex.byteOffset,
-      change.engineIndex.byteLength,
-    );
+    const engineIndex = asBuffer(change.engineIndex);
     const sizeBytes = totals.bytes + engineIndex.byteLength + utf8(chunkOrder);
     stmt.updateIndex.run({
       id,
@@ -482,13 +455,8 @@ export class SqliteIndexStore implements IndexStore {
   }
 
   private insertDocument(indexId: number, document: DocumentRecord, chunks: ChunkRecord[]): void {
-    const metadata = JSON.stringify(document.metadata);
-    let bytes = utf8(document.text) + utf8(metadata);
-    const rows = chunks.map((chunk) => {
-      const chunkMetadata = JSON.stringify(chunk.metadata);
-      bytes += utf8(chunk.text) + utf8(chunkMetadata);
-      return [chunk, chunkMetadata] as const;
-    });
+    const { metadata, chunkMetadata: chunkJson, bytes } = serialiseDocument(document, chunks);
+    const rows = chunks.map((chunk, i) => [chunk, chunkJson[i]!] as const);
     this.stmt.insertDocument.run(
       indexId,
       document.id,

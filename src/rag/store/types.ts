@@ -1,6 +1,7 @@
 /**
- * The storage boundary of the RAG app. SQLite implements it now, PostgreSQL later; both keep
- * every write all-or-nothing so that a crash leaves an index as it was before the write.
+ * The storage boundary of the RAG app. SQLite (one process, embedded) and PostgreSQL (shared by
+ * several replicas) implement it; both keep every write all-or-nothing so that a crash leaves an
+ * index as it was before the write.
  */
 import type { ScorerName } from "../search/types.js";
 
@@ -92,10 +93,30 @@ export interface IndexWrite {
   chunkOrder: string[];
   vocabularySize: number;
   /**
-   * Version the writer read (0: the index was absent); the write fails with a 409 ApiError
-   * ("conflict") if the stored one differs. null: no check.
+   * Version the writer read (0: the index was absent); the write fails with a 409
+   * StaleVersionError (an ApiError "conflict", see common.ts) if the stored one differs. null: no check.
    */
   expectedVersion: number | null;
+}
+
+/** A committed change to one index, announced to every process that shares the store. */
+export interface IndexChange {
+  tenantId: string;
+  name: string;
+  /** The version the write committed, or null when the index was deleted. */
+  version: number | null;
+}
+
+/**
+ * A subscription to the store's changes. Changes are delivered after they commit, in commit order per
+ * index, to every subscriber in every process. While `live` is false (not connected yet, or the feed
+ * was interrupted), changes may be missed: a cache must then check versions itself. Each time the feed
+ * (re)connects `epoch` increases, so a cache can tell what it validated before a gap it cannot trust.
+ */
+export interface ChangeFeed {
+  readonly live: boolean;
+  readonly epoch: number;
+  close(): void;
 }
 
 export interface IndexStore {
@@ -113,4 +134,18 @@ export interface IndexStore {
   /** Total bytes used by the store on disk (or in the database). */
   sizeBytes(): Promise<number>;
   close(): Promise<void>;
+  /**
+   * Optional: calls `listener` for every committed write and delete of any index, by any process
+   * sharing the store (PostgreSQL: LISTEN/NOTIFY). A cache may then serve without asking the store
+   * for the version on each read, and drop an index when told. Stores without it (SQLite, where
+   * every read checks the version at almost no cost) leave it out.
+   */
+  subscribe?(listener: (change: IndexChange) => void): ChangeFeed;
+  /**
+   * Optional: runs `work` while holding a lock on the index that writers in every process sharing the
+   * store take, so that a read-modify-write (read the chunks, rebuild the engine index, write with
+   * `expectedVersion`) by one replica waits for another's instead of failing with a stale version.
+   * It is an aid, not the guarantee: `write` still checks `expectedVersion`.
+   */
+  withWriteLock?<T>(key: IndexKey, work: () => Promise<T>): Promise<T>;
 }

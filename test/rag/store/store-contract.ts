@@ -443,6 +443,20 @@ export function storeContract(name: string, makeHarness: () => Promise<StoreHarn
       assert.equal(snapshot!.chunks[0]!.chunkId, "ünï-😀#0");
     });
 
+    it("round-trips an engine index of arbitrary bytes exactly", async () => {
+      // Every byte value, at sizes around typical chunk boundaries of drivers and pages.
+      for (const size of [1, 255, 256, 8191, 65_537, 3 * 1024 * 1024 + 7]) {
+        const key: IndexKey = { tenantId: "bytes", name: `size-${size}` };
+        const change = makeWrite(key, "create", makeEntries(2));
+        const bytes = new Uint8Array(size);
+        for (let i = 0; i < size; i++) bytes[i] = (i * 131 + (i >> 8)) & 0xff;
+        change.engineIndex = bytes;
+        await store.write(change);
+        const loaded = await store.loadSnapshot(key);
+        assert.ok(Buffer.from(loaded!.engineIndex).equals(Buffer.from(bytes)), `size ${size}`);
+      }
+    });
+
     it("reports a size that grows with the data", async () => {
       const empty = await store.sizeBytes();
       await store.write(makeWrite(KEY, "create", makeEntries(300, { length: 1500 })));

@@ -1,0 +1,403 @@
+/**
+ * The `lectern` command line. Index commands work directly on the same store the RAG app uses
+ * (DATA_DIR, or DATABASE_URL), so they need no running server; `generate` loads the model itself.
+ *
+ * Exit codes: 0 done, 1 failed, 2 bad usage, 3 not found, 4 refused input, 78 bad configuration.
+ */
+import { readdir, readFile, stat } from "node:fs/promises";
+import path from "node:path";
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { Presets, SingleBar } from "cli-progress";
+import { ConfigError, loadConfig, type Config } from "../core/config.js";
+import { ApiError } from "../core/errors.js";
+import { isSupported, loadFile } from "../rag/ingest/loaders.js";
+import { openIndexStore } from "../rag/store/open.js";
+import { RagService, type DocumentInput } from "../rag/service.js";
+import { serve, type Which } from "../server.js";
+import { createGenerator } from "../textgen/create-generator.js";
+import type { LlamaGenerator } from "../textgen/llama-generator.js";
+import { resolveModel } from "../textgen/model-source.js";
+
+const EXIT = { ok: 0, failed: 1, usage: 2, notFound: 3, refused: 4, config: 78 } as const;
+
+class UsageError extends Error {}
+
+const HELP: Record<string, string> = {
+  main: `lectern: self-hosted text generation and document question answering
+
+Usage: lectern <command> [options]
+
+Commands:
+  serve [textgen|rag|all]            start the HTTP apps (default: all)
+  index build <name> <path…>         index files and folders (.txt .md .html .pdf .docx)
+  index list                         list indices
+  index rm <name>                    delete an index
+  ask <index> "<question>"           answer a question from an index, with sources
+  generate "<prompt>"                generate text with the local model
+  model pull <hf:owner/repo/file>    download a model into MODELS_DIR
+
+Every command takes --help. Configuration comes from the environment (see README).`,
+  serve: `Usage: lectern serve [textgen|rag|all]
+
+Starts the text generation app (TEXTGEN_PORT, 8000), the RAG app (RAG_PORT, 8001), or both.`,
+  "index build": `Usage: lectern index build <name> <file-or-folder…> [options]
+
+Reads the files (folders: every supported file below them), then builds the index in one write.
+  --mode create|replace|append   default create (409-like failure if it exists)
+  --scorer tfidf|bm25            default tfidf
+  --chunk-size N                 100 … 10000, default 1000
+  --overlap N                    default min(128, chunk-size/2)
+  --tenant ID                    default "default"
+  --json                         print the result as JSON`,
+  "index list": `Usage: lectern index list [--tenant ID | --all] [--json]`,
+  "index rm": `Usage: lectern index rm <name> [--tenant ID] [--json]`,
+  ask: `Usage: lectern ask <index> "<question>" [options]
+  --top-k N          results to use, default 5
+  --tenant ID        default "default"
+  --json             print the whole response as JSON`,
+  generate: `Usage: lectern generate "<prompt>" [options]
+  --max-length N     new tokens, default 128
+  --temperature T    default 0.8 (0 = deterministic)
+  --seed N
+  --json             print the result as JSON instead of streaming text`,
+  "model pull": `Usage: lectern model pull <hf:owner/repo/file.gguf | https URL>
+
+Downloads the model once into MODELS_DIR (default ./models) with a progress bar.`,
+};
+
+interface Parsed {
+  values: Record<string, string | boolean | undefined>;
+  positionals: string[];
+}
+
+function options(args: string[], spec: ParseArgsConfig["options"]): Parsed {
+  try {
+    const parsed = parseArgs({
+      args,
+      options: { ...spec, help: { type: "boolean" }, json: { type: "boolean" } },
+      allowPositionals: true,
+    });
+    return { values: parsed.values as Parsed["values"], positionals: parsed.positionals };
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+const integer = (value: unknown, name: string): number | undefined => {
+  if (value === undefined) return undefined;
+  if (typeof value !== "string" || !/^\d+$/.test(value))
+    throw new UsageError(`--${name} must be a whole number`);
+  return Number(value);
+};
+
+/** A progress display: a bar on a terminal, plain lines otherwise (logs, pipes, CI). */
+function progress(total: number, label: string) {
+  const started = performance.now();
+  const tty = process.stderr.isTTY;
+  const bar = tty
+    ? new SingleBar(
+        {
+          format: `${label} {bar} {value}/{total} files | {chunks} | {elapsed}s | {rate}`,
+          stream: process.stderr,
+          hideCursor: true,
+        },
+        Presets.shades_classic,
+      )
+    : null;
+  bar?.start(total, 0, { chunks: "", elapsed: "0.0", rate: "" });
+  let lastLine = 0;
+  return {
+    tick(done: number, name: string, chars: number) {
+      const seconds = (performance.now() - started) / 1000;
+      const rate = `${(done / Math.max(seconds, 1e-3)).toFixed(1)} files/s, ${(chars / 1e6 / Math.max(seconds, 1e-3)).toFixed(2)} MB/s`;
+      if (bar) bar.update(done, { elapsed: seconds.toFixed(1), rate, chunks: name });
+      else if (done === total || performance.now() - lastLine > 1000) {
+        lastLine = performance.now();
+        process.stderr.write(`${label}: ${done}/${total} files read (${rate}) ${name}\n`);
+      }
+    },
+    stop() {
+      bar?.stop();
+    },
+  };
+}
+
+async function collectFiles(paths: string[]): Promise<string[]> {
+  const found: string[] = [];
+  const visit = async (item: string, named: boolean) => {
+    const info = await stat(item).catch(() => null);
+    if (!info) throw new ApiError(404, "not_found", `No such file or folder: ${item}`);
+    if (info.isDirectory()) {
+      const entries = (await readdir(item)).filter((name) => !name.startsWith(".")).sort();
+      for (const entry of entries) await visit(path.join(item, entry), false);
+    } else if (info.isFile() && (named || isSupported(item))) found.push(item);
+  };
+  for (const item of paths) await visit(item, true);
+  return [...new Set(found)];
+}
+
+async function withService<T>(config: Config, work: (service: RagService) => Promise<T>): Promise<T> {
+  const store = await openIndexStore(config);
+  try {
+    return await work(new RagService(store));
+  } finally {
+    await store.close();
+  }
+}
+
+async function indexBuild(args: string[], config: Config): Promise<number> {
+  const { values, positionals } = options(args, {
+    mode: { type: "string" },
+    scorer: { type: "string" },
+    "chunk-size": { type: "string" },
+    overlap: { type: "string" },
+    tenant: { type: "string" },
+  });
+  if (values.help) return help("index build");
+  const [name, ...paths] = positionals;
+  if (!name || paths.length === 0)
+    throw new UsageError("index build needs a name and at least one file or folder");
+  const mode = (values.mode as string | undefined) ?? "create";
+  if (!["create", "replace", "append"].includes(mode))
+    throw new UsageError("--mode must be create, replace or append");
+  const scorer = (values.scorer as string | undefined) ?? "tfidf";
+  if (!["tfidf", "bm25"].includes(scorer)) throw new UsageError("--scorer must be tfidf or bm25");
+  const chunkSize = integer(values["chunk-size"], "chunk-size") ?? 1000;
+  if (chunkSize < 100 || chunkSize > 10_000)
+    throw new UsageError("--chunk-size must be between 100 and 10000");
+  const overlap = integer(values.overlap, "overlap") ?? Math.min(128, Math.floor(chunkSize / 2));
+  if (overlap > chunkSize / 2) throw new UsageError("--overlap must be at most chunk-size/2");
+
+  const files = await collectFiles(paths);
+  if (files.length === 0)
+    throw new ApiError(400, "invalid_request", "No supported files (.txt .md .html .pdf .docx) found");
+  const bar = progress(files.length, `index ${name}`);
+  const documents: DocumentInput[] = [];
+  let chars = 0;
+  try {
+    for (const [index, file] of files.entries()) {
+      const loaded = await loadFile(file, await readFile(file));
+      chars += loaded.text.length;
+      documents.push({
+        id: file,
+        text: loaded.text,
+        title: loaded.title,
+        metadata: { ...loaded.metadata, file },
+        source: file,
+        pageStarts: loaded.pageStarts,
+      });
+      bar.tick(index + 1, path.basename(file), chars);
+    }
+  } finally {
+    bar.stop();
+  }
+  if (!values.json) process.stderr.write(`indexing ${documents.length} documents…\n`);
+  const built = await withService(config, (service) =>
+    service.build({
+      key: { tenantId: (values.tenant as string | undefined) ?? "default", name },
+      documents,
+      chunkSize,
+      overlap,
+      scorer: scorer as "tfidf" | "bm25",
+      mode: mode as "create" | "replace" | "append",
+    }),
+  );
+  const result = {
+    index_name: name,
+    documents_count: built.documentsCount,
+    chunks_count: built.chunksCount,
+    vocabulary_size: built.meta.vocabularySize,
+    build_ms: built.buildMs,
+  };
+  if (values.json) print(result);
+  else
+    process.stdout.write(
+      `Built "${name}": ${result.documents_count} documents, ${result.chunks_count} chunks, ` +
+        `${result.vocabulary_size} terms in ${(result.build_ms / 1000).toFixed(2)} s\n`,
+    );
+  return EXIT.ok;
+}
+
+async function indexList(args: string[], config: Config): Promise<number> {
+  const { values } = options(args, { tenant: { type: "string" }, all: { type: "boolean" } });
+  if (values.help) return help("index list");
+  const tenant = values.all ? null : ((values.tenant as string | undefined) ?? "default");
+  const indices = await withService(config, (service) => service.listIndices(tenant));
+  if (values.json) {
+    print(indices);
+    return EXIT.ok;
+  }
+  if (indices.length === 0) process.stdout.write("no indices\n");
+  for (const meta of indices) {
+    process.stdout.write(
+      `${meta.tenantId}/${meta.name}\t${meta.scorer}\t${meta.documentsCount} documents\t${meta.chunksCount} chunks\tupdated ${meta.updatedAt}\n`,
+    );
+  }
+  return EXIT.ok;
+}
+
+async function indexRm(args: string[], config: Config): Promise<number> {
+  const { values, positionals } = options(args, { tenant: { type: "string" } });
+  if (values.help) return help("index rm");
+  const name = positionals[0];
+  if (!name) throw new UsageError("index rm needs the index name");
+  await withService(config, (service) =>
+    service.deleteIndex({ tenantId: (values.tenant as string | undefined) ?? "default", name }),
+  );
+  if (values.json) print({ deleted: name });
+  else process.stdout.write(`Deleted "${name}"\n`);
+  return EXIT.ok;
+}
+
+async function ask(args: string[], config: Config): Promise<number> {
+  const { values, positionals } = options(args, { "top-k": { type: "string" }, tenant: { type: "string" } });
+  if (values.help) return help("ask");
+  const [name, ...words] = positionals;
+  const question = words.join(" ").trim();
+  if (!name || !question) throw new UsageError('ask needs an index and a question: lectern ask docs "…"');
+  const topK = integer(values["top-k"], "top-k") ?? 5;
+  const response = await withService(config, async (service) => {
+    const key = { tenantId: (values.tenant as string | undefined) ?? "default", name };
+    const { results, elapsedMs, loaded } = await service.query({ key, query: question, topK, minScore: 0 });
+    return {
+      query: question,
+      results,
+      count: results.length,
+      elapsed_ms: elapsedMs,
+      answer: service.extractive(question, results, loaded),
+    };
+  });
+  if (values.json) {
+    print(response);
+    return EXIT.ok;
+  }
+  process.stdout.write(`${response.answer ?? "No answer found in this index."}\n\nSources:\n`);
+  response.results.forEach((result, index) => {
+    const page = typeof result.metadata.page === "number" ? `, page ${result.metadata.page}` : "";
+    process.stdout.write(`  [${index + 1}] ${result.file}${page}  (score ${result.score.toFixed(3)})\n`);
+  });
+  return response.count === 0 ? EXIT.notFound : EXIT.ok;
+}
+
+async function generate(args: string[], config: Config): Promise<number> {
+  const { values, positionals } = options(args, {
+    "max-length": { type: "string" },
+    temperature: { type: "string" },
+    seed: { type: "string" },
+  });
+  if (values.help) return help("generate");
+  const prompt = positionals.join(" ");
+  if (!prompt) throw new UsageError('generate needs a prompt: lectern generate "Once upon a time"');
+  const temperature = values.temperature === undefined ? 0.8 : Number(values.temperature);
+  if (!(temperature >= 0 && temperature <= 2)) throw new UsageError("--temperature must be between 0 and 2");
+  const generator = createGenerator({ ...config, maxConcurrent: 1 }) as LlamaGenerator;
+  try {
+    await generator.ready?.();
+    const status = generator.status();
+    if (status.state === "unhealthy") throw new ApiError(503, "model_not_ready", status.reason);
+    const result = await generator.generate({
+      prompt,
+      maxTokens: integer(values["max-length"], "max-length") ?? 128,
+      temperature,
+      seed: integer(values.seed, "seed"),
+      stop: [],
+      onText: values.json ? undefined : (piece) => process.stdout.write(piece),
+    });
+    if (values.json) {
+      print({
+        generated_text: result.text,
+        model_name: generator.modelName,
+        tokens_generated: result.tokensGenerated,
+        finish_reason: result.finishReason,
+        prompt_tokens: result.promptTokens,
+      });
+    } else process.stdout.write("\n");
+  } finally {
+    await generator.close();
+  }
+  return EXIT.ok;
+}
+
+async function modelPull(args: string[], config: Config): Promise<number> {
+  const { values, positionals } = options(args, {});
+  if (values.help) return help("model pull");
+  const reference = positionals[0];
+  if (!reference) throw new UsageError("model pull needs a reference such as hf:owner/repo/file.gguf");
+  const file = await resolveModel({ reference, modelsDir: config.modelsDir, progress: true });
+  if (values.json) print({ reference, path: file });
+  else process.stdout.write(`${file}\n`);
+  return EXIT.ok;
+}
+
+function print(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+function help(topic: string): number {
+  process.stdout.write(`${HELP[topic] ?? HELP.main}\n`);
+  return EXIT.ok;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (!command || command === "--help" || command === "-h" || command === "help") return help("main");
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`lectern: configuration error: ${error.message}\n`);
+      return EXIT.config;
+    }
+    throw error;
+  }
+  try {
+    switch (command) {
+      case "serve": {
+        if (rest.includes("--help")) return help("serve");
+        const which = (rest[0] ?? "all") as Which;
+        if (!["textgen", "rag", "all"].includes(which))
+          throw new UsageError("serve takes textgen, rag or all");
+        await serve(which, config);
+        return -1; // keep running
+      }
+      case "index": {
+        const [sub, ...args] = rest;
+        if (sub === undefined || sub === "--help") {
+          for (const topic of ["index build", "index list", "index rm"]) help(topic);
+          return EXIT.ok;
+        }
+        if (sub === "build") return await indexBuild(args, config);
+        if (sub === "list" || sub === "ls") return await indexList(args, config);
+        if (sub === "rm" || sub === "delete") return await indexRm(args, config);
+        throw new UsageError(`unknown index command "${sub ?? ""}"; use build, list or rm`);
+      }
+      case "ask":
+        return await ask(rest, config);
+      case "generate":
+        return await generate(rest, config);
+      case "model": {
+        const [sub, ...args] = rest;
+        if (sub === undefined || sub === "--help") return help("model pull");
+        if (sub === "pull") return await modelPull(args, config);
+        throw new UsageError(`unknown model command "${sub ?? ""}"; use pull`);
+      }
+      default:
+        throw new UsageError(`unknown command "${command}"`);
+    }
+  } catch (error) {
+    if (error instanceof UsageError) {
+      process.stderr.write(`lectern: ${error.message}\nRun "lectern ${command} --help" for usage.\n`);
+      return EXIT.usage;
+    }
+    if (error instanceof ApiError) {
+      process.stderr.write(`lectern: ${error.message}\n`);
+      return error.statusCode === 404 ? EXIT.notFound : error.statusCode < 500 ? EXIT.refused : EXIT.failed;
+    }
+    process.stderr.write(`lectern: ${(error as Error).message}\n`);
+    return EXIT.failed;
+  }
+}
+
+const code = await main(process.argv.slice(2));
+if (code >= 0) process.exit(code);

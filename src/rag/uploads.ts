@@ -1,0 +1,67 @@
+/**
+ * `multipart/form-data` bodies for the build and add-documents routes: text fields are the JSON
+ * body's fields (checked against the same TypeBox schema), each uploaded file becomes a document. All
+ * files are read and checked before anything is written, so a bad file fails the whole request.
+ */
+import type { FastifyRequest } from "fastify";
+import type { TSchema } from "typebox";
+import { Value } from "typebox/value";
+import { badRequest } from "../core/errors.js";
+import { loadFile } from "./ingest/loaders.js";
+import type { DocumentInput } from "./service.js";
+
+export interface MultipartBody<Fields> {
+  fields: Fields;
+  documents: DocumentInput[];
+}
+
+/** Reads every part; `maxFiles` bounds the count before their contents are parsed. */
+export async function readMultipart<Fields>(
+  request: FastifyRequest,
+  fieldSchema: TSchema,
+  maxFiles: number,
+): Promise<MultipartBody<Fields>> {
+  const raw: Record<string, string> = {};
+  const uploads: Array<{ name: string; bytes: Buffer }> = [];
+  for await (const part of request.parts()) {
+    if (part.type === "file") {
+      if (uploads.length >= maxFiles) {
+        throw badRequest(`More than ${maxFiles} files in one request (MAX_BUILD_DOCUMENTS)`);
+      }
+      // The browser-given name, without any folder part: it is a label, never a path we open.
+      const name = part.filename.split(/[\\/]/).pop() || "upload";
+      uploads.push({ name, bytes: await part.toBuffer() });
+    } else if (typeof part.value === "string") {
+      if (part.fieldname in raw) throw badRequest(`Field "${part.fieldname}" is given more than once`);
+      raw[part.fieldname] = part.value;
+    }
+  }
+  if (uploads.length === 0) throw badRequest('Send at least one file (form field "files")');
+
+  // Form fields arrive as strings: convert by the schema (e.g. "500" → 500), then apply defaults.
+  const fields = Value.Default(fieldSchema, Value.Convert(fieldSchema, { ...raw })) as Fields;
+  if (!Value.Check(fieldSchema, fields)) {
+    const first = Value.Errors(fieldSchema, fields)[0] as
+      { instancePath?: string; message?: string } | undefined;
+    throw badRequest(
+      `Invalid form field ${first?.instancePath?.slice(1) || "value"}: ${first?.message ?? "invalid"}`,
+    );
+  }
+
+  const names = new Set<string>();
+  const documents: DocumentInput[] = [];
+  for (const { name, bytes } of uploads) {
+    if (names.has(name)) throw badRequest(`Two uploaded files are named "${name}"`);
+    names.add(name);
+    const loaded = await loadFile(name, bytes);
+    documents.push({
+      id: name,
+      text: loaded.text,
+      title: loaded.title,
+      metadata: { ...loaded.metadata, file: name },
+      source: name,
+      pageStarts: loaded.pageStarts,
+    });
+  }
+  return { fields, documents };
+}

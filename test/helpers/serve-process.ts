@@ -1,0 +1,138 @@
+/**
+ * The real CLI (`node --import tsx src/cli/serve.ts <app>`) as a child process on a free port, and
+ * small HTTP helpers that see what a client sees (refused connections, resets, cut streams).
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import http from "node:http";
+import net from "node:net";
+import path from "node:path";
+import { repoRoot, testModelPath } from "./env.js";
+
+/** A port that was free a moment ago (the kernel picks it; a race with other processes is unlikely). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface ServedProcess {
+  child: ChildProcess;
+  port: number;
+  url: string;
+  /** Resolves when the process ended: its exit code or signal, and when (performance.now()). */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
+  stderr(): string;
+  stdout(): string;
+}
+
+/** Starts one app of the CLI with the test model on a free port, silent logs, one llama thread. */
+export async function startServe(
+  which: "textgen" | "rag",
+  env: Record<string, string> = {},
+): Promise<ServedProcess> {
+  const port = await freePort();
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", path.join(repoRoot, "src", "cli", "serve.ts"), which],
+    {
+      cwd: repoRoot,
+      env: {
+        ...process.env,
+        HOST: "127.0.0.1",
+        MODEL_PATH: testModelPath,
+        LLAMA_THREADS: "1",
+        LLAMA_GPU: "false",
+        LOG_LEVEL: "silent",
+        [which === "textgen" ? "TEXTGEN_PORT" : "RAG_PORT"]: String(port),
+        ...env,
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let stderr = "";
+  let stdout = "";
+  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
+  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal, at: performance.now() })),
+  );
+  return {
+    child,
+    port,
+    url: `http://127.0.0.1:${port}`,
+    exited,
+    stderr: () => stderr,
+    stdout: () => stdout,
+  };
+}
+
+/** Polls GET /health until it answers 200, or fails after `timeoutMs` (or when the process ends). */
+export async function waitHealthy(served: ServedProcess, timeoutMs = 60_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  let ended = false;
+  void served.exited.then(() => (ended = true));
+  for (;;) {
+    if (ended) throw new Error(`the process ended before it was healthy: ${served.stderr()}`);
+    try {
+      const res = await request(served.port, { method: "GET", path: "/health" });
+      if (res.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    if (performance.now() > deadline)
+      throw new Error(`not healthy after ${timeoutMs} ms: ${served.stderr()}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+export interface RawResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  /** Whether the response ended normally (not aborted or reset). */
+  complete: boolean;
+}
+
+/**
+ * One request on its own connection. Resolves with the response once it ended (even if it was cut:
+ * `complete` says); rejects when no response came (refused, reset before the headers). `onData` sees
+ * each piece of the body as it arrives.
+ */
+export function request(
+  port: number,
+  options: { method: string; path: string; body?: unknown; onData?: (text: string) => void },
+): Promise<RawResponse> {
+  return new Promise((resolve, reject) => {
+    const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
+    const req = http.request(
+      {
+        host: "127.0.0.1",
+        port,
+        method: options.method,
+        path: options.path,
+        agent: false,
+        headers: payload === undefined ? {} : { "content-type": "application/json" },
+      },
+      (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => {
+          body += chunk;
+          options.onData?.(chunk);
+        });
+        const finish = (complete: boolean) =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body, complete });
+        res.on("end", () => finish(res.complete));
+        res.on("aborted", () => finish(false));
+        res.on("error", () => finish(false));
+      },
+    );
+    req.on("error", reject);
+    req.end(payload);
+  });
+}

@@ -1,0 +1,200 @@
+/**
+ * Two RAG app processes on one PostgreSQL database, as replicas behind a load balancer would be:
+ * what one builds the other serves, a delete on one reaches the other's cache within a second, and
+ * concurrent appends through both lose nothing and duplicate nothing.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+
+import { createTestDatabase, postgresUnavailable, type TestDatabase } from "../helpers/pg.js";
+import { startReplica, type Replica } from "../helpers/replicas.js";
+import { makeProse, seededRandom } from "../helpers/text-fixtures.js";
+
+const unavailable = await postgresUnavailable();
+
+interface Reply {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+async function call(base: string, method: string, url: string, body?: unknown): Promise<Reply> {
+  const response = await fetch(`${base}${url}`, {
+    method,
+    ...(body === undefined
+      ? {}
+      : { body: JSON.stringify(body), headers: { "content-type": "application/json" } }),
+  });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+/** A query's answer without its timing. */
+function answerOf(reply: Reply) {
+  assert.equal(reply.status, 200, JSON.stringify(reply.body));
+  const { elapsed_ms: _elapsed, ...rest } = reply.body;
+  return rest;
+}
+
+async function poll<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+const random = seededRandom(7);
+const DOCUMENTS = Array.from({ length: 40 }, (_, i) => ({
+  id: `handbook-${i}`,
+  title: i % 5 === 0 ? `Chapter ${i}` : undefined,
+  text: makeProse(random, 400 + ((i * 131) % 1200)),
+  metadata: { n: i, group: i % 3 === 0 ? "a" : "b" },
+}));
+const QUERIES = [
+  { query: "search engine index storage" },
+  { query: "tenant snapshot version", top_k: 10 },
+  { query: "crash write overlap", top_k: 20, filter: { group: "a" } },
+  { question: "which chunk holds the answer?", answer: "none" },
+];
+
+describe("two RAG replicas on one PostgreSQL database", { skip: unavailable ?? false }, () => {
+  let db: TestDatabase;
+  let a: Replica;
+  let b: Replica;
+
+  before(async () => {
+    db = await createTestDatabase();
+    [a, b] = await Promise.all([
+      startReplica({ DATABASE_URL: db.url, LOG_LEVEL: process.env.REPLICA_LOG_LEVEL ?? "silent" }),
+      startReplica({ DATABASE_URL: db.url, LOG_LEVEL: process.env.REPLICA_LOG_LEVEL ?? "silent" }),
+    ]);
+  });
+  after(async () => {
+    if (process.env.REPLICA_LOG_LEVEL) process.stderr.write(`A: ${a?.stderr()}\nB: ${b?.stderr()}\n`);
+    await Promise.all([a?.stop(), b?.stop()]);
+    await db?.drop();
+  });
+
+  it("both report the postgres store", async () => {
+    for (const replica of [a, b]) {
+      const health = await call(replica.url, "GET", "/health");
+      assert.equal(health.status, 200);
+      assert.equal(health.body.storage, "postgres");
+    }
+  });
+
+  it("build on A, query on B: the same results; a replace on A reaches B's cache", async () => {
+    const built = await call(a.url, "POST", "/rag/build", {
+      index_name: "handbook",
+      documents: DOCUMENTS,
+      chunk_size: 300,
+      overlap: 30,
+      scorer: "bm25",
+    });
+    assert.equal(built.status, 201, JSON.stringify(built.body));
+    for (const q of QUERIES) {
+      const body = { index_name: "handbook", ...q };
+      const onA = answerOf(await call(a.url, "POST", "/rag/query", body));
+      const onB = answerOf(await call(b.url, "POST", "/rag/query", body));
+      assert.deepEqual(onB, onA);
+      assert.ok((onA.results as unknown[]).length > 0);
+    }
+    const listed = await call(b.url, "GET", "/rag/indices");
+    assert.deepEqual(
+      (listed.body.indices as Array<{ name: string; documents_count: number }>).map((i) => [
+        i.name,
+        i.documents_count,
+      ]),
+      [["handbook", DOCUMENTS.length]],
+    );
+
+    // B has the index cached now; a replace on A must reach it.
+    const replaced = await call(a.url, "POST", "/rag/build", {
+      index_name: "handbook",
+      mode: "replace",
+      documents: DOCUMENTS.slice(0, 10),
+      chunk_size: 300,
+      overlap: 30,
+      scorer: "bm25",
+    });
+    assert.equal(replaced.status, 201);
+    const body = { index_name: "handbook", query: "search engine index storage", top_k: 100 };
+    const expected = answerOf(await call(a.url, "POST", "/rag/query", body));
+    const started = Date.now();
+    await poll("B to serve the replaced index", 1000, async () => {
+      const onB = answerOf(await call(b.url, "POST", "/rag/query", body));
+      return JSON.stringify(onB) === JSON.stringify(expected) ? true : undefined;
+    });
+    assert.ok(Date.now() - started < 1000);
+  });
+
+  it("delete on B: A answers 404 within a second", async () => {
+    // A serves the index from its cache before the delete.
+    const warm = await call(a.url, "POST", "/rag/query", { index_name: "handbook", query: "index" });
+    assert.equal(warm.status, 200, JSON.stringify(warm.body));
+    const deleted = await call(b.url, "DELETE", "/rag/indices/handbook");
+    assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
+    const started = Date.now();
+    const reply = await poll("A to answer 404", 1000, async () => {
+      const r = await call(a.url, "POST", "/rag/query", { index_name: "handbook", query: "index" });
+      return r.status === 404 ? r : undefined;
+    });
+    const elapsed = Date.now() - started;
+    assert.equal((reply.body.error as { code: string }).code, "not_found");
+    assert.ok(elapsed < 1000, `${elapsed} ms`);
+  });
+
+  it("20 concurrent appends split across A and B: every document present exactly once", async (t) => {
+    const seed = await call(a.url, "POST", "/rag/build", {
+      index_name: "shared",
+      documents: [{ id: "seed", text: "The seed document of the shared index." }],
+    });
+    assert.equal(seed.status, 201);
+    const ids = Array.from({ length: 20 }, (_, i) => i);
+    const started = Date.now();
+    const replies = await Promise.all(
+      ids.map((i) =>
+        call(i % 2 === 0 ? a.url : b.url, "POST", "/rag/indices/shared/documents", {
+          documents: [
+            {
+              id: `doc-${i}`,
+              text: `Appended document number ${i} carries the word marker${i} and some prose about replicas.`,
+              metadata: { n: i },
+            },
+          ],
+        }),
+      ),
+    );
+    t.diagnostic(`20 appends through two replicas in ${Date.now() - started} ms`);
+    for (const reply of replies) assert.equal(reply.status, 200, JSON.stringify(reply.body));
+
+    for (const replica of [a, b]) {
+      const listed = await call(replica.url, "GET", "/rag/indices");
+      const shared = (listed.body.indices as Array<{ name: string; documents_count: number }>).find(
+        (i) => i.name === "shared",
+      );
+      assert.equal(shared?.documents_count, 21);
+      for (const i of ids) {
+        // A replica may see the last writes of the other a few ms late: poll briefly.
+        const hits = await poll(`doc-${i} on ${replica.url}`, 1000, async () => {
+          const r = await call(replica.url, "POST", "/rag/query", {
+            index_name: "shared",
+            query: `marker${i}`,
+            top_k: 100,
+            answer: "none",
+          });
+          assert.equal(r.status, 200);
+          const results = r.body.results as Array<{ document_id: string }>;
+          return results.some((h) => h.document_id === `doc-${i}`) ? results : undefined;
+        });
+        assert.equal(hits.filter((h) => h.document_id === `doc-${i}`).length, 1);
+        assert.equal(hits[0]!.document_id, `doc-${i}`);
+      }
+    }
+    const retries = await Promise.all(
+      [a, b].map(async (r) => (await call(r.url, "GET", "/rag/stats")).body.write_retries),
+    );
+    t.diagnostic(`write retries after stale versions: A ${String(retries[0])}, B ${String(retries[1])}`);
+  });
+});
