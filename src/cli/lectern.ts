@@ -10,13 +10,13 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { Presets, SingleBar } from "cli-progress";
 import { ConfigError, loadConfig, type Config } from "../core/config.js";
 import { ApiError } from "../core/errors.js";
-import { isSupported, loadFile } from "../rag/ingest/loaders.js";
-import { openIndexStore } from "../rag/store/open.js";
-import { RagService, type DocumentInput } from "../rag/service.js";
-import { serve, type Which } from "../server.js";
-import { createGenerator } from "../textgen/create-generator.js";
+import type { RagService, DocumentInput } from "../rag/service.js";
+import type { Which } from "../server.js";
 import type { LlamaGenerator } from "../textgen/llama-generator.js";
-import { resolveModel } from "../textgen/model-source.js";
+
+// Each command loads only what it needs (llama.cpp, the stores, the document parsers are heavy), so
+// quick commands such as `index list` or `--help` start fast.
+const loaders = () => import("../rag/ingest/loaders.js");
 
 const EXIT = { ok: 0, failed: 1, usage: 2, notFound: 3, refused: 4, config: 78 } as const;
 
@@ -123,6 +123,7 @@ function progress(total: number, label: string) {
 }
 
 async function collectFiles(paths: string[]): Promise<string[]> {
+  const { isSupported } = await loaders();
   const found: string[] = [];
   const visit = async (item: string, named: boolean) => {
     const info = await stat(item).catch(() => null);
@@ -137,6 +138,10 @@ async function collectFiles(paths: string[]): Promise<string[]> {
 }
 
 async function withService<T>(config: Config, work: (service: RagService) => Promise<T>): Promise<T> {
+  const [{ openIndexStore }, { RagService }] = await Promise.all([
+    import("../rag/store/open.js"),
+    import("../rag/service.js"),
+  ]);
   const store = await openIndexStore(config);
   try {
     return await work(new RagService(store));
@@ -171,6 +176,7 @@ async function indexBuild(args: string[], config: Config): Promise<number> {
   const files = await collectFiles(paths);
   if (files.length === 0)
     throw new ApiError(400, "invalid_request", "No supported files (.txt .md .html .pdf .docx) found");
+  const { loadFile } = await loaders();
   const bar = progress(files.length, `index ${name}`);
   const documents: DocumentInput[] = [];
   let chars = 0;
@@ -290,6 +296,7 @@ async function generate(args: string[], config: Config): Promise<number> {
   if (!prompt) throw new UsageError('generate needs a prompt: lectern generate "Once upon a time"');
   const temperature = values.temperature === undefined ? 0.8 : Number(values.temperature);
   if (!(temperature >= 0 && temperature <= 2)) throw new UsageError("--temperature must be between 0 and 2");
+  const { createGenerator } = await import("../textgen/create-generator.js");
   const generator = createGenerator({ ...config, maxConcurrent: 1 }) as LlamaGenerator;
   try {
     await generator.ready?.();
@@ -323,6 +330,7 @@ async function modelPull(args: string[], config: Config): Promise<number> {
   if (values.help) return help("model pull");
   const reference = positionals[0];
   if (!reference) throw new UsageError("model pull needs a reference such as hf:owner/repo/file.gguf");
+  const { resolveModel } = await import("../textgen/model-source.js");
   const file = await resolveModel({ reference, modelsDir: config.modelsDir, progress: true });
   if (values.json) print({ reference, path: file });
   else process.stdout.write(`${file}\n`);
@@ -358,6 +366,7 @@ export async function main(argv: string[]): Promise<number> {
         const which = (rest[0] ?? "all") as Which;
         if (!["textgen", "rag", "all"].includes(which))
           throw new UsageError("serve takes textgen, rag or all");
+        const { serve } = await import("../server.js");
         await serve(which, config);
         return -1; // keep running
       }

@@ -111,6 +111,20 @@ export async function createHttpApp(options: HttpAppOptions) {
     routerOptions: { maxParamLength: 2048 },
     // Errors raised before routing (bad percent-encoding…) still get the contract's shape.
     frameworkErrors: (error, _request, reply) => sendError(reply, toApiError(error)),
+    // Requests Node's HTTP parser rejects never reach Fastify: answer them in the contract's shape too.
+    clientErrorHandler: (error, socket) => {
+      if (!socket.writable) return socket.destroy(error);
+      const body = JSON.stringify(
+        new ApiError(
+          400,
+          "invalid_request",
+          "Malformed HTTP request; check the request line, path and headers",
+        ).toBody(),
+      );
+      socket.end(
+        `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    },
     requestIdHeader: "x-request-id",
     genReqId: () => randomUUID(),
     ajv: {
@@ -119,6 +133,10 @@ export async function createHttpApp(options: HttpAppOptions) {
     },
     return503OnClosing: true,
   }).withTypeProvider<TypeBoxTypeProvider>();
+
+  // Bodies are JSON (or multipart where a route says so); Fastify's default text/plain parser would let
+  // unvalidated strings reach handlers, so such bodies are a 415 instead.
+  app.removeContentTypeParser("text/plain");
 
   app.addHook("onRequest", async (request: FastifyRequest, reply: FastifyReply) => {
     void reply.header("x-request-id", request.id);

@@ -1,5 +1,6 @@
 /** Routes of the RAG API. They validate (schemas), translate to RagService calls, and shape replies. */
 import { ApiError, badRequest } from "../core/errors.js";
+import { checkNestingDepth, checkWellFormed } from "../core/validation.js";
 import { rootMessage, type TypedApp } from "../core/http.js";
 import { actingTenant, listingTenant } from "../core/auth.js";
 import { ErrorResponse } from "../textgen/schemas.js";
@@ -49,8 +50,16 @@ export interface RagRouteDeps {
 
 const errors = { "4xx": ErrorResponse, "5xx": ErrorResponse };
 
+/** Metadata and filters deeper than this are refused: nothing real needs more, and it bounds work. */
+const MAX_METADATA_DEPTH = 32;
+
 function toDocumentInputs(documents: DocumentInputBody[]): DocumentInput[] {
-  return documents.map((doc) => (typeof doc === "string" ? { text: doc } : doc));
+  return documents.map((doc, index) => {
+    if (typeof doc === "string") return { text: doc };
+    if (doc.id !== undefined) checkWellFormed(doc.id, `documents[${index}].id`);
+    checkNestingDepth(doc.metadata, MAX_METADATA_DEPTH, `documents[${index}].metadata`);
+    return doc;
+  });
 }
 
 /** 413 for a build or append with more documents than MAX_BUILD_DOCUMENTS (checked before files are read). */
@@ -187,6 +196,7 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
     async (request, reply) => {
       const body = request.body;
       const query = body.query ?? body.question;
+      checkNestingDepth(body.filter, MAX_METADATA_DEPTH, "filter");
       if (query === undefined) throw badRequest("Send the question as query (or question)");
       if (body.query !== undefined && body.question !== undefined && body.query !== body.question) {
         throw badRequest("query and question differ; send one of them");

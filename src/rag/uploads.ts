@@ -21,20 +21,28 @@ export async function readMultipart<Fields>(
   fieldSchema: TSchema,
   maxFiles: number,
 ): Promise<MultipartBody<Fields>> {
-  const raw: Record<string, string> = {};
+  // No prototype: a field named "__proto__" is just a (refused) field name here.
+  const raw: Record<string, string> = Object.create(null) as Record<string, string>;
   const uploads: Array<{ name: string; bytes: Buffer }> = [];
-  for await (const part of request.parts()) {
-    if (part.type === "file") {
-      if (uploads.length >= maxFiles) {
-        throw badRequest(`More than ${maxFiles} files in one request (MAX_BUILD_DOCUMENTS)`);
+  try {
+    for await (const part of request.parts()) {
+      if (part.type === "file") {
+        if (uploads.length >= maxFiles) {
+          throw badRequest(`More than ${maxFiles} files in one request (MAX_BUILD_DOCUMENTS)`);
+        }
+        // The browser-given name, without any folder part: it is a label, never a path we open.
+        const name = part.filename.split(/[\\/]/).pop() || "upload";
+        uploads.push({ name, bytes: await part.toBuffer() });
+      } else if (typeof part.value === "string") {
+        if (part.fieldname in raw) throw badRequest(`Field "${part.fieldname}" is given more than once`);
+        raw[part.fieldname] = part.value;
       }
-      // The browser-given name, without any folder part: it is a label, never a path we open.
-      const name = part.filename.split(/[\\/]/).pop() || "upload";
-      uploads.push({ name, bytes: await part.toBuffer() });
-    } else if (typeof part.value === "string") {
-      if (part.fieldname in raw) throw badRequest(`Field "${part.fieldname}" is given more than once`);
-      raw[part.fieldname] = part.value;
     }
+  } catch (error) {
+    // Our own refusals and the plugin's size limits (413) keep their status; anything else thrown by
+    // the multipart parser means the body itself is malformed.
+    if (typeof (error as { statusCode?: unknown }).statusCode === "number") throw error;
+    throw badRequest(`Malformed multipart/form-data body: ${(error as Error).message}`);
   }
   if (uploads.length === 0) throw badRequest('Send at least one file (form field "files")');
 

@@ -84,7 +84,7 @@ function completionRequestSchema(maxNewTokens: number) {
       Type.String({ minLength: 1, maxLength: 32_768 }),
       Type.Array(Type.String({ minLength: 1, maxLength: 32_768 }), { minItems: 1, maxItems: 1 }),
     ]),
-    max_tokens: Type.Integer({ minimum: 1, maximum: maxNewTokens, default: 16 }),
+    max_tokens: Type.Integer({ minimum: 1, maximum: maxNewTokens, default: Math.min(16, maxNewTokens) }),
     ...sampling,
   });
 }

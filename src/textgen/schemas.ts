@@ -43,7 +43,8 @@ export function predictRequestSchema(maxNewTokens: number) {
       max_length: Type.Integer({
         minimum: 1,
         maximum: maxNewTokens,
-        default: 128,
+        // The contract's default, unless the server allows fewer new tokens.
+        default: Math.min(128, maxNewTokens),
         description: "new tokens at most, prompt excluded",
       }),
       temperature: Type.Number({
