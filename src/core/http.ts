@@ -121,8 +121,11 @@ export async function createHttpApp(options: HttpAppOptions) {
           "Malformed HTTP request; check the request line, path and headers",
         ).toBody(),
       );
+      // A HEAD request gets the headers only: a body there would break the client's parser.
+      const raw = (error as unknown as { rawPacket?: Buffer }).rawPacket;
+      const isHead = raw !== undefined && raw.subarray(0, 5).toString("latin1") === "HEAD ";
       socket.end(
-        `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${isHead ? "" : body}`,
       );
     },
     requestIdHeader: "x-request-id",

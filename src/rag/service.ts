@@ -475,6 +475,9 @@ function settingsOf(meta: IndexMeta): IndexSettings {
  * Fills in ids (a content hash when none is given, so re-sending a document does not duplicate it)
  * and rejects two different documents claiming one id in the same request.
  */
+const LONE_SURROGATES = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+const toWellFormed = (text: string) => text.replace(LONE_SURROGATES, "\uFFFD");
+
 /** Page offsets of paged documents (PDF), beside the record so the store never sees them. */
 const pageStartsOf = new WeakMap<DocumentRecord, number[]>();
 
@@ -513,8 +516,10 @@ export function normaliseDocuments(inputs: DocumentInput[]): DocumentRecord[] {
     const id = input.id ?? createHash("sha256").update(input.text).digest("hex").slice(0, 16);
     const record: DocumentRecord = {
       id,
-      title: input.title ?? null,
-      text: input.text,
+      // Lone UTF-16 surrogates cannot be stored as UTF-8: replace them now, so what is served from
+      // memory is what is served after a restart.
+      title: input.title == null ? null : toWellFormed(input.title),
+      text: toWellFormed(input.text),
       metadata: input.metadata ?? {},
       source: input.source ?? null,
     };

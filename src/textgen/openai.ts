@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Type, type Static } from "typebox";
-import { badRequest, type ApiError } from "../core/errors.js";
+import { ApiError, badRequest } from "../core/errors.js";
 import { toApiError } from "../core/http.js";
 import { openEventStream, type EventStream } from "../core/sse.js";
 import type { ChatMessage, CompletionResult, GenerationRequest } from "./generator.js";
@@ -113,6 +113,20 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
     for (const [name, value] of Object.entries(apiError.headers)) void reply.header(name, value);
     return reply.status(apiError.statusCode).send(openAiErrorBody(apiError));
   });
+
+  app.setNotFoundHandler((request, reply) =>
+    reply
+      .status(404)
+      .send(
+        openAiErrorBody(
+          new ApiError(
+            404,
+            "not_found",
+            `No route ${request.method} ${request.url.split("?")[0]}; see /docs`,
+          ),
+        ),
+      ),
+  );
 
   const created = () => Math.floor(Date.now() / 1000);
 

@@ -105,7 +105,14 @@ export interface RawResponse {
  */
 export function request(
   port: number,
-  options: { method: string; path: string; body?: unknown; onData?: (text: string) => void },
+  options: {
+    method: string;
+    path: string;
+    body?: unknown;
+    onData?: (text: string) => void;
+    /** Called once the whole request (body included) has been handed to the socket. */
+    onSent?: () => void;
+  },
 ): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
@@ -133,6 +140,7 @@ export function request(
       },
     );
     req.on("error", reject);
+    if (options.onSent) req.on("finish", options.onSent);
     req.end(payload);
   });
 }

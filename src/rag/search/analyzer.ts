@@ -13,6 +13,8 @@
 
 import { stemmer } from "stemmer";
 
+import { scanWords } from "./scanner.js";
+
 import type { AnalyzerOptions } from "./types.js";
 
 /** Turns a text into its terms, in order, with repeats. */
@@ -96,15 +98,16 @@ export function sameAnalyzerOptions(a: AnalyzerOptions, b: AnalyzerOptions): boo
 // --- Tokenisation -------------------------------------------------------------------------------------
 
 /*
- * Fast path. `Intl.Segmenter` is correct for every script but slow (≈10× a regex, and it allocates an
- * object per segment), and for scripts that separate words with spaces its UAX #29 rules are easy to
- * state as a regex: a run of letters/marks/digits/connectors, possibly joined by one "mid" character —
- * `' ’ . : ·` between letters ("don't", "e.g"), `. , ; ' ’` between digits ("3.5", "1,000").
+ * Words are found by a hand-written scanner (scanner.ts) that implements exactly this regex: a run of
+ * letters/marks/digits/connectors, possibly joined by one "mid" character — `' ’ . : ·` between letters
+ * ("don't", "e.g"), `. , ; ' ’` between digits ("3.5", "1,000"). For scripts that separate words with
+ * spaces these are UAX #29's rules, at a fraction of `Intl.Segmenter`'s cost (which also allocates an
+ * object per segment). The regex is the specification; the tests check the scanner against it.
  * Scripts written without spaces (Chinese, Japanese, Thai, Lao, Khmer, Myanmar) need ICU's dictionary
  * segmentation, so text containing any of them goes through `Intl.Segmenter` instead.
  */
 const WORD_CHAR = String.raw`[\p{L}\p{M}\p{N}\p{Pc}]`;
-const TOKEN_PATTERN = new RegExp(
+export const TOKEN_PATTERN = new RegExp(
   String.raw`${WORD_CHAR}+(?:(?:(?<=[\p{L}\p{M}])[:'’.·](?=\p{L})|(?<=\p{N})[.,;'’](?=\p{N}))${WORD_CHAR}+)*`,
   "gu",
 );
@@ -121,18 +124,43 @@ function getWordSegmenter(): Intl.Segmenter {
   return wordSegmenter;
 }
 
-/** Lower-cased NFKC words of `text`, before stop words, possessives and stemming. */
-export function tokenize(text: string): string[] {
+/**
+ * Step 1 of the analysis: NFKC and lower-casing. `dictionary` is true when the text needs ICU's
+ * dictionary-based segmentation ({@link segmentWords}); otherwise the words are what the scanner finds.
+ */
+export function normaliseText(text: string): { text: string; dictionary: boolean } {
   const ascii = ASCII_ONLY.test(text); // ASCII is already NFKC and has no such scripts
   const normalised = (ascii ? text : text.normalize("NFKC")).toLowerCase();
-  if (!ascii && NEEDS_DICTIONARY_SEGMENTATION.test(normalised)) {
-    const words: string[] = [];
-    for (const segment of getWordSegmenter().segment(normalised)) {
-      if (segment.isWordLike) words.push(segment.segment);
-    }
-    return words;
+  return { text: normalised, dictionary: !ascii && NEEDS_DICTIONARY_SEGMENTATION.test(normalised) };
+}
+
+/** Words of a normalised text by `Intl.Segmenter` (UAX #29 with dictionaries). */
+export function segmentWords(normalised: string): string[] {
+  const words: string[] = [];
+  for (const segment of getWordSegmenter().segment(normalised)) {
+    if (segment.isWordLike) words.push(segment.segment);
   }
-  return normalised.match(TOKEN_PATTERN) ?? [];
+  return words;
+}
+
+/**
+ * Whether a line of a normalised text needs `Intl.Segmenter`. A text that does is segmented line by
+ * line: a line break always ends a word (UAX #29 WB3a/b), so its other lines can take the fast path.
+ */
+export function needsDictionarySegmentation(line: string): boolean {
+  return NEEDS_DICTIONARY_SEGMENTATION.test(line);
+}
+
+/** Lower-cased NFKC words of `text`, before stop words, possessives and stemming. */
+export function tokenize(text: string): string[] {
+  const { text: normalised, dictionary } = normaliseText(text);
+  if (!dictionary) return scanWords(normalised);
+  const words: string[] = [];
+  for (const line of normalised.split("\n")) {
+    for (const word of needsDictionarySegmentation(line) ? segmentWords(line) : scanWords(line))
+      words.push(word);
+  }
+  return words;
 }
 
 // --- Token filters ------------------------------------------------------------------------------------

@@ -1,10 +1,23 @@
 /**
  * Accumulates documents into flat typed arrays, then lays the postings out term by term (CSR) in
  * `build()`. Adding is O(terms); building is two linear passes (a counting sort by term id).
+ *
+ * Memory: a posting costs 6 bytes while building (term id + frequency, in fixed-size pages, so growing
+ * never copies or doubles), and the built index 6 bytes too (document ordinal + frequency). Words are
+ * looked up in a hash table straight from the text (no substring per word), so analysis allocates
+ * little more than one normalised copy of each document.
  */
 
-import { createWordFilter, resolveAnalyzerOptions, sameAnalyzerOptions, tokenize } from "./analyzer.js";
+import {
+  createWordFilter,
+  needsDictionarySegmentation,
+  normaliseText,
+  resolveAnalyzerOptions,
+  sameAnalyzerOptions,
+  segmentWords,
+} from "./analyzer.js";
 import type { ResolvedAnalyzerOptions } from "./analyzer.js";
+import { hashWord, WordScanner, WordTable } from "./scanner.js";
 import type { IndexData } from "./scoring.js";
 import { SearchIndex } from "./search-index.js";
 import type { AnalyzerOptions, SearchIndexOptions } from "./types.js";
@@ -37,8 +50,32 @@ class GrowableUint32 {
   }
 }
 
-/** Bounded memo of word → term id (−1 for stop words); cleared when full. */
+/** Postings are stored in pages of this many entries. */
+const PAGE_SHIFT = 18;
+const PAGE_SIZE = 1 << PAGE_SHIFT;
+const PAGE_MASK = PAGE_SIZE - 1;
+/** Frequencies ≥ this are kept in a side map (a u16 page entry holds this value as a marker). */
+const BIG_FREQUENCY = 0xffff;
+
+/** How many distinct words the word → term cache holds before it is cleared. */
 const WORD_CACHE_LIMIT = 200_000;
+const MISSING = -2;
+
+/**
+ * A copy of a string that does not keep a larger string alive (V8 represents substrings of 13+
+ * characters as views into their parent; the vocabulary must not pin whole documents).
+ */
+function detach(word: string): string {
+  if (word.length < 13) return word;
+  let copy = "";
+  for (let i = 0; i < word.length; i += 4096) {
+    const codes: number[] = [];
+    const end = Math.min(word.length, i + 4096);
+    for (let k = i; k < end; k++) codes.push(word.charCodeAt(k));
+    copy += String.fromCharCode(...codes);
+  }
+  return copy;
+}
 
 /**
  * Builds a {@link SearchIndex}.
@@ -54,18 +91,26 @@ export class IndexBuilder {
   /** The analyzer options every `add(text)` (and later every query) uses. */
   readonly analyzerOptions: Readonly<ResolvedAnalyzerOptions>;
   private readonly wordFilter: (word: string) => string | null;
-  private readonly wordCache = new Map<string, number>();
-  private readonly termIds = new Map<string, number>();
-  private readonly terms: string[] = [];
+  /** Normalised word → term id, or −1 for a stop word. */
+  private readonly words = new WordTable(WORD_CACHE_LIMIT);
+  private readonly scanner = new WordScanner();
+  /** The vocabulary. Shared with the last built index until a new term arrives (then copied). */
+  private termIds = new Map<string, number>();
+  private terms: string[] = [];
+  private vocabularyShared = false;
   private readonly documentFrequencies = new GrowableUint32();
   private readonly docLengths = new GrowableUint32();
   /** Postings in document order: document d owns [docStarts[d], docStarts[d+1]). */
-  private readonly postingTerms = new GrowableUint32(1 << 16);
-  private readonly postingFreqs = new GrowableUint32(1 << 16);
+  private readonly termPages: Uint32Array[] = [];
+  private readonly freqPages: Uint16Array[] = [];
+  private readonly bigFrequencies = new Map<number, number>();
+  private postingCount = 0;
   private readonly docStarts = new GrowableUint32();
   /** Per-term scratch for counting a document's terms: which document last saw it, and how often. */
   private readonly lastSeen = new GrowableUint32();
   private readonly counts = new GrowableUint32();
+  /** The current document's term ids. */
+  private readonly documentTerms = new GrowableUint32();
   private maxFrequency = 0;
 
   constructor(analyzer: AnalyzerOptions = {}) {
@@ -81,20 +126,23 @@ export class IndexBuilder {
 
   /** Analyses and adds a document; returns its ordinal. */
   add(text: string): number {
-    const words = tokenize(text);
-    const ids = new Uint32Array(words.length);
-    let n = 0;
-    for (const word of words) {
-      let id = this.wordCache.get(word);
-      if (id === undefined) {
-        const term = this.wordFilter(word);
-        id = term === null ? -1 : this.termId(term);
-        if (this.wordCache.size >= WORD_CACHE_LIMIT) this.wordCache.clear();
-        this.wordCache.set(word, id);
+    const { text: normalised, dictionary } = normaliseText(text);
+    const ids = this.documentTerms;
+    ids.length = 0;
+    if (!dictionary) this.scanInto(normalised);
+    else {
+      for (const line of normalised.split("\n")) {
+        if (!needsDictionarySegmentation(line)) {
+          this.scanInto(line);
+          continue;
+        }
+        for (const word of segmentWords(line)) {
+          const id = this.wordId(word, 0, word.length, hashWord(word));
+          if (id >= 0) ids.push(id);
+        }
       }
-      if (id >= 0) ids[n++] = id;
     }
-    return this.addTermIds(ids, n);
+    return this.addTermIds(ids.array, ids.length);
   }
 
   /**
@@ -102,9 +150,10 @@ export class IndexBuilder {
    * documents with `searchTerms`, or make sure the terms match what the analyzer produces.
    */
   addTerms(terms: readonly string[]): number {
-    const ids = new Uint32Array(terms.length);
-    for (let i = 0; i < terms.length; i++) ids[i] = this.termId(terms[i] ?? "");
-    return this.addTermIds(ids, ids.length);
+    const ids = this.documentTerms;
+    ids.length = 0;
+    for (const term of terms) ids.push(this.termId(term));
+    return this.addTermIds(ids.array, ids.length);
   }
 
   /**
@@ -116,8 +165,7 @@ export class IndexBuilder {
       throw new Error("build(): options.analyzer differs from the analyzer the builder was created with");
     }
     const vocabularySize = this.terms.length;
-    const documentCount = this.docLengths.length;
-    const postingCount = this.postingTerms.length;
+    const postingCount = this.postingCount;
     const df = this.documentFrequencies.array;
 
     const termOffsets = new Uint32Array(vocabularySize + 1);
@@ -126,36 +174,77 @@ export class IndexBuilder {
     const docIds = new Uint32Array(postingCount);
     const termFreqs =
       this.maxFrequency <= 0xffff ? new Uint16Array(postingCount) : new Uint32Array(postingCount);
-    const postingTerms = this.postingTerms.array;
-    const postingFreqs = this.postingFreqs.array;
     const docStarts = this.docStarts.array;
-    // Walking documents in order keeps every term's postings sorted by ordinal.
-    for (let d = 0; d < documentCount; d++) {
-      const end = docStarts[d + 1] ?? 0;
-      for (let p = docStarts[d] ?? 0; p < end; p++) {
-        const t = postingTerms[p] ?? 0;
+    const bigFrequencies = this.bigFrequencies;
+    // Walking the postings in document order keeps every term's postings sorted by ordinal.
+    let d = 0;
+    let nextStart = docStarts[1] ?? 0;
+    for (let page = 0; page * PAGE_SIZE < postingCount; page++) {
+      const terms = this.termPages[page] ?? new Uint32Array(0);
+      const freqs = this.freqPages[page] ?? new Uint16Array(0);
+      const base = page * PAGE_SIZE;
+      const count = Math.min(PAGE_SIZE, postingCount - base);
+      for (let k = 0; k < count; k++) {
+        const p = base + k;
+        while (p >= nextStart) nextStart = docStarts[++d + 1] ?? 0;
+        const t = terms[k] ?? 0;
         const slot = cursor[t] ?? 0;
         cursor[t] = slot + 1;
         docIds[slot] = d;
-        termFreqs[slot] = postingFreqs[p] ?? 1;
+        const tf = freqs[k] ?? 1;
+        termFreqs[slot] = tf === BIG_FREQUENCY ? (bigFrequencies.get(p) ?? tf) : tf;
       }
     }
+    this.vocabularyShared = true;
     const data: IndexData = {
-      terms: this.terms.slice(),
+      terms: this.terms,
       docLengths: this.docLengths.toArray(),
       termOffsets,
       docIds,
       termFreqs,
     };
-    return new SearchIndex({ ...options, analyzer: this.analyzerOptions }, data, new Map(this.termIds));
+    return new SearchIndex({ ...options, analyzer: this.analyzerOptions }, data, this.termIds);
+  }
+
+  /** Appends the term ids of the words the scanner finds in a normalised text. */
+  private scanInto(text: string): void {
+    const ids = this.documentTerms;
+    const scanner = this.scanner;
+    scanner.reset(text);
+    while (scanner.next()) {
+      const id = this.wordId(text, scanner.start, scanner.end, scanner.hash);
+      if (id >= 0) ids.push(id);
+    }
+    scanner.reset("");
+  }
+
+  /** Term id of the word text[start, end) (normalised), −1 for a stop word. */
+  private wordId(text: string, start: number, end: number, hash: number): number {
+    const known = this.words.get(text, start, end, hash, MISSING);
+    if (known !== MISSING) return known;
+    const word = text.slice(start, end);
+    const term = this.wordFilter(word);
+    const id = term === null ? -1 : this.termId(term);
+    if (!this.words.set(word, hash, id)) {
+      this.words.clear();
+      this.words.set(word, hash, id);
+    }
+    return id;
   }
 
   private termId(term: string): number {
     let id = this.termIds.get(term);
     if (id === undefined) {
+      if (this.vocabularyShared) {
+        // The last built index uses these; copy before changing them.
+        this.termIds = new Map(this.termIds);
+        this.terms = this.terms.slice();
+        this.vocabularyShared = false;
+      }
       id = this.terms.length;
-      this.terms.push(term);
-      this.termIds.set(term, id);
+      const owned = detach(term);
+      this.terms.push(owned);
+      this.termIds.set(owned, id);
       this.documentFrequencies.push(0);
       this.lastSeen.push(0);
       this.counts.push(0);
@@ -169,28 +258,36 @@ export class IndexBuilder {
     const lastSeen = this.lastSeen.array;
     const counts = this.counts.array;
     const df = this.documentFrequencies.array;
-    const start = this.postingTerms.length;
+    const start = this.postingCount;
+    let end = start;
+    // First pass: distinct terms in order of first occurrence, with their counts.
     for (let i = 0; i < n; i++) {
       const t = ids[i] ?? 0;
       if (lastSeen[t] !== stamp) {
         lastSeen[t] = stamp;
         counts[t] = 1;
         df[t] = (df[t] ?? 0) + 1;
-        this.postingTerms.push(t);
+        const page = end >>> PAGE_SHIFT;
+        if (page === this.termPages.length) {
+          this.termPages.push(new Uint32Array(PAGE_SIZE));
+          this.freqPages.push(new Uint16Array(PAGE_SIZE));
+        }
+        (this.termPages[page] as Uint32Array)[end & PAGE_MASK] = t;
+        end++;
       } else {
         counts[t] = (counts[t] ?? 0) + 1;
       }
     }
-    const end = this.postingTerms.length;
-    const postingTerms = this.postingTerms.array;
-    this.postingFreqs.reserve(end);
-    const freqs = this.postingFreqs.array;
+    // Second pass: the frequencies.
     for (let p = start; p < end; p++) {
-      const tf = counts[postingTerms[p] ?? 0] ?? 1;
-      freqs[p] = tf;
+      const page = p >>> PAGE_SHIFT;
+      const t = (this.termPages[page] as Uint32Array)[p & PAGE_MASK] ?? 0;
+      const tf = counts[t] ?? 1;
+      (this.freqPages[page] as Uint16Array)[p & PAGE_MASK] = tf < BIG_FREQUENCY ? tf : BIG_FREQUENCY;
+      if (tf >= BIG_FREQUENCY) this.bigFrequencies.set(p, tf);
       if (tf > this.maxFrequency) this.maxFrequency = tf;
     }
-    this.postingFreqs.length = end;
+    this.postingCount = end;
     this.docLengths.push(n);
     this.docStarts.push(end);
     return ordinal;

@@ -34,6 +34,16 @@
  * the best score the query could reach in this index. Both keep the ranking, and equal scores are ordered
  * by ordinal, so results are deterministic. An empty query, or one of only stop words, returns [].
  *
+ * Top-k search uses dynamic pruning (MaxScore over block-max windows, `maxscore.ts`) when the query terms
+ * have many postings: documents that provably cannot make the top k are skipped without being scored.
+ * The hits and scores are exactly those of scoring every posting; `{ exhaustive: true }` does the latter
+ * (for benchmarks and cross-checks), `{ exhaustive: false }` forces pruning.
+ *
+ * ```ts
+ * index.search("cat", { topK: 10, exhaustive: true }); // same result, every posting scored
+ * const tfidf = index.withScorer({ scorer: "tfidf" });   // same postings, another scorer, no rebuild
+ * ```
+ *
  * ## Saving and loading
  * ```ts
  * const bytes: Uint8Array = index.serialize();  // compact, versioned; write it wherever you like
@@ -42,8 +52,9 @@
  *
  * ## Analysis only
  * `createAnalyzer(options)` returns the text → terms function the index uses, e.g. for highlighting.
- * Indexes are immutable: to add or remove documents, build a new one (building is fast: ~0.7 s for
- * 5,000 abstracts / 7.7 MB).
+ * Indexes are immutable: to add or remove documents, build a new one (building is fast: ~0.4 s for
+ * 5,000 abstracts / 7.7 MB on a 2-core machine; 1,000,000 chunks of ~1,000 characters take ~2 minutes and
+ * under 1 GB). Numbers: `node --import tsx bench/retrieval.ts`.
  */
 
 export {

@@ -81,8 +81,28 @@ export function bm25Idf(documentCount: number, df: number): number {
   return Math.log(1 + (documentCount - df + 0.5) / (df + 0.5));
 }
 
+/**
+ * Score upper bounds for dynamic pruning (MaxScore with block-max windows, see `maxscore.ts`). Every
+ * posting has a query-independent *factor* such that its contribution to a normalised score is
+ * `queryWeight(t) × factor`: bm25's saturation tf/(tf + K_d), tfidf's (1 + ln tf)/‖d‖.
+ * `maxFactors[t]` is the largest factor among term t's postings; a term with more than
+ * {@link BLOCK_SIZE} postings also has the maximum of every block of BLOCK_SIZE consecutive postings,
+ * at `blockMaxima[blockStarts[t] + (p − termOffsets[t]) / BLOCK_SIZE]`.
+ */
+export interface ScoreBounds {
+  /** Term id → max factor over its postings. */
+  readonly maxFactors: Float64Array;
+  /** Term id → index of its first block in `blockMaxima` (length V + 1; no blocks if df ≤ BLOCK_SIZE). */
+  readonly blockStarts: Uint32Array;
+  /** Block → max factor over the block's postings. */
+  readonly blockMaxima: Float64Array;
+}
+
+export const BLOCK_SHIFT = 6;
+export const BLOCK_SIZE = 1 << BLOCK_SHIFT;
+
 /** Query-independent, precomputed part of a scorer. */
-export interface TfidfModel {
+export interface TfidfModel extends ScoreBounds {
   readonly kind: "tfidf";
   /** Term id → smoothed idf. */
   readonly idf: Float64Array;
@@ -90,18 +110,42 @@ export interface TfidfModel {
   readonly inverseNorms: Float64Array;
 }
 
-export interface Bm25Model {
+export interface Bm25Model extends ScoreBounds {
   readonly kind: "bm25";
   readonly k1: number;
   readonly b: number;
   readonly idf: Float64Array;
   /** Document ordinal → k1·(1 − b + b·dl/avgdl). */
   readonly lengthNorms: Float64Array;
-  /** Term id → max over its postings of idf·tf·(k1+1)/(tf + K_d): the term's MaxScore bound. */
-  readonly maxImpacts: Float64Array;
 }
 
 export type ScoringModel = TfidfModel | Bm25Model;
+
+/**
+ * Term t's MaxScore bound for bm25, max over its postings of idf·tf·(k1+1)/(tf + K_d), used to normalise
+ * scores. (Computed from the stored max saturation with the same operations every time, so it is exact.)
+ */
+export function bm25MaxImpact(model: Bm25Model, t: number): number {
+  return (model.idf[t] ?? 0) * (model.k1 + 1) * (model.maxFactors[t] ?? 0);
+}
+
+/** Allocates the block layout: blocks only for terms with more than BLOCK_SIZE postings. */
+function allocateBounds(termOffsets: Uint32Array): ScoreBounds {
+  const vocabularySize = termOffsets.length - 1;
+  const blockStarts = new Uint32Array(vocabularySize + 1);
+  let blocks = 0;
+  for (let t = 0; t < vocabularySize; t++) {
+    blockStarts[t] = blocks;
+    const df = (termOffsets[t + 1] ?? 0) - (termOffsets[t] ?? 0);
+    if (df > BLOCK_SIZE) blocks += (df + BLOCK_SIZE - 1) >>> BLOCK_SHIFT;
+  }
+  blockStarts[vocabularySize] = blocks;
+  return {
+    maxFactors: new Float64Array(vocabularySize),
+    blockStarts,
+    blockMaxima: new Float64Array(blocks),
+  };
+}
 
 export function prepareTfidf(data: IndexData): TfidfModel {
   const { termOffsets, docIds, termFreqs, docLengths } = data;
@@ -120,12 +164,15 @@ export function prepareTfidf(data: IndexData): TfidfModel {
       squaredNorms[d] = (squaredNorms[d] ?? 0) + w * w;
     }
   }
-  const inverseNorms = new Float64Array(documentCount);
+  // Reuse the buffer: squared norms become inverse norms in place.
+  const inverseNorms = squaredNorms;
   for (let d = 0; d < documentCount; d++) {
     const squared = squaredNorms[d] ?? 0;
     inverseNorms[d] = squared > 0 ? 1 / Math.sqrt(squared) : 0;
   }
-  return { kind: "tfidf", idf, inverseNorms };
+  const bounds = allocateBounds(termOffsets);
+  fillBounds(data, bounds, (p) => sublinearTf(termFreqs[p] ?? 1) * (inverseNorms[docIds[p] ?? 0] ?? 0));
+  return { kind: "tfidf", idf, inverseNorms, ...bounds };
 }
 
 export function prepareBm25(data: IndexData, parameters: Bm25Parameters): Bm25Model {
@@ -141,19 +188,44 @@ export function prepareBm25(data: IndexData, parameters: Bm25Parameters): Bm25Mo
     lengthNorms[d] = k1 * (1 - b + (b * (docLengths[d] ?? 0)) / averageLength);
   }
   const idf = new Float64Array(vocabularySize);
-  const maxImpacts = new Float64Array(vocabularySize);
+  for (let t = 0; t < vocabularySize; t++) {
+    idf[t] = bm25Idf(documentCount, (termOffsets[t + 1] ?? 0) - (termOffsets[t] ?? 0));
+  }
+  const bounds = allocateBounds(termOffsets);
+  fillBounds(data, bounds, (p) => {
+    const tf = termFreqs[p] ?? 1;
+    return tf / (tf + (lengthNorms[docIds[p] ?? 0] ?? 0));
+  });
+  return { kind: "bm25", k1, b, idf, lengthNorms, ...bounds };
+}
+
+/** One pass over the postings: per-term and per-block maxima of `factor(posting)`. */
+function fillBounds(data: IndexData, bounds: ScoreBounds, factor: (p: number) => number): void {
+  const { termOffsets } = data;
+  const { maxFactors, blockStarts, blockMaxima } = bounds;
+  const vocabularySize = termOffsets.length - 1;
   for (let t = 0; t < vocabularySize; t++) {
     const start = termOffsets[t] ?? 0;
     const end = termOffsets[t + 1] ?? 0;
-    const termIdf = bm25Idf(documentCount, end - start);
-    idf[t] = termIdf;
     let best = 0;
-    for (let p = start; p < end; p++) {
-      const tf = termFreqs[p] ?? 1;
-      const saturation = tf / (tf + (lengthNorms[docIds[p] ?? 0] ?? 0));
-      if (saturation > best) best = saturation;
+    if (end - start <= BLOCK_SIZE) {
+      for (let p = start; p < end; p++) {
+        const f = factor(p);
+        if (f > best) best = f;
+      }
+    } else {
+      let block = blockStarts[t] ?? 0;
+      for (let blockStart = start; blockStart < end; blockStart += BLOCK_SIZE, block++) {
+        const blockEnd = Math.min(end, blockStart + BLOCK_SIZE);
+        let blockBest = 0;
+        for (let p = blockStart; p < blockEnd; p++) {
+          const f = factor(p);
+          if (f > blockBest) blockBest = f;
+        }
+        blockMaxima[block] = blockBest;
+        if (blockBest > best) best = blockBest;
+      }
     }
-    maxImpacts[t] = termIdf * (k1 + 1) * best;
+    maxFactors[t] = best;
   }
-  return { kind: "bm25", k1, b, idf, lengthNorms, maxImpacts };
 }

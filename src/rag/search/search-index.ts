@@ -9,7 +9,9 @@ import {
   type Analyzer,
   type ResolvedAnalyzerOptions,
 } from "./analyzer.js";
+import { maxScoreTopK, newMaxScoreScratch, type MaxScoreScratch } from "./maxscore.js";
 import {
+  bm25MaxImpact,
   prepareBm25,
   prepareTfidf,
   resolveBm25,
@@ -44,6 +46,19 @@ export function resolveIndexOptions(options: SearchIndexOptions): ResolvedSearch
   };
 }
 
+/**
+ * Queries with more distinct terms than this are scored exhaustively: pruning needs a window of
+ * per-term contributions, and such long queries rarely prune well.
+ */
+const MAX_PRUNED_TERMS = 64;
+
+/**
+ * Below this many postings (summed over the query terms) scoring them all term-at-a-time costs well
+ * under a tenth of a millisecond, and pruning's per-window bookkeeping cannot win: such queries are
+ * scored exhaustively unless pruning is asked for (`exhaustive: false`).
+ */
+const PRUNING_MIN_POSTINGS = 16_384;
+
 /** Per-search scratch space, reused between searches (N floats + N ordinals). */
 interface Scratch {
   readonly accumulators: Float64Array;
@@ -57,6 +72,7 @@ export class SearchIndex {
   private readonly model: ScoringModel;
   private readonly analyzer: Analyzer;
   private scratch: Scratch | undefined;
+  private pruningScratch: MaxScoreScratch | undefined;
   private searching = false;
 
   /**
@@ -120,7 +136,7 @@ export class SearchIndex {
 
   /** Like {@link SearchIndex.search} for already analysed terms (repeats count as query term frequency). */
   searchTerms(terms: readonly string[], options: SearchOptions): SearchHit[] {
-    const { topK, minScore, accept } = validateSearchOptions(options);
+    const { topK, minScore, accept, exhaustive } = validateSearchOptions(options);
     const queryTerms = new Map<number, number>(); // term id → query term frequency
     for (const term of terms) {
       const t = this.termIds.get(term);
@@ -147,10 +163,34 @@ export class SearchIndex {
       for (let i = 0; i < weights.length; i++) weights[i] = (weights[i] ?? 0) * inverse;
     } else {
       let bound = 0;
-      for (const [t, qtf] of queryTerms) bound += qtf * (model.maxImpacts[t] ?? 0);
+      for (const [t, qtf] of queryTerms) bound += qtf * bm25MaxImpact(model, t);
       for (const [t, qtf] of queryTerms) {
         ids.push(t);
         weights.push((qtf * (model.idf[t] ?? 0) * (model.k1 + 1)) / bound);
+      }
+    }
+
+    let prune = exhaustive === false && ids.length <= MAX_PRUNED_TERMS;
+    if (exhaustive === undefined && ids.length <= MAX_PRUNED_TERMS) {
+      // Automatic: prune when there are enough postings for it to pay.
+      let postings = 0;
+      const { termOffsets } = this.data;
+      for (const t of ids) postings += (termOffsets[t + 1] ?? 0) - (termOffsets[t] ?? 0);
+      prune = postings > PRUNING_MIN_POSTINGS;
+    }
+    if (prune) {
+      // A nested search (from `accept`) gets its own buffers.
+      const reentrant = this.searching;
+      const scratch = reentrant ? newMaxScoreScratch() : (this.pruningScratch ??= newMaxScoreScratch());
+      this.searching = true;
+      try {
+        return maxScoreTopK(this.data, model, ids, weights, topK, minScore, accept, scratch);
+      } catch (error) {
+        // An exception from `accept` can leave partial sums behind: start the next search afresh.
+        if (!reentrant) this.pruningScratch = undefined;
+        throw error;
+      } finally {
+        if (!reentrant) this.searching = false;
       }
     }
 
@@ -205,6 +245,15 @@ export class SearchIndex {
     }
   }
 
+  /**
+   * The same documents and postings ranked by another scorer (or other BM25 parameters): only the
+   * scorer's precomputed part is made (one pass over the postings); the postings are shared, not copied.
+   * The analyzer cannot change (the postings were made with it).
+   */
+  withScorer(options: Omit<SearchIndexOptions, "analyzer">): SearchIndex {
+    return new SearchIndex({ ...options, analyzer: this.options.analyzer }, this.data, this.termIds);
+  }
+
   /** Compact binary form (little-endian, versioned); load it with {@link SearchIndex.deserialize}. */
   serialize(): Uint8Array {
     return encodeIndex(this.options, this.data);
@@ -223,17 +272,19 @@ function newScratch(documentCount: number): Scratch {
 
 function validateSearchOptions(
   options: SearchOptions,
-): Required<Omit<SearchOptions, "accept">> & Pick<SearchOptions, "accept"> {
+): Required<Omit<SearchOptions, "accept" | "exhaustive">> & Pick<SearchOptions, "accept" | "exhaustive"> {
   if (options === null || typeof options !== "object")
     throw new TypeError("search options must be an object");
-  const { topK, minScore = 0, accept } = options;
+  const { topK, minScore = 0, accept, exhaustive } = options;
   if (!Number.isInteger(topK) || topK < 1)
     throw new RangeError(`topK must be an integer ≥ 1, got ${String(topK)}`);
   if (typeof minScore !== "number" || Number.isNaN(minScore)) {
     throw new RangeError(`minScore must be a number, got ${String(minScore)}`);
   }
   if (accept !== undefined && typeof accept !== "function") throw new TypeError("accept must be a function");
-  return { topK, minScore, accept };
+  if (exhaustive !== undefined && typeof exhaustive !== "boolean")
+    throw new TypeError("exhaustive must be a boolean");
+  return { topK, minScore, accept, exhaustive };
 }
 
 function validateData(data: IndexData): void {

@@ -120,8 +120,9 @@ export function decodeIndex(bytes: Uint8Array): { options: SearchIndexOptions; d
 
   let offset = HEADER_BYTES;
   const take = (length: number): Uint8Array => {
-    // slice() copies into a fresh, aligned buffer.
-    const section = bytes.slice(offset, offset + length);
+    // A copy into a fresh, aligned buffer. (Not `bytes.slice()`: on a Node Buffer that is a view.)
+    const section = new Uint8Array(length);
+    section.set(bytes.subarray(offset, offset + length));
     offset += padded(length);
     return section;
   };

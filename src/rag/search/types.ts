@@ -45,6 +45,14 @@ export interface SearchOptions {
   minScore?: number;
   /** Only documents for which this returns true are collected (metadata filters). */
   accept?: (ordinal: number) => boolean;
+  /**
+   * How the top k are found. `true`: score every posting of every query term (term-at-a-time).
+   * `false`: dynamic pruning (MaxScore with block-max windows), which skips documents that provably
+   * cannot make the top k. Left out (the default): pruning when the query terms have enough postings for
+   * it to pay (more than 16,384), else exhaustive. All three return exactly the same hits and scores;
+   * the option exists for benchmarks and cross-checks.
+   */
+  exhaustive?: boolean;
 }
 
 export interface SearchHit {
