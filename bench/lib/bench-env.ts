@@ -7,5 +7,9 @@ export const resultsDir = path.join(repoRoot, "bench/results");
 
 /** MODEL_PATH, else LECTERN_TEST_MODEL, else the shared test model. */
 export function benchModelPath(): string {
-  return process.env.MODEL_PATH ?? process.env.LECTERN_TEST_MODEL ?? path.join(repoRoot, "../shared/models/stories260K.gguf");
+  return (
+    process.env.MODEL_PATH ??
+    process.env.LECTERN_TEST_MODEL ??
+    path.join(repoRoot, "../shared/models/stories260K.gguf")
+  );
 }

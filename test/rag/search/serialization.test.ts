@@ -95,3 +95,18 @@ describe("serialisation", () => {
     assert.throws(() => SearchIndex.deserialize(scrambled), /corrupt/);
   });
 });
+
+describe("deserialising from a Node Buffer", () => {
+  it("reads a Buffer (a view into a larger ArrayBuffer, as fs and SQLite return) like a Uint8Array", () => {
+    const builder = new IndexBuilder();
+    for (let i = 0; i < 200; i++) builder.add(`document ${i} about topic ${i % 7} and more words ${i * 13}`);
+    const index = builder.build({ scorer: "bm25" });
+    const bytes = index.serialize();
+    // A Buffer whose bytes start 8 bytes into a larger ArrayBuffer.
+    const backing = Buffer.alloc(bytes.byteLength + 16);
+    const view = backing.subarray(8, 8 + bytes.byteLength);
+    view.set(bytes);
+    const loaded = SearchIndex.deserialize(view);
+    assert.deepEqual(loaded.search("topic 3 words", { topK: 5 }), index.search("topic 3 words", { topK: 5 }));
+  });
+});

@@ -1,0 +1,221 @@
+/**
+ * Writes a llama-architecture GGUF with random F32 weights and the tokenizer of a small real model.
+ * It generates nonsense, but at the speed of a model of that size: a stand-in for a real model when
+ * the question is how decode speed scales (batching across sequences, per-token overhead), and no
+ * larger model can be downloaded. No dependencies: GGUF v3 is a header, key/value metadata, tensor
+ * descriptions and aligned tensor data.
+ */
+import { closeSync, existsSync, mkdirSync, openSync, renameSync, writeSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { readGgufFileInfo } from "node-llama-cpp";
+
+export interface SyntheticShape {
+  embedding: number;
+  feedForward: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+}
+
+/** About 26 M parameters (105 MB of F32): decode is bound by reading weights, as real models are. */
+export const DEFAULT_SHAPE: SyntheticShape = {
+  embedding: 512,
+  feedForward: 1408,
+  layers: 8,
+  heads: 8,
+  kvHeads: 8,
+};
+
+const ALIGNMENT = 32;
+enum ValueType {
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  STRING = 8,
+  ARRAY = 9,
+}
+
+class Writer {
+  private readonly chunks: Buffer[] = [];
+  length = 0;
+  private push(buffer: Buffer): void {
+    this.chunks.push(buffer);
+    this.length += buffer.length;
+  }
+  u32(value: number): void {
+    const b = Buffer.alloc(4);
+    b.writeUInt32LE(value);
+    this.push(b);
+  }
+  i32(value: number): void {
+    const b = Buffer.alloc(4);
+    b.writeInt32LE(value);
+    this.push(b);
+  }
+  u64(value: number): void {
+    const b = Buffer.alloc(8);
+    b.writeBigUInt64LE(BigInt(value));
+    this.push(b);
+  }
+  f32(value: number): void {
+    const b = Buffer.alloc(4);
+    b.writeFloatLE(value);
+    this.push(b);
+  }
+  string(value: string): void {
+    const bytes = Buffer.from(value, "utf8");
+    this.u64(bytes.length);
+    this.push(bytes);
+  }
+  pad(): void {
+    const extra = (ALIGNMENT - (this.length % ALIGNMENT)) % ALIGNMENT;
+    if (extra > 0) this.push(Buffer.alloc(extra));
+  }
+  buffer(): Buffer {
+    return Buffer.concat(this.chunks);
+  }
+}
+
+type MetaValue =
+  | { type: ValueType.UINT32; value: number }
+  | { type: ValueType.INT32; value: number }
+  | { type: ValueType.FLOAT32; value: number }
+  | { type: ValueType.STRING; value: string }
+  | { type: ValueType.ARRAY; items: ValueType; value: ArrayLike<number> | string[] };
+
+function writeValue(w: Writer, meta: MetaValue): void {
+  w.u32(meta.type);
+  if (meta.type === ValueType.STRING) w.string(meta.value);
+  else if (meta.type === ValueType.UINT32) w.u32(meta.value);
+  else if (meta.type === ValueType.INT32) w.i32(meta.value);
+  else if (meta.type === ValueType.FLOAT32) w.f32(meta.value);
+  else if (meta.type === ValueType.ARRAY) {
+    w.u32(meta.items);
+    w.u64(meta.value.length);
+    for (const item of Array.from(meta.value as ArrayLike<number | string>)) {
+      if (meta.items === ValueType.STRING) w.string(String(item));
+      else if (meta.items === ValueType.FLOAT32) w.f32(Number(item));
+      else w.i32(Number(item));
+    }
+  }
+}
+
+/** The file for `shape` under the temp folder, written once (tokenizer taken from `tokenizerModel`). */
+export async function syntheticModel(
+  tokenizerModel: string,
+  shape: SyntheticShape = DEFAULT_SHAPE,
+): Promise<string> {
+  const dir = path.join(os.tmpdir(), "lectern-bench-models");
+  const name = `synthetic-llama-e${shape.embedding}-f${shape.feedForward}-l${shape.layers}-h${shape.heads}-kv${shape.kvHeads}.gguf`;
+  const file = path.join(dir, name);
+  if (existsSync(file)) return file;
+  mkdirSync(dir, { recursive: true });
+
+  const source = await readGgufFileInfo(tokenizerModel);
+  const tokenizer = source.metadata.tokenizer?.ggml as unknown as {
+    tokens: string[];
+    scores: number[];
+    token_type: number[];
+    bos_token_id: number;
+    eos_token_id: number;
+    unknown_token_id: number;
+  };
+  const vocab = tokenizer.tokens.length;
+  const { embedding: e, feedForward: ff, layers, heads, kvHeads } = shape;
+  const headDim = e / heads;
+  const kvDim = kvHeads * headDim;
+
+  const metadata: Array<[string, MetaValue]> = [
+    ["general.architecture", { type: ValueType.STRING, value: "llama" }],
+    ["general.name", { type: ValueType.STRING, value: name.replace(/\.gguf$/, "") }],
+    ["llama.context_length", { type: ValueType.UINT32, value: 2048 }],
+    ["llama.embedding_length", { type: ValueType.UINT32, value: e }],
+    ["llama.feed_forward_length", { type: ValueType.UINT32, value: ff }],
+    ["llama.block_count", { type: ValueType.UINT32, value: layers }],
+    ["llama.attention.head_count", { type: ValueType.UINT32, value: heads }],
+    ["llama.attention.head_count_kv", { type: ValueType.UINT32, value: kvHeads }],
+    ["llama.attention.layer_norm_rms_epsilon", { type: ValueType.FLOAT32, value: 1e-5 }],
+    ["llama.rope.dimension_count", { type: ValueType.UINT32, value: headDim }],
+    ["tokenizer.ggml.model", { type: ValueType.STRING, value: "llama" }],
+    ["tokenizer.ggml.tokens", { type: ValueType.ARRAY, items: ValueType.STRING, value: tokenizer.tokens }],
+    ["tokenizer.ggml.scores", { type: ValueType.ARRAY, items: ValueType.FLOAT32, value: tokenizer.scores }],
+    [
+      "tokenizer.ggml.token_type",
+      { type: ValueType.ARRAY, items: ValueType.INT32, value: tokenizer.token_type },
+    ],
+    ["tokenizer.ggml.bos_token_id", { type: ValueType.UINT32, value: tokenizer.bos_token_id }],
+    ["tokenizer.ggml.eos_token_id", { type: ValueType.UINT32, value: tokenizer.eos_token_id }],
+    ["tokenizer.ggml.unknown_token_id", { type: ValueType.UINT32, value: tokenizer.unknown_token_id }],
+  ];
+  // [name, dims (ggml order: fastest first), norm (all ones) or random]
+  const tensors: Array<[string, number[], boolean]> = [
+    ["token_embd.weight", [e, vocab], false],
+    ["output_norm.weight", [e], true],
+    ["output.weight", [e, vocab], false],
+  ];
+  for (let i = 0; i < layers; i++) {
+    tensors.push(
+      [`blk.${i}.attn_norm.weight`, [e], true],
+      [`blk.${i}.attn_q.weight`, [e, e], false],
+      [`blk.${i}.attn_k.weight`, [e, kvDim], false],
+      [`blk.${i}.attn_v.weight`, [e, kvDim], false],
+      [`blk.${i}.attn_output.weight`, [e, e], false],
+      [`blk.${i}.ffn_norm.weight`, [e], true],
+      [`blk.${i}.ffn_gate.weight`, [e, ff], false],
+      [`blk.${i}.ffn_up.weight`, [e, ff], false],
+      [`blk.${i}.ffn_down.weight`, [ff, e], false],
+    );
+  }
+
+  const header = new Writer();
+  header.u32(0x46554747); // "GGUF"
+  header.u32(3);
+  header.u64(tensors.length);
+  header.u64(metadata.length);
+  for (const [key, value] of metadata) {
+    header.string(key);
+    writeValue(header, value);
+  }
+  let offset = 0;
+  const sizes: number[] = [];
+  for (const [tensorName, dims] of tensors) {
+    header.string(tensorName);
+    header.u32(dims.length);
+    for (const d of dims) header.u64(d);
+    header.u32(0); // GGML_TYPE_F32
+    header.u64(offset);
+    const bytes = dims.reduce((a, b) => a * b, 1) * 4;
+    sizes.push(bytes);
+    offset += Math.ceil(bytes / ALIGNMENT) * ALIGNMENT;
+  }
+  header.pad();
+
+  const partial = `${file}.${process.pid}.partial`;
+  const fd = openSync(partial, "w");
+  writeSync(fd, header.buffer());
+  let seed = 0x9e3779b9;
+  const random = () => {
+    // xorshift32: fast, and the same file every time.
+    seed ^= seed << 13;
+    seed ^= seed >>> 17;
+    seed ^= seed << 5;
+    return (seed >>> 0) / 4294967296;
+  };
+  tensors.forEach(([, dims, norm], index) => {
+    const count = sizes[index]! / 4;
+    const fanIn = dims[0]!;
+    const scale = 1 / Math.sqrt(fanIn);
+    const block = new Float32Array(Math.min(count, 1 << 20));
+    for (let done = 0; done < count; done += block.length) {
+      const n = Math.min(block.length, count - done);
+      for (let i = 0; i < n; i++) block[i] = norm ? 1 : (random() * 2 - 1) * scale;
+      writeSync(fd, new Uint8Array(block.buffer, 0, n * 4));
+    }
+    const padding = (ALIGNMENT - (sizes[index]! % ALIGNMENT)) % ALIGNMENT;
+    if (padding > 0) writeSync(fd, Buffer.alloc(padding));
+  });
+  closeSync(fd);
+  renameSync(partial, file);
+  return file;
+}

@@ -1,0 +1,132 @@
+/**
+ * Starts bench/lib/textgen-server.ts as a child process and talks to its /predict the way a client
+ * would: plain JSON, or server-sent events read as they arrive.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import path from "node:path";
+import { createInterface } from "node:readline";
+import { repoRoot } from "./bench-env.js";
+
+export interface TextgenProcess {
+  url: string;
+  pid: number;
+  sequenceContextSize: number;
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  env: Record<string, string>;
+  /** Extra node flags for the server, e.g. ["--cpu-prof", "--cpu-prof-dir=…"]. */
+  nodeFlags?: string[];
+}
+
+export async function startTextgenProcess({ env, nodeFlags = [] }: StartOptions): Promise<TextgenProcess> {
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [...nodeFlags, "--import", "tsx", path.join(repoRoot, "bench/lib/textgen-server.ts")],
+    { cwd: repoRoot, env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "inherit"] },
+  );
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const first = await new Promise<string>((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout! });
+    lines.once("line", resolve);
+    child.once("exit", (code) => reject(new Error(`textgen server exited with ${code} before listening`)));
+  });
+  const info = JSON.parse(first) as { port: number; sequence_context_size: number };
+  return {
+    url: `http://127.0.0.1:${info.port}`,
+    pid: child.pid!,
+    sequenceContextSize: info.sequence_context_size,
+    async close() {
+      child.stdin!.end();
+      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+export interface PredictBody {
+  text: string;
+  max_length: number;
+  temperature: number;
+  seed?: number;
+}
+
+export interface PredictResult {
+  text: string;
+  tokens: number;
+  promptTokens: number;
+  ms: number;
+  /** Streaming only: from sending the request to the first token event. */
+  firstTokenMs: number | null;
+}
+
+interface PredictJson {
+  generated_text: string;
+  tokens_generated: number;
+  prompt_tokens: number;
+}
+
+export async function predict(baseUrl: string, body: PredictBody): Promise<PredictResult> {
+  const started = performance.now();
+  const response = await fetch(`${baseUrl}/predict`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const json = (await response.json()) as PredictJson;
+  const ms = performance.now() - started;
+  if (response.status !== 200)
+    throw new Error(`/predict answered ${response.status}: ${JSON.stringify(json)}`);
+  return {
+    text: json.generated_text,
+    tokens: json.tokens_generated,
+    promptTokens: json.prompt_tokens,
+    ms,
+    firstTokenMs: null,
+  };
+}
+
+/** Streaming /predict: one `data: {"token": …}` event per piece, then `event: done`. */
+export async function predictStream(baseUrl: string, body: PredictBody): Promise<PredictResult> {
+  const started = performance.now();
+  const response = await fetch(`${baseUrl}/predict`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ ...body, stream: true }),
+  });
+  if (response.status !== 200)
+    throw new Error(`/predict answered ${response.status}: ${await response.text()}`);
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let firstTokenMs: number | null = null;
+  let done: PredictJson | undefined;
+  for (;;) {
+    const { value, done: ended } = await reader.read();
+    if (ended) break;
+    buffer += decoder.decode(value, { stream: true });
+    let boundary: number;
+    while ((boundary = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, boundary);
+      buffer = buffer.slice(boundary + 2);
+      if (block.startsWith("event: done")) {
+        done = JSON.parse(block.slice(block.indexOf("data: ") + 6)) as PredictJson;
+      } else if (block.startsWith("event: error")) {
+        throw new Error(`stream error: ${block}`);
+      } else if (firstTokenMs === null && block.startsWith("data: ")) {
+        firstTokenMs = performance.now() - started;
+      }
+    }
+  }
+  const ms = performance.now() - started;
+  if (!done) throw new Error("stream ended without a done event");
+  return {
+    text: done.generated_text,
+    tokens: done.tokens_generated,
+    promptTokens: done.prompt_tokens,
+    ms,
+    firstTokenMs,
+  };
+}

@@ -1,0 +1,847 @@
+/**
+ * The whole benchmark suite (`npm run bench`): runs every bench/*.ts script but this one, one after
+ * another, each as a child process (`node --import tsx`) with a time budget, so the suite ends within
+ * BENCH_BUDGET_MINUTES (19 by default); then reads bench/results/*.json, prints one summary table, and
+ * writes docs/BENCHMARKS.md with that table, details per benchmark and plots (docs/img/*.svg).
+ *
+ *   node --import tsx bench/run-all.ts [--quick] [--only a,b] [--skip a,b] [--report-only]
+ *
+ * --quick passes --quick to the scripts that take it; --report-only runs nothing and rebuilds the
+ * report from the results already there. Each script's output is echoed and kept in
+ * bench/results/logs/<script>.log; bench/results/run-all.json records what ran, how long, and how it ended.
+ */
+import { spawn } from "node:child_process";
+import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { format, resolveConfig } from "prettier";
+import { repoRoot, resultsDir } from "./lib/bench-env.js";
+import { fmt, machineInfo, markdownTable, textTable } from "./lib/report.js";
+import { lineChart, type Series } from "./lib/svg.js";
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: "boolean", default: false },
+    only: { type: "string" },
+    skip: { type: "string" },
+    "report-only": { type: "boolean", default: false },
+    /** Read results from another folder (with --report-only; for trying the report out). */
+    results: { type: "string" },
+  },
+});
+
+const BUDGET_S = Number(process.env.BENCH_BUDGET_MINUTES ?? 19) * 60;
+const benchDir = path.join(repoRoot, "bench");
+const docsDir = path.join(repoRoot, "docs");
+const imgDir = path.join(docsDir, "img");
+const logsDir = path.join(resultsDir, "logs");
+const scifactDir = path.resolve(repoRoot, process.env.LECTERN_IR_DIR ?? "../shared/ir/scifact");
+
+// ---------------------------------------------------------------------------------------------------
+// What to run. Scripts not listed here run with no arguments and the default budget.
+
+interface ScriptPlan {
+  /** Seconds at most; the last script gets whatever is left of the suite's budget. */
+  budget: number;
+  args: (quick: boolean) => string[] | null;
+  /** Saves the script's standard output as bench/results/<name>.json (scripts that print JSON). */
+  stdoutJson?: string;
+  /** Runs after the others (the longest one, given what is left). */
+  last?: boolean;
+}
+
+const plans: Record<string, ScriptPlan> = {
+  "concurrency.ts": { budget: 90, args: () => [] },
+  // Relevance of the engine on SciFact (needs the collection folder; skipped without it).
+  "eval-ir.ts": {
+    budget: 120,
+    args: () => (existsSync(scifactDir) ? [scifactDir, "--json"] : null),
+    stdoutJson: "eval-ir",
+  },
+  "pg-latency.ts": { budget: 180, args: (quick) => (quick ? ["--rounds", "2"] : []) },
+  "generation.ts": { budget: 300, args: (quick) => (quick ? ["--quick"] : []) },
+  "http-floor.ts": { budget: 360, args: (quick) => (quick ? ["--quick"] : []) },
+  "retrieval.ts": { budget: BUDGET_S, args: (quick) => (quick ? ["--quick"] : []), last: true },
+};
+const defaultPlan: ScriptPlan = { budget: 180, args: () => [] };
+
+interface RunRecord {
+  script: string;
+  args: string[];
+  status: "ok" | "failed" | "timed out" | "skipped";
+  exit_code: number | null;
+  seconds: number;
+  note?: string;
+}
+
+function listScripts(): string[] {
+  const filter = (list: string | undefined) =>
+    list?.split(",").map((s) => (s.endsWith(".ts") ? s : `${s}.ts`));
+  const only = filter(args.only);
+  const skip = filter(args.skip) ?? [];
+  const scripts = readdirSync(benchDir)
+    .filter((f) => f.endsWith(".ts") && f !== "run-all.ts")
+    .filter((f) => (only ? only.includes(f) : true) && !skip.includes(f));
+  const order = (f: string) => (plans[f]?.last ? 1 : 0);
+  return scripts.sort((a, b) => order(a) - order(b) || a.localeCompare(b));
+}
+
+async function runScript(
+  script: string,
+  scriptArgs: string[],
+  budget: number,
+  plan: ScriptPlan,
+): Promise<RunRecord> {
+  mkdirSync(logsDir, { recursive: true });
+  const log = createWriteStream(path.join(logsDir, script.replace(/\.ts$/, ".log")));
+  const started = performance.now();
+  console.log(`\n=== ${script} ${scriptArgs.join(" ")} (budget ${Math.round(budget)} s)`);
+  // Its own process group, so a script that overruns is stopped with every server it started.
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(benchDir, script), ...scriptArgs], {
+    cwd: repoRoot,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    if (plan.stdoutJson) stdout += chunk.toString();
+    else process.stdout.write(chunk);
+    log.write(chunk);
+  });
+  child.stderr.on("data", (chunk: Buffer) => {
+    process.stderr.write(chunk);
+    log.write(chunk);
+  });
+  let timedOut = false;
+  const stopGroup = (signal: NodeJS.Signals) => {
+    try {
+      process.kill(-child.pid!, signal);
+    } catch {
+      // Already gone.
+    }
+  };
+  const timer = setTimeout(() => {
+    timedOut = true;
+    console.error(`\n${script}: over its budget of ${Math.round(budget)} s, stopping it`);
+    stopGroup("SIGTERM");
+    setTimeout(() => stopGroup("SIGKILL"), 5000).unref();
+  }, budget * 1000);
+  const code = await new Promise<number | null>((resolve) => child.once("close", (c) => resolve(c)));
+  clearTimeout(timer);
+  log.end();
+  const seconds = Math.round((performance.now() - started) / 100) / 10;
+  let note: string | undefined;
+  if (plan.stdoutJson && code === 0) {
+    try {
+      const body = JSON.parse(stdout) as unknown;
+      const command = `node --import tsx bench/${script} ${scriptArgs.map((a) => path.relative(repoRoot, a) || a).join(" ")}`;
+      writeFileSync(
+        path.join(resultsDir, `${plan.stdoutJson}.json`),
+        JSON.stringify(
+          {
+            benchmark: plan.stdoutJson,
+            command,
+            date: new Date().toISOString(),
+            machine: machineInfo(),
+            result: body,
+          },
+          null,
+          2,
+        ) + "\n",
+      );
+    } catch {
+      note = "its output was not JSON";
+    }
+  }
+  return {
+    script,
+    args: scriptArgs,
+    status: timedOut ? "timed out" : code === 0 ? "ok" : "failed",
+    exit_code: code,
+    seconds,
+    note,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Reading the results. Each reader is tolerant: a missing file or field leaves its rows out.
+
+type Json = Record<string, unknown>;
+const readDir = args.results ? path.resolve(args.results) : resultsDir;
+function readResult(name: string): Json | null {
+  const file = path.join(readDir, `${name}.json`);
+  if (!existsSync(file)) return null;
+  try {
+    return JSON.parse(readFileSync(file, "utf8")) as Json;
+  } catch {
+    return null;
+  }
+}
+/** obj.a.b.c, or undefined. */
+function get(obj: unknown, ...keys: Array<string | number>): unknown {
+  let value = obj;
+  for (const key of keys) {
+    if (value === null || typeof value !== "object") return undefined;
+    value = (value as Record<string | number, unknown>)[key];
+  }
+  return value;
+}
+const num = (value: unknown): number | undefined =>
+  typeof value === "number" && Number.isFinite(value) ? value : undefined;
+
+interface Row {
+  benchmark: string;
+  figure: string;
+  ours: string;
+  reference: string;
+  ratio: string;
+  target: string;
+  held: string;
+  command: string;
+}
+const yesNo = (held: boolean | undefined) => (held === undefined ? "" : held ? "yes" : "**no**");
+
+/** The generation bench's reference subject and the key of ratios to it (older files: "direct"). */
+function generationReference(result: Json): { name: string; key: string } {
+  return typeof result.reference === "string"
+    ? { name: result.reference, key: "ratio_to_reference" }
+    : { name: "direct", key: "ratio_to_direct" };
+}
+
+function generationRows(result: Json): Row[] {
+  const command = String(result.command ?? "node --import tsx bench/generation.ts");
+  const rows: Row[] = [];
+  const base = { benchmark: "generation", command };
+  const ref = generationReference(result);
+  const refLabel =
+    ref.name === "direct-8seq" ? "node-llama-cpp direct, same context" : "node-llama-cpp direct";
+  for (const t of ["0", "0.8"]) {
+    const entry = get(result, "decode", `temperature_${t}`);
+    for (const subject of ["http", "http-stream"]) {
+      const ours = num(get(entry, "tokens_per_second", subject, "median"));
+      const reference = num(get(entry, "tokens_per_second", ref.name, "median"));
+      const ratio = num(get(entry, ref.key, subject, "median"));
+      if (ours === undefined || ratio === undefined) continue;
+      const cpu = num(get(entry, "cpu_efficiency_vs_reference", subject, "median"));
+      rows.push({
+        ...base,
+        figure: `/predict${subject === "http-stream" ? " streaming" : ""} tokens/s, 128 tokens, temperature ${t} (vs ${refLabel})`,
+        ours: fmt(ours),
+        reference: fmt(reference),
+        ratio:
+          `${fmt(ratio)} (p25–p75 ${fmt(num(get(entry, ref.key, subject, "p25")))}–${fmt(num(get(entry, ref.key, subject, "p75")))})` +
+          (cpu === undefined ? "" : `; CPU/token ${fmt(cpu)}`),
+        target: "≥ 0.95",
+        held: yesNo(ratio >= 0.95),
+      });
+    }
+  }
+  const prompt = get(result, "prompt_processing");
+  const promptRatio = num(get(prompt, ref.key, "http", "median"));
+  if (promptRatio !== undefined) {
+    rows.push({
+      ...base,
+      figure: `prompt processing tokens/s, ${String(get(prompt, "prompt_tokens"))}-token prompt (vs ${refLabel})`,
+      ours: fmt(num(get(prompt, "prompt_tokens_per_second", "http", "median"))),
+      reference: fmt(num(get(prompt, "prompt_tokens_per_second", ref.name, "median"))),
+      ratio: fmt(promptRatio),
+      target: "",
+      held: "",
+    });
+  }
+  const conc = get(result, "concurrency");
+  const gain = num(get(conc, "ratio_8_to_1", "http", "median"));
+  if (gain !== undefined) {
+    rows.push({
+      ...base,
+      figure:
+        "aggregate tokens/s, 8 concurrent ÷ 1 (/predict, 64 tokens each; reference: direct, 8 sequences)",
+      ours: `${fmt(num(get(conc, "tokens_per_second", "http", "8", "median")))} vs ${fmt(num(get(conc, "tokens_per_second", "http", "1", "median")))}`,
+      reference: `${fmt(num(get(conc, "ratio_8_to_1", "direct-8seq", "median")))}× direct`,
+      ratio: `${fmt(gain)}×`,
+      target: "≥ 2×",
+      held: yesNo(gain >= 2),
+    });
+  }
+  for (const level of ["1", "8"]) {
+    const ours = num(get(result, "time_to_first_token", "first_token_ms", "http-stream", level, "median"));
+    const ref = num(get(result, "time_to_first_token", "first_token_ms", "direct-8seq", level, "median"));
+    if (ours === undefined) continue;
+    rows.push({
+      ...base,
+      figure: `time to first token (ms), ${level} concurrent stream(s) (vs node-llama-cpp direct, same context)`,
+      ours: fmt(ours),
+      reference: fmt(ref),
+      ratio: ref ? `+${fmt(ours - ref)} ms` : "",
+      target: "",
+      held: "",
+    });
+  }
+  return rows;
+}
+
+function httpFloorRows(result: Json): Row[] {
+  const command = String(result.command ?? "node --import tsx bench/http-floor.ts");
+  return ["textgen", "rag"].flatMap((app) => {
+    const ours = num(get(result, "results", app, "requests_per_second", "median"));
+    const ratio = num(get(result, "results", app, "ratio_to_bare", "median"));
+    if (ours === undefined || ratio === undefined) return [];
+    return [
+      {
+        benchmark: "http-floor",
+        figure: `GET /health requests/s, ${app} app (vs bare Fastify, same JSON)`,
+        ours: fmt(ours),
+        reference: fmt(num(get(result, "results", `bare[${app}]`, "requests_per_second", "median"))),
+        ratio: fmt(ratio),
+        target: "≥ 0.8",
+        held: yesNo(ratio >= 0.8),
+        command,
+      },
+    ];
+  });
+}
+
+function concurrencyRows(result: Json): Row[] {
+  const ratio = num(result.ratio);
+  if (ratio === undefined) return [];
+  return [
+    {
+      benchmark: "concurrency",
+      figure: `8 × /predict of ${String(result.tokens_per_request)} tokens: all at once ÷ one after another`,
+      ours: fmt(num(result.concurrent_tokens_per_second)),
+      reference: fmt(num(result.serial_tokens_per_second)),
+      ratio: `${fmt(ratio)}×`,
+      target: "",
+      held: "",
+      command: "npm run bench:concurrency",
+    },
+  ];
+}
+
+function retrievalRows(result: Json): Row[] {
+  const command = `node --import tsx bench/retrieval.ts${result.quick ? " --quick" : ""}`;
+  const rows: Row[] = [];
+  for (const collection of (result.collections as Json[] | undefined) ?? []) {
+    const targets =
+      (collection.targets as Record<string, { ours: number; reference: number; holds: boolean }>) ?? {};
+    for (const [name, t] of Object.entries(targets)) {
+      rows.push({
+        benchmark: "retrieval",
+        figure: `${String(collection.name)} (${fmt(num(collection.documents))} docs): ${name} (ms)`,
+        ours: fmt(t.ours),
+        reference: fmt(t.reference),
+        ratio: fmt(t.ours / t.reference),
+        target: "ours ≤ reference",
+        held: yesNo(t.holds),
+        command,
+      });
+    }
+    const http = collection.http as Json | undefined;
+    const qps = num(get(http, "concurrent", "requestsPerSecond"));
+    if (qps !== undefined) {
+      rows.push({
+        benchmark: "retrieval",
+        figure: `${String(collection.name)}: POST /rag/query queries/s, ${String(get(http, "concurrent", "connections"))} connections`,
+        ours: fmt(qps),
+        reference: "",
+        ratio: "",
+        target: "",
+        held: "",
+        command,
+      });
+    }
+  }
+  return rows;
+}
+
+function scaleRows(result: Json): Row[] {
+  const command = `node --import tsx bench/retrieval.ts${result.quick ? " --quick" : ""}`;
+  const scorers = (result.scorers as Json[] | undefined) ?? [];
+  const p99 = Math.max(...scorers.map((s) => num(get(s, "pruned", "p99")) ?? Number.NaN));
+  const rss = num(result.peakRssMB);
+  const chunks = fmt(num(result.chunks));
+  const rows: Row[] = [];
+  if (Number.isFinite(p99)) {
+    rows.push({
+      benchmark: "scale",
+      figure: `${chunks} chunks: p99 query latency, pruned, worst scorer (ms)`,
+      ours: fmt(p99),
+      reference: "",
+      ratio: "",
+      target: "< 20 ms",
+      held: yesNo(p99 < 20),
+      command,
+    });
+  }
+  if (rss !== undefined) {
+    rows.push({
+      benchmark: "scale",
+      figure: `${chunks} chunks: peak resident memory (MB)`,
+      ours: fmt(rss),
+      reference: "",
+      ratio: "",
+      target: "< 2,048 MB",
+      held: yesNo(rss < 2048),
+      command,
+    });
+  }
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Plots.
+
+function tokensPerSecondPlot(generation: Json | null): string {
+  const series: Series[] = [];
+  const byLevel = get(generation, "concurrency", "tokens_per_second") as
+    Record<string, Record<string, Json>> | undefined;
+  for (const [subject, levels] of Object.entries(byLevel ?? {})) {
+    series.push({
+      name:
+        subject === "http"
+          ? "/predict (HTTP)"
+          : subject === "direct-8seq"
+            ? "node-llama-cpp direct"
+            : subject,
+      dashed: subject.startsWith("direct"),
+      points: Object.entries(levels).map(([level, s]) => ({
+        x: Number(level),
+        y: num(s.median) ?? Number.NaN,
+      })),
+    });
+  }
+  return lineChart(series, {
+    title: `Aggregate tokens/s against concurrency (${String(generation?.model ?? "model")})`,
+    xLabel: "requests in flight",
+    yLabel: "tokens/s (all requests)",
+    xLog: true,
+    xTicks: [1, 2, 4, 8],
+    yFromZero: true,
+  });
+}
+
+function latencyPlot(retrieval: Json | null, scale: Json | null): string {
+  const series = new Map<string, Series>();
+  const add = (name: string, x: number | undefined, y: number | undefined, dashed = false) => {
+    if (x === undefined || y === undefined) return;
+    const s = series.get(name) ?? { name, points: [], dashed };
+    s.points.push({ x, y });
+    series.set(name, s);
+  };
+  for (const collection of (retrieval?.collections as Json[] | undefined) ?? []) {
+    for (const engine of (collection.engines as Json[] | undefined) ?? []) {
+      const name = String(engine.engine);
+      add(name, num(engine.documents), num(get(engine, "query", "mean")), !name.startsWith("lectern"));
+      if (engine.exhaustiveQuery)
+        add(`${name} (exhaustive)`, num(engine.documents), num(get(engine, "exhaustiveQuery", "mean")));
+    }
+    const python = get(collection, "python", "engines") as Record<string, Json> | undefined;
+    for (const [name, engine] of Object.entries(python ?? {})) {
+      const label =
+        name === "bm25" ? "numpy/scipy BM25" : name === "tfidf" ? "scikit-learn TF-IDF" : `python ${name}`;
+      add(label, num(get(collection, "python", "documents")), num(get(engine, "query_ms", "mean")), true);
+    }
+  }
+  for (const scorer of (scale?.scorers as Json[] | undefined) ?? []) {
+    const name = `lectern ${String(scorer.scorer)}`;
+    add(name, num(scale?.chunks), num(get(scorer, "pruned", "mean")));
+    add(`${name} (exhaustive)`, num(scale?.chunks), num(get(scorer, "exhaustive", "mean")));
+  }
+  return lineChart([...series.values()], {
+    title: "Mean query latency against index size (top 10, in-process)",
+    xLabel: "documents indexed (chunks for the scale run)",
+    yLabel: "mean query latency (ms)",
+    xLog: true,
+    yLog: true,
+    width: 720,
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The report.
+
+/** A variant's BENCH_VARIANT_* settings, or what no setting means. */
+function knobs(env: Record<string, string>): string {
+  const set = Object.entries(env).filter(([k]) => k.startsWith("BENCH_VARIANT_"));
+  return set.length === 0
+    ? "no knob set (the copy behaves as src: an A/A check of the noise)"
+    : set.map(([k, v]) => `${k.replace("BENCH_VARIANT_", "")}=${v}`).join(" ");
+}
+
+function concurrencyTable(generation: Json): string {
+  const conc = get(generation, "concurrency") as Json | undefined;
+  const levels = (conc?.levels as number[] | undefined) ?? [1, 2, 4, 8];
+  const rows = Object.entries((conc?.tokens_per_second as Record<string, Record<string, Json>>) ?? {}).map(
+    ([subject, byLevel]) => [
+      subject,
+      ...levels.map((l) => fmt(num(byLevel[String(l)]?.median))),
+      `${fmt(num(get(conc, "ratio_8_to_1", subject, "median")))}×`,
+      `${fmt(num(get(conc, "ratio_8_to_1", subject, "p25")))}–${fmt(num(get(conc, "ratio_8_to_1", subject, "p75")))}`,
+      levels.map((l) => fmt(num(get(conc, "cpu_us_per_token", subject, String(l), "median")))).join(" / "),
+    ],
+  );
+  return markdownTable(
+    [
+      "aggregate tokens/s",
+      ...levels.map((l) => `${l} in flight`),
+      "8 ÷ 1",
+      "p25–p75",
+      `CPU µs/token at ${levels.join("/")}`,
+    ],
+    rows,
+  );
+}
+
+function detailSections(
+  generation: Json | null,
+  httpFloor: Json | null,
+  scale: Json | null,
+  synthetic: Json | null,
+  variantsRun: Json | null,
+): string[] {
+  const out: string[] = [];
+  if (generation) {
+    const ref = generationReference(generation);
+    const rows: Array<Array<string | number>> = [];
+    for (const t of ["0", "0.8"]) {
+      const entry = get(generation, "decode", `temperature_${t}`) as Json | undefined;
+      for (const [subject, s] of Object.entries((entry?.tokens_per_second as Record<string, Json>) ?? {})) {
+        rows.push([
+          `decode, temperature ${t}`,
+          subject,
+          fmt(num(s.median)),
+          `${fmt(num(s.p25))}–${fmt(num(s.p75))}`,
+          fmt(num(get(entry, ref.key, subject, "median")) ?? 1),
+          fmt(num(get(entry, "cpu_us_per_token", subject, "median"))),
+        ]);
+      }
+    }
+    const prompt = get(generation, "prompt_processing") as Json | undefined;
+    for (const [subject, s] of Object.entries(
+      (prompt?.prompt_tokens_per_second as Record<string, Json>) ?? {},
+    )) {
+      rows.push([
+        `prompt, ${String(prompt?.prompt_tokens)} tokens`,
+        subject,
+        fmt(num(s.median)),
+        `${fmt(num(s.p25))}–${fmt(num(s.p75))}`,
+        fmt(num(get(prompt, ref.key, subject, "median")) ?? 1),
+        fmt(num(get(prompt, "cpu_us_per_prompt_token", subject, "median"))),
+      ]);
+    }
+    const ttftRows = Object.entries(
+      (get(generation, "time_to_first_token", "first_token_ms") as Record<string, Record<string, Json>>) ??
+        {},
+    ).map(([subject, byLevel]) => [subject, fmt(num(byLevel["1"]?.median)), fmt(num(byLevel["8"]?.median))]);
+    out.push(
+      "## Generation",
+      "",
+      `\`${String(generation.command)}\` — ${String(generation.date)}, model ${String(generation.model)}, ` +
+        `${String(generation.threads)} llama.cpp thread, ${String(generation.context_size_per_sequence)} tokens per sequence × ${String(generation.max_concurrent)}, ` +
+        `load average ${String(get(generation, "machine", "load_average_1m"))} at the start.`,
+      "",
+      "`direct` is node-llama-cpp's LlamaCompletion called in the benchmark's process (a context of 1 sequence; " +
+        "`direct-8seq`: 8 sequences, as the server's); `http` is POST /predict to the app in a child process, " +
+        "`http-stream` the same with server-sent events. Ratios are to `direct-8seq` (the server's own context " +
+        "configuration, so they isolate HTTP, validation and scheduling). Each trial sends the same prompt to every subject back to back " +
+        "(order rotating); ratios are per trial, then the median; p25–p75 shows the noise. CPU µs/token is the CPU " +
+        "time (all threads, from /proc) of the process doing the work, which other load on the machine moves less.",
+      "",
+      markdownTable(["measure", "subject", "tokens/s", "p25–p75", `÷ ${ref.name}`, "CPU µs/token"], rows),
+      "",
+      concurrencyTable(generation),
+      "",
+      markdownTable(["time to first token (ms)", "1 stream", "8 streams"], ttftRows),
+      "",
+    );
+  }
+  if (variantsRun) {
+    const ref = generationReference(variantsRun);
+    const variants =
+      (variantsRun.variants as Array<{ name: string; env: Record<string, string> }> | undefined) ?? [];
+    const rows: Array<Array<string | number>> = [];
+    for (const t of ["0", "0.8"]) {
+      const entry = get(variantsRun, "decode", `temperature_${t}`) as Json | undefined;
+      for (const [subject, s] of Object.entries((entry?.tokens_per_second as Record<string, Json>) ?? {})) {
+        rows.push([
+          `decode, temperature ${t}`,
+          subject,
+          fmt(num(s.median)),
+          fmt(num(get(entry, ref.key, subject, "median")) ?? 1),
+          fmt(num(get(entry, "cpu_us_per_token", subject, "median"))),
+        ]);
+      }
+    }
+    const ttftRows = Object.entries(
+      (get(variantsRun, "time_to_first_token", "first_token_ms") as Record<string, Record<string, Json>>) ??
+        {},
+    ).map(([subject, byLevel]) => [subject, fmt(num(byLevel["1"]?.median)), fmt(num(byLevel["8"]?.median))]);
+    out.push(
+      "### Proposed changes, measured against the current generator",
+      "",
+      `\`${String(variantsRun.command)}\` — ${String(variantsRun.date)}. \`http[NAME]\` runs ` +
+        "bench/lib/llama-generator-variant.ts (a copy of src/textgen/llama-generator.ts with knobs) in the same " +
+        `trials: ${variants.map((v) => `\`${v.name}\` = ${knobs(v.env)}`).join("; ")}.`,
+      "",
+      markdownTable(["measure", "subject", "tokens/s", `÷ ${ref.name}`, "CPU µs/token"], rows),
+      "",
+      concurrencyTable(variantsRun),
+      "",
+      markdownTable(["time to first token (ms)", "1 stream", "8 streams"], ttftRows),
+      "",
+    );
+  }
+  if (synthetic) {
+    const variants =
+      (synthetic.variants as Array<{ name: string; env: Record<string, string> }> | undefined) ?? [];
+    out.push(
+      "### The same on a synthetic 26 M-parameter model",
+      "",
+      `\`${String(synthetic.command)}\` — ${String(synthetic.date)}, model ${String(synthetic.model)} (random weights, ` +
+        "written by bench/lib/synthetic-gguf.ts: it generates nonsense at the speed of a model that size). " +
+        "It shows how aggregate throughput scales when the model's arithmetic (F32 weights), rather than " +
+        "fixed per-token overhead, is what a token costs. " +
+        (variants.length > 0
+          ? ` Variants: ${variants.map((v) => `\`${v.name}\` = ${knobs(v.env)}`).join("; ")}.`
+          : ""),
+      "",
+      concurrencyTable(synthetic),
+      "",
+    );
+  }
+  if (httpFloor) {
+    const results = (httpFloor.results as Record<string, Json>) ?? {};
+    const rows = Object.entries(results).map(([name, r]) => [
+      name,
+      fmt(num(get(r, "requests_per_second", "median"))),
+      `${fmt(num(get(r, "requests_per_second", "p25")))}–${fmt(num(get(r, "requests_per_second", "p75")))}`,
+      name.startsWith("bare[") ? "1" : fmt(num(get(r, "ratio_to_bare", "median"))),
+      fmt(num(r.latency_p99_ms)),
+      fmt(num(get(r, "cpu_us_per_request", "median"))),
+    ]);
+    out.push(
+      "## HTTP floor",
+      "",
+      `\`${String(httpFloor.command)}\` — ${String(httpFloor.date)}, ${String(httpFloor.tool)}, ${String(httpFloor.rounds)} interleaved rounds, ` +
+        `load average ${String(get(httpFloor, "machine", "load_average_1m"))} at the start.`,
+      "",
+      "Each server runs in its own process; logs go to /dev/null. `bare[…]` is Fastify with one route answering the " +
+        "same JSON; `@warn` is our app with LOG_LEVEL=warn; `bare+…` adds one piece of our HTTP base at a time, to show " +
+        "what each costs; `replica` rebuilds our per-request stack on bare Fastify and `proposed` does the same duties " +
+        "the cheaper way (bench/lib/health-server.ts says how). CPU µs/request is the server process's CPU time " +
+        "(all threads) per answered request.",
+      "",
+      markdownTable(["GET /health", "requests/s", "p25–p75", "÷ bare", "p99 ms", "CPU µs/request"], rows),
+      "",
+    );
+  }
+  if (scale) {
+    const rows = ((scale.scorers as Json[] | undefined) ?? []).flatMap((s) =>
+      ["pruned", "exhaustive"].map((p) => [
+        String(s.scorer),
+        p,
+        fmt(num(get(s, p, "mean"))),
+        fmt(num(get(s, p, "p50"))),
+        fmt(num(get(s, p, "p99"))),
+      ]),
+    );
+    out.push(
+      "## Scale",
+      "",
+      `\`node --import tsx bench/retrieval.ts${scale.quick ? " --quick" : ""}\` — ${String(scale.date)}: ` +
+        `${fmt(num(scale.chunks))} chunks grown from ${String(scale.base)}, built in ${fmt((num(scale.buildMs) ?? Number.NaN) / 1000)} s, ` +
+        `peak RSS ${fmt(num(scale.peakRssMB))} MB.`,
+      "",
+      markdownTable(["scorer", "path", "mean ms", "p50 ms", "p99 ms"], rows),
+      "",
+    );
+  }
+  return out;
+}
+
+function machineLine(result: Json | null): string {
+  const m = result?.machine as Json | undefined;
+  if (!m) return "";
+  const cpu = m.cpu ?? "";
+  const cores = m.cores ?? m.cpus ?? "?";
+  const memory = m.memory_gib ?? m.memoryGB ?? "?";
+  return `${String(cpu)}, ${String(cores)} cores, ${String(memory)} GiB, Node ${String(m.node ?? process.version)}`;
+}
+
+async function writeReport(runs: RunRecord[], suiteSeconds: number | null): Promise<void> {
+  const generation = readResult("generation");
+  const httpFloor = readResult("http-floor");
+  const retrieval = readResult("retrieval");
+  const scale =
+    readResult("scale") ??
+    ((retrieval?.scale as Json | undefined)
+      ? { ...(retrieval!.scale as Json), date: retrieval!.date, quick: retrieval!.quick }
+      : null);
+  const concurrency = readResult("concurrency");
+  const synthetic = readResult("generation-synthetic");
+  const variantsRun = readResult("generation-variants");
+
+  const rows: Row[] = [
+    ...(retrieval ? retrievalRows(retrieval) : []),
+    ...(scale ? scaleRows(scale) : []),
+    ...(generation ? generationRows(generation) : []),
+    ...(concurrency ? concurrencyRows(concurrency) : []),
+    ...(httpFloor ? httpFloorRows(httpFloor) : []),
+  ];
+  const header = ["benchmark", "figure", "ours", "reference", "ratio", "target", "held"];
+  const cells = rows.map((r) => [
+    r.benchmark,
+    r.figure,
+    r.ours,
+    r.reference,
+    r.ratio,
+    r.target,
+    r.held.replace(/\*/g, ""),
+  ]);
+  console.log(`\n${textTable(header, cells)}`);
+
+  const known = new Set([
+    "generation",
+    "generation-synthetic",
+    "generation-variants",
+    "http-floor",
+    "retrieval",
+    "scale",
+    "concurrency",
+    "run-all",
+  ]);
+  const others = existsSync(resultsDir)
+    ? readdirSync(resultsDir)
+        .filter((f) => f.endsWith(".json") && !known.has(f.replace(/\.json$/, "")))
+        .map((f) => `\`bench/results/${f}\``)
+    : [];
+
+  mkdirSync(imgDir, { recursive: true });
+  writeFileSync(path.join(imgDir, "tokens-per-second-vs-concurrency.svg"), tokensPerSecondPlot(generation));
+  writeFileSync(path.join(imgDir, "latency-vs-index-size.svg"), latencyPlot(retrieval, scale));
+
+  const dates = [generation, httpFloor, retrieval, concurrency]
+    .map((r) => (typeof r?.date === "string" ? r.date : null))
+    .filter((d): d is string => d !== null)
+    .sort();
+  const commands = [...new Set(rows.map((r) => r.command))];
+  const md = [
+    "# Benchmarks",
+    "",
+    "<!-- Written by bench/run-all.ts (npm run bench); edits here are overwritten. -->",
+    "",
+    `Latest run: ${dates.length > 0 ? `${dates[0]!.slice(0, 16).replace("T", " ")}–${dates.at(-1)!.slice(0, 16).replace("T", " ")} UTC` : "none yet"}` +
+      `${suiteSeconds === null ? "" : `, the whole suite in ${Math.round(suiteSeconds / 60)} min`}. ` +
+      `Machine: ${machineLine(generation ?? httpFloor ?? retrieval) || machineLine({ machine: machineInfo() })}.`,
+    "",
+    "Everything is measured on one machine in one run: ours and the reference side by side, interleaved, " +
+      "and compared as ratios. The machine is shared (2 cores, other jobs running), so single figures move " +
+      "by tens of percent from run to run; ratios taken within a run move less, and each detail table gives " +
+      "the spread (p25–p75) over trials.",
+    "",
+    "## Summary",
+    "",
+    markdownTable(
+      header,
+      rows.map((r) => [r.benchmark, r.figure, r.ours, r.reference, r.ratio, r.target, r.held]),
+    ),
+    "",
+    "Commands that measured these figures (each writes `bench/results/<name>.json`):",
+    "",
+    ...commands.map((c) => `- \`${c}\``),
+    "",
+    "## Plots",
+    "",
+    "![Mean query latency against index size](img/latency-vs-index-size.svg)",
+    "",
+    "![Aggregate tokens/s against concurrency](img/tokens-per-second-vs-concurrency.svg)",
+    "",
+    ...detailSections(generation, httpFloor, scale, synthetic, variantsRun),
+    ...(others.length > 0 ? ["## Other results", "", `Also in this run: ${others.join(", ")}.`, ""] : []),
+    ...(runs.length > 0
+      ? [
+          "## Run",
+          "",
+          markdownTable(
+            ["script", "arguments", "status", "seconds"],
+            runs.map((r) => [
+              r.script,
+              r.args.map((a) => path.relative(repoRoot, a) || a).join(" "),
+              r.status + (r.note ? ` (${r.note})` : ""),
+              r.seconds,
+            ]),
+          ),
+          "",
+        ]
+      : []),
+  ].join("\n");
+  mkdirSync(docsDir, { recursive: true });
+  const file = path.join(docsDir, "BENCHMARKS.md");
+  // Written the way `prettier --check` (npm run lint) wants it.
+  writeFileSync(file, await format(md, { ...((await resolveConfig(file)) ?? {}), filepath: file }));
+  console.log(`\nwrote docs/BENCHMARKS.md and docs/img/*.svg`);
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+const suiteStarted = performance.now();
+const runs: RunRecord[] = [];
+if (!args["report-only"]) {
+  const scripts = listScripts();
+  for (const script of scripts) {
+    const plan = plans[script] ?? defaultPlan;
+    const scriptArgs = plan.args(args.quick);
+    const left = BUDGET_S - (performance.now() - suiteStarted) / 1000 - 20; // 20 s for the report
+    if (scriptArgs === null) {
+      runs.push({
+        script,
+        args: [],
+        status: "skipped",
+        exit_code: null,
+        seconds: 0,
+        note: "its input is missing",
+      });
+      continue;
+    }
+    if (left < 30) {
+      runs.push({
+        script,
+        args: scriptArgs,
+        status: "skipped",
+        exit_code: null,
+        seconds: 0,
+        note: "no time left",
+      });
+      continue;
+    }
+    runs.push(await runScript(script, scriptArgs, Math.min(plan.budget, left), plan));
+  }
+  mkdirSync(resultsDir, { recursive: true });
+  writeFileSync(
+    path.join(resultsDir, "run-all.json"),
+    JSON.stringify(
+      {
+        date: new Date().toISOString(),
+        quick: args.quick,
+        seconds: Math.round((performance.now() - suiteStarted) / 1000),
+        runs,
+      },
+      null,
+      2,
+    ) + "\n",
+  );
+  console.log(
+    `\n${textTable(
+      ["script", "status", "seconds"],
+      runs.map((r) => [r.script, r.status, r.seconds]),
+    )}`,
+  );
+}
+const lastRun = args["report-only"]
+  ? (readResult("run-all") as { runs?: RunRecord[]; seconds?: number } | null)
+  : null;
+await writeReport(
+  args["report-only"] ? (lastRun?.runs ?? []) : runs,
+  args["report-only"] ? (lastRun?.seconds ?? null) : (performance.now() - suiteStarted) / 1000,
+);
+if (runs.some((r) => r.status === "failed" || r.status === "timed out")) process.exitCode = 1;
