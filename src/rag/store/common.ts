@@ -4,7 +4,7 @@
  * keeps the SQLite and PostgreSQL stores answering alike, down to the messages.
  */
 import { ApiError, badRequest } from "../../core/errors.js";
-import type { ChunkRecord, DocumentRecord, IndexKey, IndexWrite } from "./types.js";
+import type { ChunkRecord, DocumentRecord, IndexKey, IndexWrite, Metadata } from "./types.js";
 
 export const internal = (message: string) => new ApiError(500, "internal_error", message);
 
@@ -64,3 +64,46 @@ export function serialiseDocument(document: DocumentRecord, chunks: ChunkRecord[
 
 /** The engine index as a Buffer over the same memory (no copy). */
 export const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+
+/** A stored chunk row, as both stores read it (metadata still in the store's own form). */
+export interface StoredChunkRow<M> {
+  chunk_id: string;
+  doc_id: string;
+  seq: number;
+  text: string;
+  start_offset: number;
+  end_offset: number;
+  metadata: M;
+}
+
+/**
+ * Puts an index's chunk rows in engine ordinal order (`chunk_order`, a JSON list of chunk ids),
+ * refusing a stored order that does not match the rows exactly.
+ */
+export function orderChunks<M>(
+  indexName: string,
+  chunkOrderJson: string,
+  rows: Iterable<StoredChunkRow<M>>,
+  toMetadata: (stored: M) => Metadata,
+): ChunkRecord[] {
+  const byId = new Map<string, StoredChunkRow<M>>();
+  for (const chunk of rows) byId.set(chunk.chunk_id, chunk);
+  const order = JSON.parse(chunkOrderJson) as string[];
+  if (order.length !== byId.size) {
+    throw internal(`stored chunk order of index ${indexName} does not match its ${byId.size} chunks`);
+  }
+  return order.map((chunkId): ChunkRecord => {
+    const chunk = byId.get(chunkId);
+    if (chunk === undefined)
+      throw internal(`stored chunk order of index ${indexName} names unknown ${chunkId}`);
+    return {
+      chunkId,
+      documentId: chunk.doc_id,
+      seq: chunk.seq,
+      text: chunk.text,
+      start: chunk.start_offset,
+      end: chunk.end_offset,
+      metadata: toMetadata(chunk.metadata),
+    };
+  });
+}

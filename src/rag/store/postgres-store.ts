@@ -32,6 +32,7 @@ import {
   asBuffer,
   internal,
   label,
+  orderChunks,
   serialiseDocument,
   utf8,
   validateWrite,
@@ -583,27 +584,7 @@ export class PostgresIndexStore implements IndexStore {
          WHERE tenant_id = $1 AND index_id = $2`,
         [key.tenantId, row.id],
       );
-      const byId = new Map<string, ChunkRow>();
-      for (const chunk of chunkRows.rows) byId.set(chunk.chunk_id, chunk);
-      const order = JSON.parse(row.chunk_order) as string[];
-      if (order.length !== byId.size) {
-        throw internal(`stored chunk order of index ${row.name} does not match its ${byId.size} chunks`);
-      }
-      const chunks = order.map((chunkId): ChunkRecord => {
-        const chunk = byId.get(chunkId);
-        if (chunk === undefined) {
-          throw internal(`stored chunk order of index ${row.name} names unknown ${chunkId}`);
-        }
-        return {
-          chunkId,
-          documentId: chunk.doc_id,
-          seq: chunk.seq,
-          text: chunk.text,
-          start: chunk.start_offset,
-          end: chunk.end_offset,
-          metadata: chunk.metadata,
-        };
-      });
+      const chunks = orderChunks(row.name, row.chunk_order, chunkRows.rows, (metadata) => metadata);
       const documents: IndexSnapshot["documents"] = new Map();
       if (withDocuments) {
         const documentRows = await client.query<DocumentRow>(

@@ -34,6 +34,7 @@ import {
   asBuffer,
   internal,
   label,
+  orderChunks,
   serialiseDocument,
   utf8,
   validateWrite,
@@ -354,27 +355,12 @@ export class SqliteIndexStore implements IndexStore {
   }
 
   private readIndex(row: IndexDataRow, withDocuments: boolean): LoadedIndex {
-    const byId = new Map<string, ChunkRow>();
-    for (const chunk of this.stmt.chunks.all(row.id)) byId.set(chunk.chunk_id, chunk);
-    const order = JSON.parse(row.chunk_order) as string[];
-    if (order.length !== byId.size) {
-      throw internal(`stored chunk order of index ${row.name} does not match its ${byId.size} chunks`);
-    }
-    const chunks = order.map((chunkId): ChunkRecord => {
-      const chunk = byId.get(chunkId);
-      if (chunk === undefined) {
-        throw internal(`stored chunk order of index ${row.name} names unknown ${chunkId}`);
-      }
-      return {
-        chunkId,
-        documentId: chunk.doc_id,
-        seq: chunk.seq,
-        text: chunk.text,
-        start: chunk.start_offset,
-        end: chunk.end_offset,
-        metadata: JSON.parse(chunk.metadata) as Metadata,
-      };
-    });
+    const chunks = orderChunks(
+      row.name,
+      row.chunk_order,
+      this.stmt.chunks.all(row.id),
+      (metadata) => JSON.parse(metadata) as Metadata,
+    );
     const documents: IndexSnapshot["documents"] = new Map();
     if (withDocuments) {
       for (const doc of this.stmt.documents.all(row.id)) {
