@@ -35,6 +35,13 @@ export interface Config {
   /** Total context tokens, shared by the parallel sequences. */
   llamaContextSize: number;
   llamaGpu: "auto" | false;
+  /**
+   * llama.cpp contexts the MAX_CONCURRENT sequences are spread over; "auto" = as many as the CPU
+   * cores LLAMA_THREADS leaves idle allow (on CPU), 1 on a GPU.
+   */
+  llamaContexts: number | "auto";
+  /** KV cache element type; "auto" = f32 for small models (attention is cheaper without f16 conversion), f16 otherwise. */
+  llamaKvCacheType: "auto" | "f16" | "f32";
   apiKeysFile: string | null;
   /** Parsed from API_KEYS_FILE; null means auth is off. */
   apiKeys: KeyRing | null;
@@ -81,6 +88,13 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   if (value < min || value > max)
     throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
   return value;
+}
+
+function countOrAuto(env: Env, name: string, min: number, max: number): number | "auto" {
+  const raw = read(env, name);
+  if (raw === undefined || raw === "auto") return "auto";
+  if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be "auto" or a whole number, got "${raw}"`);
+  return integer(env, name, min, min, max);
 }
 
 function url(env: Env, name: string, protocols: string[]): string | null {
@@ -153,6 +167,8 @@ export function loadConfig(env: Env = process.env): Config {
     llamaThreads: integer(env, "LLAMA_THREADS", physicalCores(), 1, 512),
     llamaContextSize: integer(env, "LLAMA_CONTEXT_SIZE", 4096, 256, 1 << 20),
     llamaGpu: gpu === "false" ? false : "auto",
+    llamaContexts: countOrAuto(env, "LLAMA_CONTEXTS", 1, 64),
+    llamaKvCacheType: oneOf(env, "LLAMA_KV_CACHE_TYPE", "auto", ["auto", "f16", "f32"] as const),
     apiKeysFile: read(env, "API_KEYS_FILE") ?? null,
     apiKeys: read(env, "API_KEYS_FILE") === undefined ? null : KeyRing.load(read(env, "API_KEYS_FILE")!),
     rateLimitPerMinute: integer(env, "RATE_LIMIT_PER_MINUTE", 0, 0, 10_000_000),

@@ -18,6 +18,8 @@ export function createGenerator(config: Config): Generator {
     threads: config.llamaThreads,
     contextSize: config.llamaContextSize,
     sequences: config.maxConcurrent,
+    contexts: config.llamaContexts,
+    kvCacheType: config.llamaKvCacheType,
     gpu: config.llamaGpu,
   });
 }

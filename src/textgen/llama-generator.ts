@@ -1,33 +1,37 @@
 /**
  * The llama.cpp backend (node-llama-cpp). One model, one context with `sequences` parallel
- * sequences; node-llama-cpp batches the sequences' decode steps together, which is what makes
- * concurrent requests cheaper than serial ones. The scheduler guarantees no more than `sequences`
- * requests are inside `complete` at once.
+ * sequences, driven by our continuous batcher (batcher.ts): every decode step carries one token of
+ * each running request, which is what makes concurrent requests cheaper than serial ones. The
+ * scheduler guarantees no more than `sequences` requests are inside `generate` at once.
  */
+import { randomInt } from "node:crypto";
+import os from "node:os";
 import path from "node:path";
 import {
   getLlama,
-  LlamaChat,
-  LlamaCompletion,
   LlamaLogLevel,
+  LlamaText,
+  resolveChatWrapper,
+  type ChatHistoryItem,
+  type ChatWrapper,
   type Llama,
   type LlamaContext,
-  type LlamaContextSequence,
   type LlamaModel,
-  type ChatHistoryItem,
   type Token,
 } from "node-llama-cpp";
 import { ApiError, badRequest } from "../core/errors.js";
+import { ContinuousBatcher, type BatchJob } from "./batcher.js";
 import {
   isChatRequest,
   type ChatMessage,
   type CompletionResult,
-  type FinishReason,
   type GenerationRequest,
   type Generator,
   type GeneratorStatus,
 } from "./generator.js";
+import { createNativeSampler, nativeContextOf } from "./llama-native.js";
 import { resolveModel, type ModelSource } from "./model-source.js";
+import { ResponseText } from "./response-text.js";
 
 export interface LlamaGeneratorOptions {
   model: ModelSource;
@@ -35,24 +39,51 @@ export interface LlamaGeneratorOptions {
   /** Total context tokens; each sequence gets an equal share. */
   contextSize: number;
   sequences: number;
+  /**
+   * llama.cpp contexts to spread the sequences over (at most `sequences`). Each context decodes its
+   * batch on a thread of its own, so where `threads` leaves cores idle, concurrent requests use them.
+   */
+  contexts: number | "auto";
+  /** KV cache element type; "auto" picks f32 for models up to SMALL_MODEL_BYTES, f16 above. */
+  kvCacheType: "auto" | "f16" | "f32";
   gpu: "auto" | false;
 }
 
-interface Slot {
-  sequence: LlamaContextSequence;
-  completion: LlamaCompletion;
-  /** Uses the chat template from the GGUF (or node-llama-cpp's best match for the model). */
-  chat: LlamaChat;
+/**
+ * Up to this size a model's KV cache is kept in f32. Such models have tiny attention heads, and
+ * llama.cpp's CPU attention then spends more time converting f16 cells than multiplying: f32 cells
+ * made decoding about twice as fast on the test model (bench/generation.ts), at a memory cost that
+ * stays small for small models (twice the f16 cache).
+ */
+const SMALL_MODEL_BYTES = 1024 ** 3;
+
+/** node-llama-cpp's sampling defaults, kept so results match its own API. */
+const DEFAULT_TOP_K = 40;
+const DEFAULT_TOP_P = 0.95;
+const DEFAULT_MIN_P = 0;
+
+/** A request turned into tokens, with what ends it. */
+interface PreparedPrompt {
+  tokens: Token[];
+  /** Tokens before the response, for detokenizing its first piece (none for chat: no leading space). */
+  context: readonly Token[];
+  stopStrings: string[];
+  stopTokenSequences: Token[][];
+}
+
+interface Loaded {
+  llama: Llama;
+  model: LlamaModel;
+  contexts: LlamaContext[];
+  batchers: ContinuousBatcher[];
+  chatWrapper: ChatWrapper;
+  kvCacheType: "f16" | "f32";
 }
 
 export class LlamaGenerator implements Generator {
   modelName: string;
   private state: GeneratorStatus = { state: "loading" };
-  private llama?: Llama;
-  private model?: LlamaModel;
-  private context?: LlamaContext;
-  private readonly freeSlots: Slot[] = [];
-  private firstSlot?: Slot;
+  private loaded?: Loaded;
   private readonly loading: Promise<void>;
 
   /** Starts loading at once; `status()` says when it can serve. */
@@ -72,69 +103,121 @@ export class LlamaGenerator implements Generator {
     return this.state;
   }
 
+  /** llama.cpp contexts the sequences are spread over (0 until loaded). */
+  get contextCount(): number {
+    return this.loaded?.contexts.length ?? 0;
+  }
+
+  /** KV cache type in use (null until loaded). */
+  get kvCacheType(): "f16" | "f32" | null {
+    return this.loaded?.kvCacheType ?? null;
+  }
+
   /** Tokens each sequence can hold: prompt plus new tokens must fit. */
   get sequenceContextSize(): number {
-    return this.context?.contextSize ?? 0;
+    return this.loaded?.contexts[0]?.contextSize ?? 0;
   }
 
   private async load(): Promise<void> {
     const modelPath = await resolveModel(this.options.model);
     // build: "never": the llama.cpp binary ships prebuilt in the npm package; never compile or
     // download one at run time.
-    this.llama = await getLlama({ build: "never", gpu: this.options.gpu, logLevel: LlamaLogLevel.error });
-    this.model = await this.llama.loadModel({ modelPath });
-    const name = this.model.fileInfo.metadata?.general?.name;
+    const llama = await getLlama({ build: "never", gpu: this.options.gpu, logLevel: LlamaLogLevel.error });
+    const model = await llama.loadModel({ modelPath });
+    const name = model.fileInfo.metadata?.general?.name;
     if (typeof name === "string" && name.trim() !== "") this.modelName = name.trim();
     const perSequence = Math.min(
       Math.max(256, Math.floor(this.options.contextSize / this.options.sequences)),
-      this.model.trainContextSize,
+      model.trainContextSize,
     );
-    this.context = await this.model.createContext({
-      contextSize: perSequence,
-      sequences: this.options.sequences,
-      threads: this.options.threads,
-    });
-    for (let i = 0; i < this.options.sequences; i++) {
-      const sequence = this.context.getSequence();
-      this.freeSlots.push({
-        sequence,
-        completion: new LlamaCompletion({ contextSequence: sequence, autoDisposeSequence: false }),
-        chat: new LlamaChat({ contextSequence: sequence, autoDisposeSequence: false }),
+    const contextCount = Math.max(1, Math.min(this.resolveContexts(llama), this.options.sequences));
+    const kvCacheType = resolveKvCacheType(this.options.kvCacheType, model.size);
+    const contexts: LlamaContext[] = [];
+    const batchers: ContinuousBatcher[] = [];
+    const batcherModel = {
+      isEogToken: (token: Token) => model.isEogToken(token),
+      createSampler: () => createNativeSampler(llama, model),
+      newlineToken: model.tokens.nl ?? null,
+    };
+    for (let i = 0; i < contextCount; i++) {
+      const sequences =
+        Math.floor(this.options.sequences / contextCount) +
+        (i < this.options.sequences % contextCount ? 1 : 0);
+      const context = await model.createContext({
+        contextSize: perSequence,
+        sequences,
+        threads: this.options.threads,
+        experimentalKvCacheKeyType: kvCacheType === "f32" ? "F32" : "F16",
+        experimentalKvCacheValueType: kvCacheType === "f32" ? "F32" : "F16",
       });
+      contexts.push(context);
+      batchers.push(
+        new ContinuousBatcher(nativeContextOf(context), batcherModel, sequences, context.batchSize),
+      );
     }
-    this.firstSlot = this.freeSlots[0];
+    // The model's own chat template (from the GGUF), or node-llama-cpp's best match for the model.
+    const chatWrapper = resolveChatWrapper(model);
+    this.loaded = { llama, model, contexts, batchers, chatWrapper, kvCacheType };
     this.state = { state: "ready" };
   }
 
-  private requireReady(): LlamaModel {
-    if (this.state.state !== "ready" || !this.model) {
+  /**
+   * One context per group of `threads` CPU cores: each context decodes on its own thread, so
+   * concurrent requests spread over cores one context's threads leave idle. On a GPU, one.
+   */
+  private resolveContexts(llama: Llama): number {
+    if (this.options.contexts !== "auto") return this.options.contexts;
+    if (llama.gpu !== false) return 1;
+    return Math.max(1, Math.floor(os.availableParallelism() / this.options.threads));
+  }
+
+  private requireReady(): Loaded {
+    if (this.state.state !== "ready" || !this.loaded) {
       const detail = this.state.state === "unhealthy" ? this.state.reason : "the model is still loading";
       throw new ApiError(503, "model_not_ready", `Model not ready: ${detail}`);
     }
-    return this.model;
+    return this.loaded;
   }
 
-  /** Tokens the model will read before generating: the prompt, or the chat rendered by its template. */
-  private promptTokenCount(request: GenerationRequest): number {
-    const model = this.requireReady();
-    if (isChatRequest(request)) {
-      const slot = this.freeSlots[0] ?? this.anySlot;
-      const { contextText } = slot.chat.chatWrapper.generateContextState({
-        chatHistory: toChatHistory(request.messages),
-      });
-      return contextText.tokenize(model.tokenizer).length;
+  /** The tokens the model reads before generating: the prompt, or the chat rendered by its template. */
+  private prepare(request: GenerationRequest): PreparedPrompt {
+    const { model, chatWrapper } = this.requireReady();
+    if (!isChatRequest(request)) {
+      // As llama.cpp's own server does: BOS when the model wants one, then the text tokenized as it
+      // stands (SentencePiece vocabularies see the word-initial "▁Once", not "O n ce").
+      const bos = model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
+      const tokens = model.tokenize(request.prompt);
+      if (bos !== null) tokens.unshift(bos);
+      return { tokens, context: tokens, stopStrings: request.stop, stopTokenSequences: [] };
     }
-    return model.tokenize(request.prompt).length + (model.tokens.bos === null ? 0 : 1);
-  }
-
-  private get anySlot(): Slot {
-    if (!this.firstSlot) throw new ApiError(503, "model_not_ready", "Model not ready");
-    return this.firstSlot;
+    const history: ChatHistoryItem[] = [...toChatHistory(request.messages), { type: "model", response: [] }];
+    const { contextText, stopGenerationTriggers } = chatWrapper.generateContextState({
+      chatHistory: history,
+    });
+    const stopStrings = [...request.stop];
+    const stopTokenSequences: Token[][] = [];
+    for (const trigger of stopGenerationTriggers) {
+      const text = LlamaText(trigger);
+      if (text.values.every((value) => typeof value === "string")) {
+        stopStrings.push(text.values.join(""));
+        continue;
+      }
+      const tokens = text.tokenize(model.tokenizer);
+      // A lone end-of-generation token already ends every response.
+      if (tokens.length === 1 && model.isEogToken(tokens[0]!)) continue;
+      if (tokens.length > 0) stopTokenSequences.push(tokens);
+    }
+    return { tokens: contextText.tokenize(model.tokenizer), context: [], stopStrings, stopTokenSequences };
   }
 
   async validate(request: GenerationRequest): Promise<number> {
-    const promptTokens = this.promptTokenCount(request);
+    return this.check(request, this.prepare(request));
+  }
+
+  private check(request: GenerationRequest, prepared: PreparedPrompt): number {
+    const promptTokens = prepared.tokens.length;
     const limit = this.sequenceContextSize;
+    if (promptTokens === 0) throw badRequest("The prompt is empty after tokenization.");
     if (promptTokens + request.maxTokens > limit) {
       const what = isChatRequest(request) ? "The messages are" : "The prompt is";
       throw badRequest(
@@ -147,62 +230,57 @@ export class LlamaGenerator implements Generator {
   }
 
   async generate(request: GenerationRequest): Promise<CompletionResult> {
-    const promptTokens = await this.validate(request);
-    const slot = this.freeSlots.pop();
-    if (!slot)
-      throw new ApiError(503, "not_ready", "No free sequence; the scheduler should have queued this request");
-    let tokensGenerated = 0;
-    const options = {
+    const { model, batchers } = this.requireReady();
+    const prepared = this.prepare(request);
+    const promptTokens = this.check(request, prepared);
+    const job: BatchJob = {
+      promptTokens: prepared.tokens,
       maxTokens: request.maxTokens,
-      temperature: request.temperature,
-      topP: request.topP,
-      topK: request.topK,
-      minP: request.minP,
-      seed: request.seed,
-      repeatPenalty:
-        request.repeatPenalty === undefined ? (false as const) : { penalty: request.repeatPenalty },
-      customStopTriggers: request.stop.length > 0 ? request.stop : undefined,
-      signal: request.signal,
-      stopOnAbortSignal: true,
-      onToken: (tokens: Token[]) => {
-        tokensGenerated += tokens.length;
-        request.onTokens?.(tokens.length);
+      sampling: {
+        temperature: request.temperature,
+        topK: request.topK ?? DEFAULT_TOP_K,
+        topP: request.topP ?? DEFAULT_TOP_P,
+        minP: request.minP ?? DEFAULT_MIN_P,
+        // Without a seed every request draws its own; with one, the same request repeats exactly.
+        seed: request.seed ?? randomInt(0, 2 ** 32),
+        repeatPenalty: request.repeatPenalty,
       },
-      onTextChunk: request.onText,
+      text: new ResponseText({
+        detokenize: (tokens, lastTokens) => model.detokenize(tokens, false, lastTokens),
+        context: prepared.context,
+        stopStrings: prepared.stopStrings,
+        stopTokenSequences: prepared.stopTokenSequences,
+      }),
+      signal: request.signal,
+      onText: request.onText,
+      onTokens: request.onTokens,
     };
-    try {
-      let text: string;
-      let stopReason: string;
-      if (isChatRequest(request)) {
-        const history = [
-          ...toChatHistory(request.messages),
-          { type: "model", response: [] } satisfies ChatHistoryItem,
-        ];
-        const result = await slot.chat.generateResponse(history, options);
-        text = result.response;
-        stopReason = result.metadata.stopReason;
-      } else {
-        const result = await slot.completion.generateCompletionWithMeta(request.prompt, {
-          ...options,
-          disableContextShift: true,
-        });
-        text = result.response;
-        stopReason = result.metadata.stopReason;
-      }
-      const finishReason: FinishReason =
-        stopReason === "maxTokens" || stopReason === "abort" ? "length" : "stop";
-      return { text, tokensGenerated, promptTokens, finishReason };
-    } finally {
-      this.freeSlots.push(slot);
-    }
+    // The least loaded context; ties go to the first, so a lone request always runs on the same one.
+    const batcher = batchers.reduce((best, candidate) => (candidate.load < best.load ? candidate : best));
+    const result = await batcher.run(job);
+    return {
+      text: result.text,
+      tokensGenerated: result.tokensGenerated,
+      promptTokens,
+      finishReason: result.finish === "stop" ? "stop" : "length",
+    };
   }
 
   async close(): Promise<void> {
     await this.loading;
-    await this.context?.dispose();
-    await this.model?.dispose();
-    await this.llama?.dispose();
+    const loaded = this.loaded;
+    if (!loaded) return;
+    for (const batcher of loaded.batchers) await batcher.close();
+    for (const context of loaded.contexts) await context.dispose();
+    await loaded.model.dispose();
+    await loaded.llama.dispose();
   }
+}
+
+/** The KV cache type a setting means for a model of `modelBytes` (see SMALL_MODEL_BYTES). */
+export function resolveKvCacheType(setting: "auto" | "f16" | "f32", modelBytes: number): "f16" | "f32" {
+  if (setting !== "auto") return setting;
+  return modelBytes <= SMALL_MODEL_BYTES ? "f32" : "f16";
 }
 
 function describeLoadError(error: unknown, reference: string): string {

@@ -17,6 +17,8 @@ describe("config", () => {
     assert.equal(config.generationUrl, null);
     assert.equal(config.llamaContextSize, 4096);
     assert.equal(config.llamaGpu, "auto");
+    assert.equal(config.llamaContexts, "auto");
+    assert.equal(config.llamaKvCacheType, "auto");
     assert.equal(config.maxBodyBytesLarge, 64 * 1024 * 1024);
     assert.equal(config.maxBodyBytes, 1024 * 1024);
     assert.equal(config.maxNewTokens, 2048);
@@ -34,8 +36,13 @@ describe("config", () => {
       GENERATION_URL: "http://127.0.0.1:8000/v1/",
       LLAMA_THREADS: "3",
       LLAMA_GPU: "false",
+      LLAMA_CONTEXTS: "2",
+      LLAMA_KV_CACHE_TYPE: "f16",
       RAG_FILES_DIR: "docs",
     });
+    assert.equal(config.llamaContexts, 2);
+    assert.equal(config.llamaKvCacheType, "f16");
+    assert.equal(loadConfig({ LLAMA_CONTEXTS: "auto" }).llamaContexts, "auto");
     assert.equal(config.host, "0.0.0.0");
     assert.equal(config.textgenPort, 9000);
     assert.equal(config.ragPort, 9001);
@@ -53,13 +60,16 @@ describe("config", () => {
     ["LLAMA_THREADS", "0"],
     ["LLAMA_CONTEXT_SIZE", "-5"],
     ["LLAMA_GPU", "cuda-please"],
+    ["LLAMA_CONTEXTS", "0"],
+    ["LLAMA_CONTEXTS", "many"],
+    ["LLAMA_KV_CACHE_TYPE", "q4"],
     ["DATABASE_URL", "mysql://x"],
     ["GENERATION_URL", "not a url"],
     ["MAX_BODY_BYTES", "1.5"],
     ["LOG_LEVEL", "loud"],
   ];
   for (const [name, value] of bad) {
-    it(`a bad ${name} stops start-up with a message naming it`, () => {
+    it(`a bad ${name} (${value}) stops start-up with a message naming it`, () => {
       assert.throws(
         () => loadConfig({ [name]: value }),
         (error: unknown) => error instanceof ConfigError && error.message.startsWith(name),

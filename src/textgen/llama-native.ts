@@ -1,0 +1,84 @@
+/**
+ * The one place that reaches below node-llama-cpp's public API, to the native llama.cpp context and
+ * sampler it wraps (`LlamaContext._ctx`, `LlamaModel._model`, `Llama._bindings.AddonSampler`).
+ *
+ * Why: our continuous batcher (batcher.ts) drives llama_decode and sampling itself, one decode call
+ * per step for every running sequence. node-llama-cpp's public per-sequence `evaluate()` path goes
+ * through its own batch dispatcher, locks and promise chains for every token; with small models that
+ * machinery costs more CPU per token than the model does (bench/generation.ts measures both), and it
+ * only batches the sequences whose sampling happened to finish in the same tick.
+ *
+ * The package is pinned to an exact version in package.json; `nativeContextOf` checks the shape it
+ * relies on and fails with a clear message if an upgrade changed it.
+ */
+import type { Llama, LlamaContext, LlamaModel, Token } from "node-llama-cpp";
+
+/** llama.cpp's context, as node-llama-cpp's addon exposes it. */
+export interface NativeContext {
+  /** Allocates an empty batch of up to `size` tokens (replacing the previous one). */
+  initBatch(size: number): void;
+  /**
+   * Adds `tokens` of sequence `sequenceId` at positions `firstPosition…`; `logitIndexes` are the
+   * indexes (within `tokens`) that need logits. Returns their indexes in the batch.
+   */
+  addToBatch(
+    sequenceId: number,
+    firstPosition: number,
+    tokens: Uint32Array,
+    logitIndexes: Uint32Array,
+  ): Uint32Array;
+  /** llama_decode on a worker thread. */
+  decodeBatch(): Promise<void>;
+  /** Samples from the logits at `batchLogitIndex` on a worker thread; -1 when sampling failed. */
+  sampleToken(batchLogitIndex: number, sampler: NativeSampler): Promise<Token | -1>;
+  /** Drops every KV cell of the sequence. */
+  disposeSequence(sequenceId: number): void;
+}
+
+/** Settings for llama.cpp's sampler chain (the addon rebuilds only the parts that changed). */
+export interface NativeSamplerConfig {
+  temperature: number;
+  topK: number;
+  topP: number;
+  minP: number;
+  seed: number;
+  repeatPenalty?: number;
+  repeatPenaltyMaxTokens?: number;
+  repeatPenaltyTokens?: Uint32Array;
+}
+
+export interface NativeSampler {
+  applyConfig(config: NativeSamplerConfig): void;
+  dispose(): void;
+}
+
+interface AddonSamplerConstructor {
+  new (model: unknown): NativeSampler;
+}
+
+const requiredContextMethods = ["initBatch", "addToBatch", "decodeBatch", "sampleToken", "disposeSequence"];
+
+function incompatible(what: string): Error {
+  return new Error(
+    `node-llama-cpp's internals changed (${what}); Lectern drives the native context directly and ` +
+      `needs the version pinned in package.json. Run \`npm ci\`.`,
+  );
+}
+
+/** The native context inside a LlamaContext created with `model.createContext()`. */
+export function nativeContextOf(context: LlamaContext): NativeContext {
+  const native = (context as unknown as { _ctx?: Record<string, unknown> })._ctx;
+  if (!native) throw incompatible("LlamaContext._ctx is missing");
+  for (const method of requiredContextMethods)
+    if (typeof native[method] !== "function") throw incompatible(`AddonContext.${method} is missing`);
+  return native as unknown as NativeContext;
+}
+
+/** A new native sampler for `model`: one per request, so a seed restarts its random sequence. */
+export function createNativeSampler(llama: Llama, model: LlamaModel): NativeSampler {
+  const bindings = (llama as unknown as { _bindings?: { AddonSampler?: AddonSamplerConstructor } })._bindings;
+  const nativeModel = (model as unknown as { _model?: unknown })._model;
+  if (typeof bindings?.AddonSampler !== "function" || nativeModel === undefined)
+    throw incompatible("AddonSampler or LlamaModel._model is missing");
+  return new bindings.AddonSampler(nativeModel);
+}

@@ -1,0 +1,192 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import {
+  getLlama,
+  LlamaLogLevel,
+  type Llama,
+  type LlamaContext,
+  type LlamaModel,
+  type Token,
+} from "node-llama-cpp";
+import { ContinuousBatcher, type BatchJob } from "../../src/textgen/batcher.js";
+import { createNativeSampler, nativeContextOf, type NativeContext } from "../../src/textgen/llama-native.js";
+import { ResponseText } from "../../src/textgen/response-text.js";
+import { testModelPath } from "../helpers/env.js";
+
+const SEQUENCES = 4;
+
+describe("ContinuousBatcher on the test model", () => {
+  let llama: Llama;
+  let model: LlamaModel;
+  const contexts: LlamaContext[] = [];
+
+  before(async () => {
+    llama = await getLlama({ build: "never", gpu: false, logLevel: LlamaLogLevel.error });
+    model = await llama.loadModel({ modelPath: testModelPath });
+  });
+  after(async () => {
+    for (const context of contexts) await context.dispose();
+    await model.dispose();
+    await llama.dispose();
+  });
+
+  /** A batcher over a fresh context; `decodes` counts llama_decode calls. */
+  async function makeBatcher(batchSize = 512) {
+    const context = await model.createContext({
+      contextSize: 256,
+      sequences: SEQUENCES,
+      threads: 1,
+      batchSize,
+    });
+    contexts.push(context);
+    const native = nativeContextOf(context);
+    const counter = { decodes: 0, tokensInBatches: [] as number[] };
+    let tokensThisBatch = 0;
+    const counting: NativeContext = {
+      initBatch: (size) => {
+        tokensThisBatch = 0;
+        native.initBatch(size);
+      },
+      addToBatch: (sequenceId, position, tokens, logits) => {
+        tokensThisBatch += tokens.length;
+        return native.addToBatch(sequenceId, position, tokens, logits);
+      },
+      decodeBatch: () => {
+        counter.decodes++;
+        counter.tokensInBatches.push(tokensThisBatch);
+        return native.decodeBatch();
+      },
+      sampleToken: (index, sampler) => native.sampleToken(index, sampler),
+      disposeSequence: (sequenceId) => native.disposeSequence(sequenceId),
+    };
+    const batcher = new ContinuousBatcher(
+      counting,
+      {
+        isEogToken: (token) => model.isEogToken(token),
+        createSampler: () => createNativeSampler(llama, model),
+        newlineToken: model.tokens.nl ?? null,
+      },
+      SEQUENCES,
+      batchSize,
+    );
+    return { batcher, counter };
+  }
+
+  function job(prompt: string, overrides: Partial<BatchJob> = {}, stopStrings: string[] = []): BatchJob {
+    const tokens: Token[] = [model.tokens.bos!, ...model.tokenize(prompt)];
+    return {
+      promptTokens: tokens,
+      maxTokens: 24,
+      sampling: { temperature: 0, topK: 40, topP: 0.95, minP: 0, seed: 1 },
+      text: new ResponseText({
+        detokenize: (t, last) => model.detokenize(t, false, last),
+        context: tokens,
+        stopStrings,
+      }),
+      ...overrides,
+    };
+  }
+
+  it("decodes concurrent requests together: one llama_decode per step, not one per request", async () => {
+    const { batcher, counter } = await makeBatcher();
+    const results = await Promise.all(
+      [0, 1, 2, 3].map((i) => batcher.run(job(`The dog number ${i} was`, { maxTokens: 32 }))),
+    );
+    for (const result of results)
+      if (result.finish === "length") assert.equal(result.tokensGenerated, 32);
+      else assert.ok(result.tokensGenerated < 32);
+    const generated = results.reduce((sum, result) => sum + result.tokensGenerated, 0);
+    assert.ok(generated > 32, `expected several requests' worth of tokens, got ${generated}`);
+    // Four requests started together share every step: about 32 decodes, where serial would need ~128.
+    assert.ok(counter.decodes <= 34, `expected ≤ 34 llama_decode calls, got ${counter.decodes}`);
+    assert.ok(Math.max(...counter.tokensInBatches) >= 4);
+  });
+
+  it("gives a request the same text at temperature 0 alone, batched with others, or with its prompt in chunks", async () => {
+    const { batcher } = await makeBatcher();
+    const alone = await batcher.run(job("Once upon a time there was a little"));
+    const batched = await Promise.all([
+      batcher.run(job("Once upon a time there was a little")),
+      batcher.run(job("A big red ball")),
+      batcher.run(job("Tom and Sue")),
+    ]);
+    assert.equal(batched[0]!.text, alone.text);
+    assert.ok(alone.text.length > 0);
+
+    // A batch of 4 tokens makes the 9-token prompt go in three chunks.
+    const small = await makeBatcher(4);
+    const chunked = await small.batcher.run(job("Once upon a time there was a little"));
+    assert.ok(small.counter.tokensInBatches.every((tokens) => tokens <= 4));
+    assert.equal(chunked.text, alone.text);
+  });
+
+  it("repeats a seeded sample at temperature > 0, on any sequence, alone or concurrently", async () => {
+    const { batcher } = await makeBatcher();
+    const seeded = (seed: number) =>
+      job("Lily liked to", { sampling: { temperature: 0.9, topK: 40, topP: 0.95, minP: 0, seed } });
+    const first = await batcher.run(seeded(42));
+    const together = await Promise.all([
+      batcher.run(seeded(42)),
+      batcher.run(seeded(42)),
+      batcher.run(seeded(7)),
+    ]);
+    assert.equal(together[0]!.text, first.text);
+    assert.equal(together[1]!.text, first.text);
+  });
+
+  it("stops a request at its stop string and reports it", async () => {
+    const { batcher } = await makeBatcher();
+    const free = await batcher.run(job("Once upon a time", { maxTokens: 60 }));
+    const cut = free.text.indexOf(".");
+    assert.ok(cut > 0, `the model's text should contain a period: ${free.text}`);
+    const stopped = await batcher.run(job("Once upon a time", { maxTokens: 60 }, ["."]));
+    assert.equal(stopped.finish, "stop");
+    assert.equal(stopped.text, free.text.slice(0, cut));
+  });
+
+  it("ends an aborted request within a step, frees its sequence, and lets the others finish", async () => {
+    const { batcher, counter } = await makeBatcher();
+    const controller = new AbortController();
+    let tokensSeen = 0;
+    const aborted = batcher.run(
+      job("Once upon a time", {
+        maxTokens: 200,
+        signal: controller.signal,
+        onTokens: (count) => {
+          tokensSeen += count;
+          if (tokensSeen === 3) controller.abort();
+        },
+      }),
+    );
+    const others = [1, 2, 3].map((i) => batcher.run(job(`Story ${i}:`, { maxTokens: 40 })));
+    const result = await aborted;
+    assert.equal(result.finish, "abort");
+    assert.ok(
+      result.tokensGenerated <= 5,
+      `aborted after 3 tokens, yet ${result.tokensGenerated} were generated`,
+    );
+    for (const other of await Promise.all(others)) assert.ok(other.tokensGenerated > 0);
+    // Every sequence is free again: four more requests run at once.
+    const before = counter.decodes;
+    const again = await Promise.all(
+      [0, 1, 2, 3].map((i) => batcher.run(job(`Again ${i}`, { maxTokens: 8 }))),
+    );
+    assert.equal(again.length, 4);
+    assert.ok(counter.decodes - before <= 10);
+  });
+
+  it("queues requests beyond its sequences and runs them as sequences free up", async () => {
+    const { batcher } = await makeBatcher();
+    const results = await Promise.all(
+      Array.from({ length: SEQUENCES * 2 + 1 }, (_, i) => batcher.run(job(`Tale ${i}`, { maxTokens: 6 }))),
+    );
+    assert.equal(results.length, SEQUENCES * 2 + 1);
+    for (const result of results) assert.ok(result.tokensGenerated > 0 && result.tokensGenerated <= 6);
+  });
+
+  it("refuses new requests once closed", async () => {
+    const { batcher } = await makeBatcher();
+    await batcher.close();
+    await assert.rejects(batcher.run(job("Hello")), /closed/);
+  });
+});

@@ -1,0 +1,98 @@
+import assert from "node:assert/strict";
+import { statSync } from "node:fs";
+import os from "node:os";
+import { basename } from "node:path";
+import { describe, it } from "node:test";
+import { createGenerator } from "../../src/textgen/create-generator.js";
+import { resolveKvCacheType, type LlamaGenerator } from "../../src/textgen/llama-generator.js";
+import { testConfig, testModelPath } from "../helpers/env.js";
+
+async function withGenerator<T>(overrides: Record<string, string>, use: (g: LlamaGenerator) => Promise<T>) {
+  const generator = createGenerator(testConfig(overrides)) as LlamaGenerator;
+  try {
+    await generator.ready();
+    assert.deepEqual(generator.status(), { state: "ready" });
+    return await use(generator);
+  } finally {
+    await generator.close();
+  }
+}
+
+const request = (prompt: string, seed?: number) => ({
+  prompt,
+  maxTokens: 24,
+  temperature: seed === undefined ? 0 : 0.9,
+  seed,
+  stop: [],
+});
+
+describe("LlamaGenerator", () => {
+  it("spreads sequences over several contexts and answers alike on each", async () => {
+    await withGenerator({ LLAMA_CONTEXTS: "2", MAX_CONCURRENT: "4" }, async (generator) => {
+      assert.equal(generator.contextCount, 2);
+      const alone = await generator.generate(request("Once upon a time", 11));
+      // Four at once fill both contexts; the same seeded request gives the same text on either.
+      const together = await Promise.all(
+        [0, 1, 2, 3].map(() => generator.generate(request("Once upon a time", 11))),
+      );
+      for (const result of together) {
+        assert.equal(result.text, alone.text);
+        assert.equal(result.tokensGenerated, alone.tokensGenerated);
+      }
+    });
+  });
+
+  it('uses one context per LLAMA_THREADS cores with LLAMA_CONTEXTS "auto" on a CPU', async () => {
+    const cores = os.availableParallelism();
+    await withGenerator(
+      { LLAMA_CONTEXTS: "auto", LLAMA_THREADS: String(cores), MAX_CONCURRENT: "4" },
+      async (g) => {
+        assert.equal(g.contextCount, 1);
+      },
+    );
+    await withGenerator({ LLAMA_CONTEXTS: "auto", LLAMA_THREADS: "1", MAX_CONCURRENT: "64" }, async (g) => {
+      assert.equal(g.contextCount, Math.min(cores, 64));
+    });
+  });
+
+  it("keeps a small model's KV cache in f32 unless told otherwise", async () => {
+    const f32 = await withGenerator({}, async (g) => {
+      assert.equal(g.kvCacheType, resolveKvCacheType("auto", statSync(testModelPath).size));
+      return (await g.generate(request("Lily and Tom"))).text;
+    });
+    const f16 = await withGenerator({ LLAMA_KV_CACHE_TYPE: "f16" }, async (g) => {
+      assert.equal(g.kvCacheType, "f16");
+      return (await g.generate(request("Lily and Tom"))).text;
+    });
+    assert.ok(f32.length > 0 && f16.length > 0);
+    // On the test model the two caches give the same greedy text (not promised for every model).
+    if (basename(testModelPath) === "stories260K.gguf") assert.equal(f32, f16);
+    assert.equal(resolveKvCacheType("auto", 1024 ** 3), "f32");
+    assert.equal(resolveKvCacheType("auto", 1024 ** 3 + 1), "f16");
+    assert.equal(resolveKvCacheType("f16", 1), "f16");
+  });
+
+  it("counts the prompt as the model reads it: BOS, then the text's own tokens", async () => {
+    await withGenerator({}, async (generator) => {
+      const counted = await generator.validate(request("Once upon a time"));
+      const result = await generator.generate(request("Once upon a time"));
+      assert.equal(result.promptTokens, counted);
+      // stories260K: BOS + "▁Once", "▁upon", "▁a", "▁time".
+      if (generator.modelName === "llama") assert.equal(counted, 5);
+    });
+  });
+
+  it("continues the prompt's text: generated_text carries its own leading space", async () => {
+    await withGenerator({}, async (generator) => {
+      const result = await generator.generate({ ...request("The cat"), maxTokens: 8 });
+      if (generator.modelName === "llama") assert.match(result.text, /^ \S/);
+      const chat = await generator.generate({
+        messages: [{ role: "user", content: "Tell me a story" }],
+        maxTokens: 8,
+        temperature: 0,
+        stop: [],
+      });
+      assert.doesNotMatch(chat.text, /^\s/, "a chat answer starts with its first word");
+    });
+  });
+});
