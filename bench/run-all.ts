@@ -460,14 +460,6 @@ function latencyPlot(retrieval: Json | null, scale: Json | null): string {
 // ---------------------------------------------------------------------------------------------------
 // The report.
 
-/** A variant's BENCH_VARIANT_* settings, or what no setting means. */
-function knobs(env: Record<string, string>): string {
-  const set = Object.entries(env).filter(([k]) => k.startsWith("BENCH_VARIANT_"));
-  return set.length === 0
-    ? "no knob set (the copy behaves as src: an A/A check of the noise)"
-    : set.map(([k, v]) => `${k.replace("BENCH_VARIANT_", "")}=${v}`).join(" ");
-}
-
 function concurrencyTable(generation: Json): string {
   const conc = get(generation, "concurrency") as Json | undefined;
   const levels = (conc?.levels as number[] | undefined) ?? [1, 2, 4, 8];
@@ -497,7 +489,6 @@ function detailSections(
   httpFloor: Json | null,
   scale: Json | null,
   synthetic: Json | null,
-  variantsRun: Json | null,
 ): string[] {
   const out: string[] = [];
   if (generation) {
@@ -540,10 +531,13 @@ function detailSections(
         `${String(generation.threads)} llama.cpp thread, ${String(generation.context_size_per_sequence)} tokens per sequence × ${String(generation.max_concurrent)}, ` +
         `load average ${String(get(generation, "machine", "load_average_1m"))} at the start.`,
       "",
-      "`direct` is node-llama-cpp's LlamaCompletion called in the benchmark's process (a context of 1 sequence; " +
-        "`direct-8seq`: 8 sequences, as the server's); `http` is POST /predict to the app in a child process, " +
-        "`http-stream` the same with server-sent events. Ratios are to `direct-8seq` (the server's own context " +
-        "configuration, so they isolate HTTP, validation and scheduling). Each trial sends the same prompt to every subject back to back " +
+      "`http` is POST /predict to the app in a child process, which generates through our continuous batcher " +
+        "(src/textgen/batcher.ts: one llama.cpp decode per step carrying a token of every running request); " +
+        "`http-stream` is the same with server-sent events. `direct` is node-llama-cpp's own API, LlamaCompletion, " +
+        "called in the benchmark's process with the same model, threads, context size per sequence and sampling " +
+        "(a context of 1 sequence; `direct-8seq`: 8 sequences, as the server's). Ratios are to `direct-8seq`, so " +
+        "they show what the server adds or saves against node-llama-cpp used directly: HTTP, validation, " +
+        "scheduling, and our batcher in place of node-llama-cpp's evaluation. Each trial sends the same prompt to every subject back to back " +
         "(order rotating); ratios are per trial, then the median; p25–p75 shows the noise. CPU µs/token is the CPU " +
         "time (all threads, from /proc) of the process doing the work, which other load on the machine moves less.",
       "",
@@ -555,55 +549,14 @@ function detailSections(
       "",
     );
   }
-  if (variantsRun) {
-    const ref = generationReference(variantsRun);
-    const variants =
-      (variantsRun.variants as Array<{ name: string; env: Record<string, string> }> | undefined) ?? [];
-    const rows: Array<Array<string | number>> = [];
-    for (const t of ["0", "0.8"]) {
-      const entry = get(variantsRun, "decode", `temperature_${t}`) as Json | undefined;
-      for (const [subject, s] of Object.entries((entry?.tokens_per_second as Record<string, Json>) ?? {})) {
-        rows.push([
-          `decode, temperature ${t}`,
-          subject,
-          fmt(num(s.median)),
-          fmt(num(get(entry, ref.key, subject, "median")) ?? 1),
-          fmt(num(get(entry, "cpu_us_per_token", subject, "median"))),
-        ]);
-      }
-    }
-    const ttftRows = Object.entries(
-      (get(variantsRun, "time_to_first_token", "first_token_ms") as Record<string, Record<string, Json>>) ??
-        {},
-    ).map(([subject, byLevel]) => [subject, fmt(num(byLevel["1"]?.median)), fmt(num(byLevel["8"]?.median))]);
-    out.push(
-      "### Proposed changes, measured against the current generator",
-      "",
-      `\`${String(variantsRun.command)}\` — ${String(variantsRun.date)}. \`http[NAME]\` runs ` +
-        "bench/lib/llama-generator-variant.ts (a copy of src/textgen/llama-generator.ts with knobs) in the same " +
-        `trials: ${variants.map((v) => `\`${v.name}\` = ${knobs(v.env)}`).join("; ")}.`,
-      "",
-      markdownTable(["measure", "subject", "tokens/s", `÷ ${ref.name}`, "CPU µs/token"], rows),
-      "",
-      concurrencyTable(variantsRun),
-      "",
-      markdownTable(["time to first token (ms)", "1 stream", "8 streams"], ttftRows),
-      "",
-    );
-  }
   if (synthetic) {
-    const variants =
-      (synthetic.variants as Array<{ name: string; env: Record<string, string> }> | undefined) ?? [];
     out.push(
       "### The same on a synthetic 26 M-parameter model",
       "",
       `\`${String(synthetic.command)}\` — ${String(synthetic.date)}, model ${String(synthetic.model)} (random weights, ` +
         "written by bench/lib/synthetic-gguf.ts: it generates nonsense at the speed of a model that size). " +
         "It shows how aggregate throughput scales when the model's arithmetic (F32 weights), rather than " +
-        "fixed per-token overhead, is what a token costs. " +
-        (variants.length > 0
-          ? ` Variants: ${variants.map((v) => `\`${v.name}\` = ${knobs(v.env)}`).join("; ")}.`
-          : ""),
+        "fixed per-token overhead, is what a token costs.",
       "",
       concurrencyTable(synthetic),
       "",
@@ -679,7 +632,6 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null): Prom
       : null);
   const concurrency = readResult("concurrency");
   const synthetic = readResult("generation-synthetic");
-  const variantsRun = readResult("generation-variants");
 
   const rows: Row[] = [
     ...(retrieval ? retrievalRows(retrieval) : []),
@@ -703,7 +655,6 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null): Prom
   const known = new Set([
     "generation",
     "generation-synthetic",
-    "generation-variants",
     "http-floor",
     "retrieval",
     "scale",
@@ -756,7 +707,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null): Prom
     "",
     "![Aggregate tokens/s against concurrency](img/tokens-per-second-vs-concurrency.svg)",
     "",
-    ...detailSections(generation, httpFloor, scale, synthetic, variantsRun),
+    ...detailSections(generation, httpFloor, scale, synthetic),
     ...(others.length > 0 ? ["## Other results", "", `Also in this run: ${others.join(", ")}.`, ""] : []),
     ...(runs.length > 0
       ? [

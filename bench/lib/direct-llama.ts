@@ -1,8 +1,9 @@
 /**
  * node-llama-cpp called directly, in-process: the reference /predict is measured against. It loads the
- * model the way src/textgen/llama-generator.ts does (getLlama with build "never", the same threads,
- * context size per sequence and sequences) and generates with LlamaCompletion and the same sampling
- * options the generator passes, so the only difference left is HTTP, validation and scheduling.
+ * model as src/textgen/llama-generator.ts does (getLlama with build "never", the same threads, context
+ * size per sequence, sequences and KV cache type) and generates with node-llama-cpp's own
+ * LlamaCompletion and the same sampling settings. What differs is everything of ours: HTTP,
+ * validation, scheduling and our continuous batcher in place of node-llama-cpp's evaluation loop.
  */
 import {
   getLlama,
@@ -13,6 +14,7 @@ import {
   type LlamaModel,
   type Token,
 } from "node-llama-cpp";
+import { resolveKvCacheType } from "../../src/textgen/llama-generator.js";
 
 export interface DirectOptions {
   modelPath: string;
@@ -20,6 +22,8 @@ export interface DirectOptions {
   /** Tokens per sequence, as the generator computes it (LLAMA_CONTEXT_SIZE / MAX_CONCURRENT). */
   contextSizePerSequence: number;
   sequences: number;
+  /** As LLAMA_KV_CACHE_TYPE (default "auto", as the server). */
+  kvCacheType?: "auto" | "f16" | "f32";
 }
 
 export interface DirectCompletion {
@@ -68,10 +72,16 @@ export class DirectLlama {
 
   static async create(options: DirectOptions): Promise<DirectLlama> {
     const model = await loadModel(options.modelPath);
+    // The KV cache type the server picks for this model (f32 for small ones), so the ratio
+    // compares serving, not cache formats.
+    const kvCacheType =
+      resolveKvCacheType(options.kvCacheType ?? "auto", model.size) === "f32" ? "F32" : "F16";
     const context = await model.createContext({
       contextSize: options.contextSizePerSequence,
       sequences: options.sequences,
       threads: options.threads,
+      experimentalKvCacheKeyType: kvCacheType,
+      experimentalKvCacheValueType: kvCacheType,
     });
     return new DirectLlama(model, context);
   }

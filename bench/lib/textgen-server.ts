@@ -1,30 +1,18 @@
 /**
  * The text generation app in a process of its own, for benchmarks that measure it through a real
  * socket without the client sharing its event loop. Configured from the environment like the real
- * server (loadConfig); prints one JSON line {"port": n} on stdout once the model is loaded, and
- * closes when its standard input ends or on SIGTERM.
- *
- * BENCH_GENERATOR=variant serves through bench/lib/llama-generator-variant.ts instead of
- * src/textgen/llama-generator.ts (to measure a proposed change); BENCH_VARIANT_* tune it.
+ * server (loadConfig) and served by src/textgen/llama-generator.ts (our continuous batcher over
+ * llama.cpp); prints one JSON line {"port", "sequence_context_size"} on stdout once the model is
+ * loaded, and closes when its standard input ends or on SIGTERM.
  */
 import type { AddressInfo } from "node:net";
 import { loadConfig } from "../../src/core/config.js";
 import { buildTextgenApp } from "../../src/textgen/app.js";
-import { LlamaGenerator } from "../../src/textgen/llama-generator.js";
-import { VariantLlamaGenerator, variantOptionsFromEnv } from "./llama-generator-variant.js";
+import { createGenerator } from "../../src/textgen/create-generator.js";
+import type { LlamaGenerator } from "../../src/textgen/llama-generator.js";
 
 const config = loadConfig(process.env);
-const generatorOptions = {
-  model: { reference: config.modelPath, modelsDir: config.modelsDir, progress: false },
-  threads: config.llamaThreads,
-  contextSize: config.llamaContextSize,
-  sequences: config.maxConcurrent,
-  gpu: config.llamaGpu,
-};
-const generator =
-  process.env.BENCH_GENERATOR === "variant"
-    ? new VariantLlamaGenerator(generatorOptions, variantOptionsFromEnv(process.env))
-    : new LlamaGenerator(generatorOptions);
+const generator = createGenerator(config) as LlamaGenerator;
 await generator.ready();
 if (generator.status().state !== "ready") {
   process.stderr.write(`model did not load: ${JSON.stringify(generator.status())}\n`);
@@ -36,7 +24,6 @@ process.stdout.write(
   JSON.stringify({
     port: (app.server.address() as AddressInfo).port,
     sequence_context_size: generator.sequenceContextSize,
-    generator: process.env.BENCH_GENERATOR ?? "src",
   }) + "\n",
 );
 
