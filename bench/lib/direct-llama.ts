@@ -1,7 +1,7 @@
 /**
  * node-llama-cpp called directly, in-process: the reference /predict is measured against. It loads the
  * model as src/textgen/llama-generator.ts does (getLlama with build "never", the same threads, context
- * size per sequence, sequences and KV cache type) and generates with node-llama-cpp's own
+ * size per sequence and sequences) and generates with node-llama-cpp's own
  * LlamaCompletion and the same sampling settings. What differs is everything of ours: HTTP,
  * validation, scheduling and our continuous batcher in place of node-llama-cpp's evaluation loop.
  */
@@ -14,7 +14,6 @@ import {
   type LlamaModel,
   type Token,
 } from "node-llama-cpp";
-import { resolveKvCacheType } from "../../src/textgen/llama-generator.js";
 
 export interface DirectOptions {
   modelPath: string;
@@ -22,8 +21,6 @@ export interface DirectOptions {
   /** Tokens per sequence, as the generator computes it (LLAMA_CONTEXT_SIZE / MAX_CONCURRENT). */
   contextSizePerSequence: number;
   sequences: number;
-  /** As LLAMA_KV_CACHE_TYPE (default "auto", as the server). */
-  kvCacheType?: "auto" | "f16" | "f32";
 }
 
 export interface DirectCompletion {
@@ -72,16 +69,10 @@ export class DirectLlama {
 
   static async create(options: DirectOptions): Promise<DirectLlama> {
     const model = await loadModel(options.modelPath);
-    // The KV cache type the server picks for this model (f32 for small ones), so the ratio
-    // compares serving, not cache formats.
-    const kvCacheType =
-      resolveKvCacheType(options.kvCacheType ?? "auto", model.size) === "f32" ? "F32" : "F16";
     const context = await model.createContext({
       contextSize: options.contextSizePerSequence,
       sequences: options.sequences,
       threads: options.threads,
-      experimentalKvCacheKeyType: kvCacheType,
-      experimentalKvCacheValueType: kvCacheType,
     });
     return new DirectLlama(model, context);
   }

@@ -40,8 +40,6 @@ export interface Config {
    * cores LLAMA_THREADS leaves idle allow (on CPU), 1 on a GPU.
    */
   llamaContexts: number | "auto";
-  /** KV cache element type; "auto" = f32 for small models (attention is cheaper without f16 conversion), f16 otherwise. */
-  llamaKvCacheType: "auto" | "f16" | "f32";
   apiKeysFile: string | null;
   /** Parsed from API_KEYS_FILE; null means auth is off. */
   apiKeys: KeyRing | null;
@@ -168,7 +166,6 @@ export function loadConfig(env: Env = process.env): Config {
     llamaContextSize: integer(env, "LLAMA_CONTEXT_SIZE", 4096, 256, 1 << 20),
     llamaGpu: gpu === "false" ? false : "auto",
     llamaContexts: countOrAuto(env, "LLAMA_CONTEXTS", 1, 64),
-    llamaKvCacheType: oneOf(env, "LLAMA_KV_CACHE_TYPE", "auto", ["auto", "f16", "f32"] as const),
     apiKeysFile: read(env, "API_KEYS_FILE") ?? null,
     apiKeys: read(env, "API_KEYS_FILE") === undefined ? null : KeyRing.load(read(env, "API_KEYS_FILE")!),
     rateLimitPerMinute: integer(env, "RATE_LIMIT_PER_MINUTE", 0, 0, 10_000_000),

@@ -133,9 +133,15 @@ export class ContinuousBatcher {
     this.admit();
     this.dropAborted();
     if (this.running.length === 0) return undefined;
-    this.native.initBatch(this.batchSize);
+    // The batch is allocated for this step's tokens only: llama.cpp allocates per-token arrays for
+    // the whole capacity, which cost more than a decode step of a small model at 512.
+    let size = 0;
+    for (const sequence of this.running)
+      size += sequence.nextToken !== undefined ? 1 : sequence.job.promptTokens.length - sequence.promptFed;
+    size = Math.min(size, this.batchSize);
+    this.native.initBatch(size);
     const inBatch: Running[] = [];
-    let room = this.batchSize;
+    let room = size;
     // Generating sequences first: one token each keeps every stream moving.
     for (const sequence of this.running) {
       sequence.logitIndex = -1;

@@ -19,7 +19,6 @@ export function createGenerator(config: Config): Generator {
     contextSize: config.llamaContextSize,
     sequences: config.maxConcurrent,
     contexts: config.llamaContexts,
-    kvCacheType: config.llamaKvCacheType,
     gpu: config.llamaGpu,
   });
 }

@@ -44,18 +44,8 @@ export interface LlamaGeneratorOptions {
    * batch on a thread of its own, so where `threads` leaves cores idle, concurrent requests use them.
    */
   contexts: number | "auto";
-  /** KV cache element type; "auto" picks f32 for models up to SMALL_MODEL_BYTES, f16 above. */
-  kvCacheType: "auto" | "f16" | "f32";
   gpu: "auto" | false;
 }
-
-/**
- * Up to this size a model's KV cache is kept in f32. Such models have tiny attention heads, and
- * llama.cpp's CPU attention then spends more time converting f16 cells than multiplying: f32 cells
- * made decoding about twice as fast on the test model (bench/generation.ts), at a memory cost that
- * stays small for small models (twice the f16 cache).
- */
-const SMALL_MODEL_BYTES = 1024 ** 3;
 
 /** node-llama-cpp's sampling defaults, kept so results match its own API. */
 const DEFAULT_TOP_K = 40;
@@ -77,7 +67,6 @@ interface Loaded {
   contexts: LlamaContext[];
   batchers: ContinuousBatcher[];
   chatWrapper: ChatWrapper;
-  kvCacheType: "f16" | "f32";
 }
 
 export class LlamaGenerator implements Generator {
@@ -108,11 +97,6 @@ export class LlamaGenerator implements Generator {
     return this.loaded?.contexts.length ?? 0;
   }
 
-  /** KV cache type in use (null until loaded). */
-  get kvCacheType(): "f16" | "f32" | null {
-    return this.loaded?.kvCacheType ?? null;
-  }
-
   /** Tokens each sequence can hold: prompt plus new tokens must fit. */
   get sequenceContextSize(): number {
     return this.loaded?.contexts[0]?.contextSize ?? 0;
@@ -131,7 +115,6 @@ export class LlamaGenerator implements Generator {
       model.trainContextSize,
     );
     const contextCount = Math.max(1, Math.min(this.resolveContexts(llama), this.options.sequences));
-    const kvCacheType = resolveKvCacheType(this.options.kvCacheType, model.size);
     const contexts: LlamaContext[] = [];
     const batchers: ContinuousBatcher[] = [];
     const batcherModel = {
@@ -147,8 +130,6 @@ export class LlamaGenerator implements Generator {
         contextSize: perSequence,
         sequences,
         threads: this.options.threads,
-        experimentalKvCacheKeyType: kvCacheType === "f32" ? "F32" : "F16",
-        experimentalKvCacheValueType: kvCacheType === "f32" ? "F32" : "F16",
       });
       contexts.push(context);
       batchers.push(
@@ -157,7 +138,7 @@ export class LlamaGenerator implements Generator {
     }
     // The model's own chat template (from the GGUF), or node-llama-cpp's best match for the model.
     const chatWrapper = resolveChatWrapper(model);
-    this.loaded = { llama, model, contexts, batchers, chatWrapper, kvCacheType };
+    this.loaded = { llama, model, contexts, batchers, chatWrapper };
     this.state = { state: "ready" };
   }
 
@@ -275,12 +256,6 @@ export class LlamaGenerator implements Generator {
     await loaded.model.dispose();
     await loaded.llama.dispose();
   }
-}
-
-/** The KV cache type a setting means for a model of `modelBytes` (see SMALL_MODEL_BYTES). */
-export function resolveKvCacheType(setting: "auto" | "f16" | "f32", modelBytes: number): "f16" | "f32" {
-  if (setting !== "auto") return setting;
-  return modelBytes <= SMALL_MODEL_BYTES ? "f32" : "f16";
 }
 
 function describeLoadError(error: unknown, reference: string): string {

@@ -18,7 +18,6 @@ describe("config", () => {
     assert.equal(config.llamaContextSize, 4096);
     assert.equal(config.llamaGpu, "auto");
     assert.equal(config.llamaContexts, "auto");
-    assert.equal(config.llamaKvCacheType, "auto");
     assert.equal(config.maxBodyBytesLarge, 64 * 1024 * 1024);
     assert.equal(config.maxBodyBytes, 1024 * 1024);
     assert.equal(config.maxNewTokens, 2048);
@@ -37,11 +36,9 @@ describe("config", () => {
       LLAMA_THREADS: "3",
       LLAMA_GPU: "false",
       LLAMA_CONTEXTS: "2",
-      LLAMA_KV_CACHE_TYPE: "f16",
       RAG_FILES_DIR: "docs",
     });
     assert.equal(config.llamaContexts, 2);
-    assert.equal(config.llamaKvCacheType, "f16");
     assert.equal(loadConfig({ LLAMA_CONTEXTS: "auto" }).llamaContexts, "auto");
     assert.equal(config.host, "0.0.0.0");
     assert.equal(config.textgenPort, 9000);
@@ -62,7 +59,6 @@ describe("config", () => {
     ["LLAMA_GPU", "cuda-please"],
     ["LLAMA_CONTEXTS", "0"],
     ["LLAMA_CONTEXTS", "many"],
-    ["LLAMA_KV_CACHE_TYPE", "q4"],
     ["DATABASE_URL", "mysql://x"],
     ["GENERATION_URL", "not a url"],
     ["MAX_BODY_BYTES", "1.5"],

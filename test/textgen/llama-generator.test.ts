@@ -1,11 +1,9 @@
 import assert from "node:assert/strict";
-import { statSync } from "node:fs";
 import os from "node:os";
-import { basename } from "node:path";
 import { describe, it } from "node:test";
 import { createGenerator } from "../../src/textgen/create-generator.js";
-import { resolveKvCacheType, type LlamaGenerator } from "../../src/textgen/llama-generator.js";
-import { testConfig, testModelPath } from "../helpers/env.js";
+import type { LlamaGenerator } from "../../src/textgen/llama-generator.js";
+import { testConfig } from "../helpers/env.js";
 
 async function withGenerator<T>(overrides: Record<string, string>, use: (g: LlamaGenerator) => Promise<T>) {
   const generator = createGenerator(testConfig(overrides)) as LlamaGenerator;
@@ -53,23 +51,6 @@ describe("LlamaGenerator", () => {
     await withGenerator({ LLAMA_CONTEXTS: "auto", LLAMA_THREADS: "1", MAX_CONCURRENT: "64" }, async (g) => {
       assert.equal(g.contextCount, Math.min(cores, 64));
     });
-  });
-
-  it("keeps a small model's KV cache in f32 unless told otherwise", async () => {
-    const f32 = await withGenerator({}, async (g) => {
-      assert.equal(g.kvCacheType, resolveKvCacheType("auto", statSync(testModelPath).size));
-      return (await g.generate(request("Lily and Tom"))).text;
-    });
-    const f16 = await withGenerator({ LLAMA_KV_CACHE_TYPE: "f16" }, async (g) => {
-      assert.equal(g.kvCacheType, "f16");
-      return (await g.generate(request("Lily and Tom"))).text;
-    });
-    assert.ok(f32.length > 0 && f16.length > 0);
-    // On the test model the two caches give the same greedy text (not promised for every model).
-    if (basename(testModelPath) === "stories260K.gguf") assert.equal(f32, f16);
-    assert.equal(resolveKvCacheType("auto", 1024 ** 3), "f32");
-    assert.equal(resolveKvCacheType("auto", 1024 ** 3 + 1), "f16");
-    assert.equal(resolveKvCacheType("f16", 1), "f16");
   });
 
   it("counts the prompt as the model reads it: BOS, then the text's own tokens", async () => {
