@@ -48,7 +48,9 @@ async function predict(text: string): Promise<number> {
   return body.tokens_generated;
 }
 
-async function timed(run: () => Promise<number[]>): Promise<{ tokens: number; seconds: number; tokensPerSecond: number }> {
+async function timed(
+  run: () => Promise<number[]>,
+): Promise<{ tokens: number; seconds: number; tokensPerSecond: number }> {
   const started = performance.now();
   const counts = await run();
   const seconds = (performance.now() - started) / 1000;
@@ -80,7 +82,9 @@ const summary = {
   ratio: median(rounds.map((r) => r.ratio)),
   rounds,
 };
-console.log(`\n${REQUESTS} × /predict of ${TOKENS} tokens, ${summary.model}, ${summary.threads} thread(s), median of ${ROUNDS} rounds`);
+console.log(
+  `\n${REQUESTS} × /predict of ${TOKENS} tokens, ${summary.model}, ${summary.threads} thread(s), median of ${ROUNDS} rounds`,
+);
 console.log(`  one after another : ${summary.serial_tokens_per_second.toFixed(1)} tokens/s`);
 console.log(`  all at once       : ${summary.concurrent_tokens_per_second.toFixed(1)} tokens/s`);
 console.log(`  ratio             : ${summary.ratio.toFixed(2)}×  (target ≥ 2×)`);

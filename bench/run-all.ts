@@ -580,8 +580,7 @@ function detailSections(
       "",
       "Each server runs in its own process; logs go to /dev/null. `bare[…]` is Fastify with one route answering the " +
         "same JSON; `@warn` is our app with LOG_LEVEL=warn; `bare+…` adds one piece of our HTTP base at a time, to show " +
-        "what each costs; `replica` rebuilds our per-request stack on bare Fastify and `proposed` does the same duties " +
-        "the cheaper way (bench/lib/health-server.ts says how). CPU µs/request is the server process's CPU time " +
+        "what each costs (bench/lib/health-server.ts says how each is built). CPU µs/request is the server process's CPU time " +
         "(all threads) per answered request.",
       "",
       markdownTable(["GET /health", "requests/s", "p25–p75", "÷ bare", "p99 ms", "CPU µs/request"], rows),

@@ -126,19 +126,18 @@ export class KeyRing {
   }
 }
 
+/** The path of a request URL, without its query string. */
+function pathOf(url: string): string {
+  const query = url.indexOf("?");
+  return query === -1 ? url : url.slice(0, query);
+}
+
+const PUBLIC_PATHS = new Set(["/", "/health", "/livez", "/openapi.json", "/docs", "/ui"]);
+
 /** Routes anyone may call even with keys on. */
 export function isPublicPath(url: string): boolean {
-  const path = url.split("?")[0] ?? url;
-  return (
-    path === "/" ||
-    path === "/health" ||
-    path === "/livez" ||
-    path === "/openapi.json" ||
-    path === "/docs" ||
-    path.startsWith("/docs/") ||
-    path === "/ui" ||
-    path.startsWith("/ui/")
-  );
+  const path = pathOf(url);
+  return PUBLIC_PATHS.has(path) || path.startsWith("/docs/") || path.startsWith("/ui/");
 }
 
 /** Adds the bearer-key check to every non-public route when a key ring is given. */
@@ -160,11 +159,7 @@ export function registerAuth(app: FastifyInstance, keys: KeyRing | null): void {
       );
     }
     request.principal = principal;
-    if (
-      (request.url.split("?")[0] ?? "") === "/metrics" &&
-      !principal.admin &&
-      !principal.scopes.has("metrics")
-    ) {
+    if (pathOf(request.url) === "/metrics" && !principal.admin && !principal.scopes.has("metrics")) {
       throw new ApiError(
         403,
         "forbidden",

@@ -3,7 +3,6 @@ import type { Config } from "../core/config.js";
 import { createHttpApp } from "../core/http.js";
 import { RAG_SERVICE_NAME, registerRagRoutes } from "./routes.js";
 import { registerMetrics } from "../core/metrics.js";
-import multipart from "@fastify/multipart";
 import { createRagMetrics } from "./metrics.js";
 import { RagService } from "./service.js";
 import { openIndexStore } from "./store/open.js";
@@ -51,14 +50,6 @@ export async function buildRagApp({ config, store }: RagAppDeps) {
         { maxTokens: 256 },
       )
     : null;
-  await app.register(multipart, {
-    limits: {
-      fileSize: config.maxBodyBytesLarge,
-      files: config.maxBuildDocuments,
-      fields: 32,
-      fieldSize: 64 * 1024,
-    },
-  });
   const { registry } = registerMetrics(app, "rag");
   registerRagRoutes(app, {
     metrics: createRagMetrics(registry, indexStore),

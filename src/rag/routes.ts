@@ -1,6 +1,8 @@
 /** Routes of the RAG API. They validate (schemas), translate to RagService calls, and shape replies. */
 import { ApiError, badRequest } from "../core/errors.js";
 import { checkNestingDepth, checkWellFormed } from "../core/validation.js";
+import multipart from "@fastify/multipart";
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { rootMessage, type TypedApp } from "../core/http.js";
 import { actingTenant, listingTenant } from "../core/auth.js";
 import { ErrorResponse } from "../textgen/schemas.js";
@@ -114,6 +116,24 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
   app.get("/", { schema: { tags: ["service"], summary: "Service name and version" } }, async () =>
     rootMessage(RAG_SERVICE_NAME),
   );
+  // The /rag routes live in a scope of their own with the multipart parser, whose hooks would
+  // otherwise run on every request of the app (health checks and metrics scrapes included).
+  void app.register(async (scope) => {
+    await scope.register(multipart, {
+      limits: {
+        fileSize: deps.largeBodyLimit,
+        files: deps.maxBuildDocuments,
+        fields: 32,
+        fieldSize: 64 * 1024,
+      },
+    });
+    registerIndexRoutes(scope.withTypeProvider<TypeBoxTypeProvider>(), deps);
+  });
+}
+
+/** Build, query, list, documents and stats: everything under /rag. */
+function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
+  const { service } = deps;
 
   app.post(
     "/rag/build",

@@ -244,6 +244,8 @@ describe("no key or secret in the logs", () => {
       child.kill("SIGTERM");
       await new Promise((resolve) => child.once("exit", resolve));
     }
+    // One access line per request (and, at debug and below, its arrival).
+    assert.match(output, /"statusCode":401,[^\n]*"msg":"request completed"/);
     assert.match(output, /incoming request/);
     for (const secret of [KEY_A, KEY_ADMIN, "not-a-real-key-123", "Bearer"]) {
       assert.ok(!output.includes(secret), `log contains ${secret}`);
