@@ -36,8 +36,8 @@ export interface Config {
   llamaContextSize: number;
   llamaGpu: "auto" | false;
   /**
-   * llama.cpp contexts the MAX_CONCURRENT sequences are spread over; "auto" = as many as the CPU
-   * cores LLAMA_THREADS leaves idle allow (on CPU), 1 on a GPU.
+   * llama.cpp contexts the MAX_CONCURRENT sequences are spread over; "auto": 1 on a GPU, one per
+   * sequence for a model that fits in CPU caches run on one thread, else one per LLAMA_THREADS cores.
    */
   llamaContexts: number | "auto";
   apiKeysFile: string | null;
