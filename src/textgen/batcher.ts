@@ -110,22 +110,44 @@ export class ContinuousBatcher {
     this.looping = true;
     try {
       let deliveries: (() => void)[] = [];
-      let decoding = this.startStep();
+      let decoding = this.tryStartStep();
       while (decoding) {
         // Text pieces of the previous step go out while this step decodes on its worker thread.
-        for (const deliver of deliveries) deliver();
+        deliver(deliveries);
         deliveries = [];
-        const inBatch = await decoding;
-        const sampled = await this.sample(inBatch);
-        deliveries = this.accept(inBatch, sampled);
-        decoding = this.startStep();
+        try {
+          const inBatch = await decoding;
+          const sampled = await this.sample(inBatch);
+          deliveries = this.accept(inBatch, sampled);
+        } catch (error) {
+          this.failAll(error);
+        }
+        decoding = this.tryStartStep();
       }
-      for (const deliver of deliveries) deliver();
+      deliver(deliveries);
     } finally {
       this.looping = false;
     }
     // A job may have arrived after the last step was planned.
     if (this.waiting.length > 0 && !this.closed) this.loopDone = this.loop();
+  }
+
+  /** startStep, with a native failure (bad batch, llama_decode refusing) failing the running requests. */
+  private tryStartStep(): Promise<Running[]> | undefined {
+    try {
+      return this.startStep();
+    } catch (error) {
+      this.failAll(error);
+      return undefined;
+    }
+  }
+
+  /** A step failed: the KV cells of everything in it are unknown, so every running request fails. */
+  private failAll(error: unknown): void {
+    for (const sequence of [...this.running]) {
+      this.remove(sequence);
+      sequence.reject(error);
+    }
   }
 
   /** Admits waiting jobs, fills a batch and starts decoding it; undefined when there is nothing to do. */
@@ -179,17 +201,7 @@ export class ContinuousBatcher {
         inBatch.push(sequence);
       }
     }
-    return this.native.decodeBatch().then(
-      () => inBatch,
-      (error: unknown) => {
-        // A failed decode leaves the KV cells of everything in it unknown: fail every running request.
-        for (const sequence of [...this.running]) {
-          this.remove(sequence);
-          sequence.reject(error);
-        }
-        return [];
-      },
-    );
+    return this.native.decodeBatch().then(() => inBatch);
   }
 
   private sample(inBatch: Running[]): Promise<(Token | -1)[]> {
@@ -280,7 +292,7 @@ export class ContinuousBatcher {
       if (!this.closed && !sequence.job.signal?.aborted) continue;
       const deliveries: (() => void)[] = [];
       this.finish(sequence, "abort", deliveries);
-      for (const deliver of deliveries) deliver();
+      deliver(deliveries);
     }
   }
 
@@ -312,5 +324,16 @@ export class ContinuousBatcher {
       config.repeatPenaltyTokens = Uint32Array.from(recent);
     }
     return config;
+  }
+}
+
+/** Runs client callbacks; one that throws (a closed socket, say) must not stop the other requests. */
+function deliver(deliveries: (() => void)[]): void {
+  for (const delivery of deliveries) {
+    try {
+      delivery();
+    } catch {
+      // The request's own handler notices its client is gone; the batch goes on.
+    }
   }
 }

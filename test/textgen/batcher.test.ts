@@ -31,7 +31,7 @@ describe("ContinuousBatcher on the test model", () => {
   });
 
   /** A batcher over a fresh context; `decodes` counts llama_decode calls. */
-  async function makeBatcher(batchSize = 512) {
+  async function makeBatcher(batchSize = 512, failDecode?: () => boolean) {
     const context = await model.createContext({
       contextSize: 256,
       sequences: SEQUENCES,
@@ -54,6 +54,8 @@ describe("ContinuousBatcher on the test model", () => {
       decodeBatch: () => {
         counter.decodes++;
         counter.tokensInBatches.push(tokensThisBatch);
+        // Fault injection at the native boundary: llama_decode refusing a batch.
+        if (failDecode?.()) return Promise.reject(new Error("llama_decode failed"));
         return native.decodeBatch();
       },
       sampleToken: (index, sampler) => native.sampleToken(index, sampler),
@@ -182,6 +184,48 @@ describe("ContinuousBatcher on the test model", () => {
     );
     assert.equal(results.length, SEQUENCES * 2 + 1);
     for (const result of results) assert.ok(result.tokensGenerated > 0 && result.tokensGenerated <= 6);
+  });
+
+  it("fails the requests of a step whose decode fails, and serves the next ones", async () => {
+    // The decode after the first token of request 0 fails, once.
+    let failNext = false;
+    let failed = false;
+    const { batcher } = await makeBatcher(512, () => {
+      if (!failNext || failed) return false;
+      failed = true;
+      return true;
+    });
+    const running = [0, 1].map((i) =>
+      batcher.run(
+        job(`Tale ${i}`, {
+          maxTokens: 50,
+          onTokens: () => {
+            if (i === 0) failNext = true;
+          },
+        }),
+      ),
+    );
+    for (const outcome of await Promise.allSettled(running)) {
+      assert.equal(outcome.status, "rejected");
+      assert.match(String((outcome as PromiseRejectedResult).reason), /llama_decode failed/);
+    }
+    const after = await batcher.run(job("Once upon a time", { maxTokens: 8 }));
+    assert.equal(after.tokensGenerated, 8);
+  });
+
+  it("keeps the others going when one client's callback throws", async () => {
+    const { batcher } = await makeBatcher();
+    const throwing = batcher.run(
+      job("Once upon a time", {
+        maxTokens: 12,
+        onText: () => {
+          throw new Error("socket closed");
+        },
+      }),
+    );
+    const other = batcher.run(job("A big red ball", { maxTokens: 12 }));
+    assert.equal((await throwing).tokensGenerated, 12);
+    assert.equal((await other).tokensGenerated, 12);
   });
 
   it("refuses new requests once closed", async () => {
