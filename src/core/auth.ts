@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { ConfigError } from "./config.js";
 import { ApiError } from "./errors.js";
+import { pathOf } from "./url-path.js";
 
 export interface Principal {
   tenant: string;
@@ -124,12 +125,6 @@ export class KeyRing {
     }
     return found;
   }
-}
-
-/** The path of a request URL, without its query string. */
-function pathOf(url: string): string {
-  const query = url.indexOf("?");
-  return query === -1 ? url : url.slice(0, query);
 }
 
 const PUBLIC_PATHS = new Set(["/", "/health", "/livez", "/openapi.json", "/docs", "/ui"]);

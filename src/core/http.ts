@@ -17,6 +17,7 @@ import { isPublicPath, registerAuth } from "./auth.js";
 import { registerUi } from "./ui.js";
 import type { Config } from "./config.js";
 import { PRODUCT_NAME, VERSION } from "./version.js";
+import { pathOf } from "./url-path.js";
 
 export type HttpApp = FastifyInstance & { withTypeProvider: FastifyInstance["withTypeProvider"] };
 
@@ -161,7 +162,7 @@ export async function createHttpApp(options: HttpAppOptions) {
   app.setNotFoundHandler((request, reply) =>
     sendError(
       reply,
-      new ApiError(404, "not_found", `No route ${request.method} ${request.url.split("?")[0]}; see /docs`),
+      new ApiError(404, "not_found", `No route ${request.method} ${pathOf(request.url)}; see /docs`),
     ),
   );
 

@@ -4,6 +4,7 @@
  */
 import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from "fastify";
 import type { LoggerOptions } from "pino";
+import { pathOf } from "./url-path.js";
 
 /**
  * Where secrets can sit in what we log. Exact paths only: a wildcard path ("*.apiKey") makes pino run
@@ -40,11 +41,6 @@ const LEVELS: Record<string, number> = { trace: 10, debug: 20, info: 30, warn: 4
 /** Whether `log` writes lines of `level`; checked first so a dropped line costs no object. */
 function writes(log: FastifyBaseLogger, level: "debug" | "info"): boolean {
   return (LEVELS[log.level] ?? Infinity) <= LEVELS[level]!;
-}
-
-function pathOf(url: string): string {
-  const query = url.indexOf("?");
-  return query === -1 ? url : url.slice(0, query);
 }
 
 /**

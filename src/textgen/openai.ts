@@ -14,6 +14,7 @@ import type { ChatMessage, CompletionResult, GenerationRequest } from "./generat
 import { clientGoneSignal } from "./routes.js";
 import { StopSequences, stopList } from "./schemas.js";
 import type { TextgenService } from "./service.js";
+import { pathOf } from "../core/url-path.js";
 
 export interface OpenAiRouteOptions {
   service: TextgenService;
@@ -119,11 +120,7 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
       .status(404)
       .send(
         openAiErrorBody(
-          new ApiError(
-            404,
-            "not_found",
-            `No route ${request.method} ${request.url.split("?")[0]}; see /docs`,
-          ),
+          new ApiError(404, "not_found", `No route ${request.method} ${pathOf(request.url)}; see /docs`),
         ),
       ),
   );
