@@ -8,6 +8,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { ConfigError } from "./config.js";
+import { isPreflight } from "./cors.js";
 import { ApiError } from "./errors.js";
 import { pathOf } from "./url-path.js";
 
@@ -140,7 +141,8 @@ export function registerAuth(app: FastifyInstance, keys: KeyRing | null): void {
   app.decorateRequest("principal", null);
   if (!keys) return;
   app.addHook("onRequest", async (request: FastifyRequest) => {
-    if (isPublicPath(request.url)) return;
+    // A browser sends its CORS preflight without credentials; the OPTIONS route answers it (cors.ts).
+    if (isPublicPath(request.url) || isPreflight(request)) return;
     const header = request.headers.authorization;
     const match = typeof header === "string" ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
     const principal = match ? keys.authenticate(match[1]!) : null;

@@ -3,11 +3,13 @@
  * same host (so the playground served by one app can call the other). Any other origin gets no CORS
  * headers, and its preflight a 404.
  *
- * Done here rather than with @fastify/cors: its per-request options (needed for the sibling origin)
- * rebuilt and merged its options objects on every request, browser or not, one of the largest costs of
- * a request to /health. Only browsers send `Origin`, so requests without it skip CORS entirely.
+ * Done here rather than with @fastify/cors, and without a hook: only browsers send `Origin`, so most
+ * requests need no CORS work at all, and an onRequest hook would cost every request a hook run (about
+ * a tenth of a GET /health; see bench/http-floor.ts). The response headers are added where each
+ * request enters (RequestLifecycle, src/core/request-lifecycle.ts); preflights are answered by an
+ * OPTIONS route, which auth and rate limits let through (isPreflight).
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { ApiError } from "./errors.js";
 import { isSiblingOrigin } from "./ui.js";
 
@@ -35,51 +37,70 @@ function addVary(reply: FastifyReply, value: string): void {
   void reply.header("vary", `${list}, ${value}`);
 }
 
-export function registerCors(app: FastifyInstance, options: CorsOptions): void {
-  const any = options.origins.includes("*");
-  const origins = new Set(options.origins);
-  const { siblingPort } = options;
-  const allowed = (origin: string, host: string | undefined): boolean =>
-    any || origins.has(origin) || (siblingPort !== null && isSiblingOrigin(origin, host, siblingPort));
+/** A browser's CORS preflight: OPTIONS with Origin and Access-Control-Request-Method, sent without credentials. */
+export function isPreflight(request: FastifyRequest): boolean {
+  return (
+    request.method === "OPTIONS" &&
+    request.headers.origin !== undefined &&
+    request.headers["access-control-request-method"] !== undefined
+  );
+}
 
-  // onRequest, so preflights are answered before auth or rate limits, which a browser's preflight
-  // (sent without credentials) would fail.
-  app.addHook("onRequest", (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+export class CorsPolicy {
+  readonly #any: boolean;
+  readonly #origins: ReadonlySet<string>;
+  readonly #siblingPort: number | null;
+
+  constructor(options: CorsOptions) {
+    this.#any = options.origins.includes("*");
+    this.#origins = new Set(options.origins);
+    this.#siblingPort = options.siblingPort;
+  }
+
+  allows(origin: string, host: string | undefined): boolean {
+    return (
+      this.#any ||
+      this.#origins.has(origin) ||
+      (this.#siblingPort !== null && isSiblingOrigin(origin, host, this.#siblingPort))
+    );
+  }
+
+  /** The CORS headers of any answer to `request`; nothing for requests without Origin. */
+  addResponseHeaders(request: FastifyRequest, reply: FastifyReply): void {
     const origin = request.headers.origin;
-    if (origin === undefined) {
-      done();
-      return;
-    }
+    if (origin === undefined) return;
     // The answer depends on Origin: shared caches must not serve one origin's answer to another.
     addVary(reply, "Origin");
-    if (!allowed(origin, request.headers.host)) {
-      done();
-      return;
-    }
+    if (!this.allows(origin, request.headers.host)) return;
     void reply.header("access-control-allow-origin", origin);
     void reply.header("access-control-expose-headers", EXPOSE_HEADERS);
-    if (request.method !== "OPTIONS") {
-      done();
-      return;
-    }
-    const method = request.headers["access-control-request-method"];
-    if (method === undefined) {
-      done(
-        new ApiError(400, "invalid_request", "Invalid preflight request: no Access-Control-Request-Method"),
-      );
-      return;
-    }
-    void reply.header("access-control-allow-methods", ALLOW_METHODS);
-    addVary(reply, "Access-Control-Request-Headers");
-    const requested = request.headers["access-control-request-headers"];
-    if (requested !== undefined) void reply.header("access-control-allow-headers", requested);
-    // Safari waits for a body on a 204 without Content-Length.
-    void reply.code(204).header("content-length", "0").send();
-  });
+  }
 
-  // Lets an OPTIONS request reach the hook on every path; what the hook did not answer (no or a
-  // refused Origin) is a 404, as for any unknown route.
-  app.options("*", { schema: { hide: true } }, (_request, reply) => {
-    reply.callNotFound();
-  });
+  /**
+   * Answers preflights on every path: 204 with the allowed methods and the asked headers for an allowed
+   * origin; a 404, as for any unknown route, for other origins and OPTIONS requests without Origin; a
+   * 400 for an allowed origin's OPTIONS that names no method.
+   */
+  registerPreflightRoute(app: FastifyInstance): void {
+    app.options("*", { schema: { hide: true } }, (request, reply) => {
+      const origin = request.headers.origin;
+      if (origin === undefined || !this.allows(origin, request.headers.host)) {
+        reply.callNotFound();
+        return reply;
+      }
+      if (request.headers["access-control-request-method"] === undefined) {
+        throw new ApiError(
+          400,
+          "invalid_request",
+          "Invalid preflight request: no Access-Control-Request-Method",
+        );
+      }
+      void reply.header("access-control-allow-methods", ALLOW_METHODS);
+      addVary(reply, "Access-Control-Request-Headers");
+      const requested = request.headers["access-control-request-headers"];
+      if (requested !== undefined) void reply.header("access-control-allow-headers", requested);
+      // Safari waits for a body on a 204 without Content-Length.
+      return reply.code(204).header("content-length", "0").send();
+    });
+  }
 }

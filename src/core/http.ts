@@ -10,14 +10,25 @@ import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { ApiError, type ErrorCode } from "./errors.js";
-import { AccessLogController, loggerOptions } from "./logger.js";
+import { lazyRequestLogger, loggerOptions } from "./logger.js";
+import { RequestLifecycle, type RequestCompletedListener } from "./request-lifecycle.js";
 import rateLimit from "@fastify/rate-limit";
-import { registerCors } from "./cors.js";
+import { CorsPolicy, isPreflight } from "./cors.js";
 import { isPublicPath, registerAuth } from "./auth.js";
 import { registerUi } from "./ui.js";
 import type { Config } from "./config.js";
 import { PRODUCT_NAME, VERSION } from "./version.js";
 import { pathOf } from "./url-path.js";
+
+declare module "fastify" {
+  interface FastifyInstance {
+    /**
+     * Calls `listener` once per request when its response is done (apps built by createHttpApp; see
+     * RequestLifecycle). Absent on other Fastify instances.
+     */
+    onRequestCompleted?: (listener: RequestCompletedListener) => void;
+  }
+}
 
 export type HttpApp = FastifyInstance & { withTypeProvider: FastifyInstance["withTypeProvider"] };
 
@@ -99,13 +110,22 @@ export function sendError(reply: FastifyReply, apiError: ApiError): FastifyReply
 
 export async function createHttpApp(options: HttpAppOptions) {
   const { config } = options;
+  // CORS: the configured origins, plus the sibling app on the same host (so the playground served by
+  // one app can call the other).
+  const siblingPort =
+    options.ui === undefined ? null : options.ui.service === "textgen" ? config.ragPort : config.textgenPort;
+  const cors = new CorsPolicy({ origins: config.corsOrigins, siblingPort });
+  // Request id and CORS headers on entry, metrics and the access line on completion (no hooks).
+  const lifecycle = new RequestLifecycle({ cors });
   const app = Fastify({
     logger: {
       ...loggerOptions(config.logLevel),
       ...(options.logStream ? { stream: options.logStream } : {}),
     },
-    // One access-log line per request (see logger.ts) instead of Fastify's two.
-    logController: new AccessLogController(),
+    // One access-log line per request instead of Fastify's two, and the per-request duties above.
+    logController: lifecycle,
+    // A request's child logger is made only if the request writes a line (see logger.ts).
+    childLoggerFactory: lazyRequestLogger,
     bodyLimit: config.maxBodyBytes,
     requestTimeout: config.httpRequestTimeoutMs,
     // JSON keys that could reach a prototype are refused (400), never merged.
@@ -141,16 +161,13 @@ export async function createHttpApp(options: HttpAppOptions) {
     return503OnClosing: true,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  app.decorate("onRequestCompleted", (listener: RequestCompletedListener) =>
+    lifecycle.addCompletedListener(listener),
+  );
+
   // Bodies are JSON (or multipart where a route says so); Fastify's default text/plain parser would let
   // unvalidated strings reach handlers, so such bodies are a 415 instead.
   app.removeContentTypeParser("text/plain");
-
-  // Every answer carries its request id (the client's X-Request-Id, else a new UUID), errors included.
-  // A callback hook: an async one costs a promise per request for no gain.
-  app.addHook("onRequest", (request, reply, done) => {
-    void reply.header("x-request-id", request.id);
-    done();
-  });
 
   app.setErrorHandler((error, request, reply) => {
     const apiError = toApiError(error);
@@ -166,12 +183,7 @@ export async function createHttpApp(options: HttpAppOptions) {
     ),
   );
 
-  // CORS: the configured origins, plus the sibling app on the same host (so the playground served by
-  // one app can call the other). Before auth, so preflights (sent without credentials) are answered.
-  const siblingPort =
-    options.ui === undefined ? null : options.ui.service === "textgen" ? config.ragPort : config.textgenPort;
-  registerCors(app, { origins: config.corsOrigins, siblingPort });
-
+  cors.registerPreflightRoute(app);
   registerAuth(app, config.apiKeys);
   if (config.rateLimitPerMinute > 0) {
     await app.register(rateLimit, {
@@ -179,7 +191,7 @@ export async function createHttpApp(options: HttpAppOptions) {
       timeWindow: 60_000,
       // Per key when keys are on, per client address otherwise; health checks are never limited.
       keyGenerator: (request) => request.principal?.keyId ?? request.ip,
-      allowList: (request) => isPublicPath(request.url),
+      allowList: (request) => isPublicPath(request.url) || isPreflight(request),
       errorResponseBuilder: (_request, context) =>
         new ApiError(
           429,

@@ -1,10 +1,10 @@
 /**
- * Logging shared by both apps: pino JSON lines with secrets redacted before they reach a log, and one
- * access-log line per request.
+ * Logging shared by both apps: pino JSON lines with secrets redacted before they reach a log, and
+ * request loggers made only when used. The access-log line is written by RequestLifecycle
+ * (request-lifecycle.ts).
  */
-import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from "fastify";
-import type { LoggerOptions } from "pino";
-import { pathOf } from "./url-path.js";
+import type { FastifyBaseLogger } from "fastify";
+import type { Bindings, ChildLoggerOptions, LogFn, LoggerOptions } from "pino";
 
 /**
  * Where secrets can sit in what we log. Exact paths only: a wildcard path ("*.apiKey") makes pino run
@@ -30,60 +30,69 @@ export function loggerOptions(level: string): LoggerOptions {
 }
 
 /**
- * Probes and scrapes: at info level they would be most of the log (a load balancer polls /health every
- * few seconds), so their access lines are written at debug.
+ * A request's logger, made when something first logs through it. Fastify gives every request a pino
+ * child logger bound to its request id; making one copies pino's formatters and serialises the
+ * bindings, garbage on every request. Probes, scrapes and most successful requests write no line at
+ * info, so most requests never need theirs. The lines it writes are the child's, request id included.
  */
-const QUIET_PATHS = new Set(["/health", "/livez", "/metrics"]);
+export class LazyRequestLogger implements FastifyBaseLogger {
+  #child: FastifyBaseLogger | undefined;
 
-/** pino's level numbers; a logger writes the levels at or above its own. */
-const LEVELS: Record<string, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60 };
+  constructor(
+    private readonly parent: FastifyBaseLogger,
+    private readonly bindings: Bindings,
+    private readonly options: ChildLoggerOptions,
+  ) {}
 
-/** Whether `log` writes lines of `level`; checked first so a dropped line costs no object. */
-function writes(log: FastifyBaseLogger, level: "debug" | "info"): boolean {
-  return (LEVELS[log.level] ?? Infinity) <= LEVELS[level]!;
+  private get child_(): FastifyBaseLogger {
+    return (this.#child ??= this.parent.child(this.bindings, this.options));
+  }
+
+  get level(): string {
+    return this.#child?.level ?? this.options.level ?? this.parent.level;
+  }
+
+  /** pino's numeric level, which `writes()` reads instead of the name. */
+  get levelVal(): number | undefined {
+    if (this.#child === undefined && this.options.level === undefined)
+      return (this.parent as { levelVal?: number }).levelVal;
+    return (this.child_ as { levelVal?: number }).levelVal;
+  }
+
+  set level(level: string) {
+    this.child_.level = level;
+  }
+
+  fatal(...args: Parameters<LogFn>): void {
+    this.child_.fatal(...args);
+  }
+  error(...args: Parameters<LogFn>): void {
+    this.child_.error(...args);
+  }
+  warn(...args: Parameters<LogFn>): void {
+    this.child_.warn(...args);
+  }
+  info(...args: Parameters<LogFn>): void {
+    this.child_.info(...args);
+  }
+  debug(...args: Parameters<LogFn>): void {
+    this.child_.debug(...args);
+  }
+  trace(...args: Parameters<LogFn>): void {
+    this.child_.trace(...args);
+  }
+  silent(): void {}
+
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.child_.child(bindings, options);
+  }
 }
 
-/**
- * One access-log line per request, written when the response has been sent, instead of Fastify's two
- * ("incoming request", "request completed"): half the log volume and serialisation per request. The
- * request id is in every line already (the request logger's `reqId`). Fastify's other request-scoped
- * lines (stream errors, …) are kept, which `disableRequestLogging` would have turned off too.
- */
-export class AccessLogController extends LogController {
-  /** At debug the arrival is logged too, to find requests that never complete. */
-  override incomingRequest(request: FastifyRequest): void {
-    if (writes(request.log, "debug")) request.log.debug({ req: request }, "incoming request");
-  }
-
-  override requestCompleted(
-    error: Error | null | undefined,
-    request: FastifyRequest,
-    reply: FastifyReply,
-  ): void {
-    const log = reply.log;
-    const url = request.url;
-    if (error) {
-      log.error(
-        {
-          method: request.method,
-          url,
-          statusCode: reply.statusCode,
-          responseTime: reply.elapsedTime,
-          err: error,
-        },
-        "request errored",
-      );
-      return;
-    }
-    const quiet = QUIET_PATHS.has(pathOf(url));
-    if (!writes(log, quiet ? "debug" : "info")) return;
-    const line = {
-      method: request.method,
-      url,
-      statusCode: reply.statusCode,
-      responseTime: reply.elapsedTime,
-    };
-    if (quiet) log.debug(line, "request completed");
-    else log.info(line, "request completed");
-  }
+/** Fastify's childLoggerFactory for LazyRequestLogger. */
+export function lazyRequestLogger(
+  logger: FastifyBaseLogger,
+  bindings: Bindings,
+  options: ChildLoggerOptions,
+): FastifyBaseLogger {
+  return new LazyRequestLogger(logger, bindings, options);
 }

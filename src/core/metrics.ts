@@ -1,14 +1,14 @@
 /**
  * Prometheus metrics (prom-client), one registry per app so two apps in one process do not mix.
- * HTTP request counts and latency by method, route and status come from one hook; each app adds its
- * own metrics.
+ * HTTP request counts and latency by method, route and status come from one per-request callback;
+ * each app adds its own metrics.
  *
- * That hook runs on every request, so it does as little as it can: it finds the request's series in
+ * That callback runs on every request, so it does as little as it can: it finds the request's series in
  * nested maps and adds to plain numbers, which become prom-client's figures only when /metrics is read.
  * prom-client's own inc() and observe() hash their labels and allocate on every call, which cost more
- * than everything else the hook does.
+ * than everything else the callback does.
  */
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Counter, type Histogram, Registry, collectDefaultMetrics } from "prom-client";
 
 export interface AppMetrics {
@@ -129,14 +129,20 @@ export function registerMetrics(app: FastifyInstance, service: string): AppMetri
     }
     return series;
   }
-  app.addHook("onResponse", (request, reply, done) => {
+  const record = (request: FastifyRequest, reply: FastifyReply): void => {
     // The route pattern, not the URL, keeps label cardinality bounded.
     const series = seriesOf(request.routeOptions.url ?? "unmatched", request.method, reply.statusCode);
     series.unreported++;
     // Fastify has timed the request already; no clock is read here.
     duration.observe(series, reply.elapsedTime / 1000);
-    done();
-  });
+  };
+  // Apps built by createHttpApp tell of each completed request without a hook run; others get a hook.
+  if (app.onRequestCompleted) app.onRequestCompleted(record);
+  else
+    app.addHook("onResponse", (request, reply, done) => {
+      record(request, reply);
+      done();
+    });
   app.get(
     "/metrics",
     { schema: { tags: ["service"], summary: "Prometheus metrics" } },

@@ -7,7 +7,10 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import Fastify from "fastify";
+import pino from "pino";
 import { createHttpApp } from "../../src/core/http.js";
+import { LazyRequestLogger } from "../../src/core/logger.js";
 import { registerMetrics } from "../../src/core/metrics.js";
 import { testConfig } from "../helpers/env.js";
 
@@ -150,6 +153,53 @@ describe("access log", () => {
     } finally {
       await app.close();
     }
+  });
+});
+
+describe("request loggers", () => {
+  /** A pino logger writing to `lines`, whose child() calls are counted. */
+  function countingLogger(level = "info") {
+    const lines: LogLine[] = [];
+    const logger = pino({ level }, { write: (line: string) => void lines.push(JSON.parse(line) as LogLine) });
+    const made = { children: 0 };
+    const child = logger.child.bind(logger);
+    logger.child = ((...args: Parameters<typeof child>) => {
+      made.children++;
+      return child(...args);
+    }) as typeof logger.child;
+    return { logger, lines, made };
+  }
+
+  it("make no pino child until something logs through them, then one, whose lines carry the bindings", () => {
+    const { logger, lines, made } = countingLogger();
+    const log = new LazyRequestLogger(logger, { reqId: "r-1" }, {});
+    assert.equal(log.level, "info");
+    log.debug("dropped");
+    assert.equal(made.children, 1, "a dropped line still goes through the child (pino decides)");
+    const quiet = new LazyRequestLogger(logger, { reqId: "r-2" }, {});
+    assert.equal(quiet.level, "info");
+    assert.equal(made.children, 1, "reading the level makes no child");
+    log.info({ a: 1 }, "first");
+    log.warn("second %s", "arg");
+    assert.equal(made.children, 1);
+    assert.deepEqual(
+      lines.map((line) => [line.level, line.reqId, line.msg, line.a]),
+      [
+        [30, "r-1", "first", 1],
+        [40, "r-1", "second arg", undefined],
+      ],
+    );
+  });
+
+  it("a route's own log level is the request logger's level", () => {
+    const { logger, lines } = countingLogger("info");
+    const log = new LazyRequestLogger(logger, { reqId: "r-3" }, { level: "debug" });
+    assert.equal(log.level, "debug");
+    log.debug("seen");
+    assert.deepEqual(
+      lines.map((line) => [line.level, line.msg]),
+      [[20, "seen"]],
+    );
   });
 });
 
@@ -366,6 +416,44 @@ describe("HTTP metrics", () => {
       const third = await scrape();
       assert.equal(value(third, "lectern_http_requests_total", things), "1");
       assert.equal(value(third, "lectern_http_request_duration_seconds_count", things), "1");
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("count on a plain Fastify app too (through an onResponse hook there)", async () => {
+    const app = Fastify();
+    registerMetrics(app, "plain");
+    app.get("/ping", async () => ({ ok: true }));
+    try {
+      for (let i = 0; i < 2; i++) await app.inject({ method: "GET", url: "/ping" });
+      const text = (await app.inject({ method: "GET", url: "/metrics" })).body;
+      const ping = { method: "GET", route: "/ping", status: "200", service: "plain" };
+      assert.equal(value(text, "lectern_http_requests_total", ping), "2");
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("a failing request-completed listener is logged; the answer, the others and the access line go on", async () => {
+    const { app, logs } = await testApp();
+    const seen: string[] = [];
+    app.onRequestCompleted!(() => {
+      throw new Error("listener bug");
+    });
+    app.onRequestCompleted!((request) => seen.push(request.url));
+    try {
+      const res = await app.inject({ method: "GET", url: "/things/9", headers: { "x-request-id": "req-9" } });
+      assert.equal(res.statusCode, 200);
+      const lines = (await logs()).filter((line) => line.reqId === "req-9");
+      assert.deepEqual(
+        lines.map((line) => [line.level, line.msg]),
+        [
+          [50, "request-completed listener failed"],
+          [30, "request completed"],
+        ],
+      );
+      assert.deepEqual(seen, ["/things/9"]);
     } finally {
       await app.close();
     }
