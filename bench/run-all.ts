@@ -284,7 +284,10 @@ function httpFloorRows(result: Json): Row[] {
   const command = String(result.command ?? "node --import tsx bench/http-floor.ts");
   return ["textgen", "rag"].flatMap((app) => {
     const ours = num(get(result, "results", app, "requests_per_second", "median"));
-    const ratio = num(get(result, "results", app, "ratio_to_bare", "median"));
+    // Older results have only the median of per-round ratios.
+    const ratio =
+      num(get(result, "results", app, "ratio_of_totals")) ??
+      num(get(result, "results", app, "ratio_to_bare", "median"));
     if (ours === undefined || ratio === undefined) return [];
     return [
       {
@@ -568,7 +571,10 @@ function detailSections(
       name,
       fmt(num(get(r, "requests_per_second", "median"))),
       `${fmt(num(get(r, "requests_per_second", "p25")))}–${fmt(num(get(r, "requests_per_second", "p75")))}`,
-      name.startsWith("bare[") ? "1" : fmt(num(get(r, "ratio_to_bare", "median"))),
+      name.startsWith("bare[") ? "1" : fmt(num(r.ratio_of_totals)),
+      name.startsWith("bare[")
+        ? "1"
+        : `${fmt(num(get(r, "ratio_to_bare", "median")))} (${fmt(num(get(r, "ratio_to_bare", "p25")))}–${fmt(num(get(r, "ratio_to_bare", "p75")))})`,
       fmt(num(r.latency_p99_ms)),
       fmt(num(get(r, "cpu_us_per_request", "median"))),
     ]);
@@ -578,12 +584,26 @@ function detailSections(
       `\`${String(httpFloor.command)}\` — ${String(httpFloor.date)}, ${String(httpFloor.tool)}, ${String(httpFloor.rounds)} interleaved rounds, ` +
         `load average ${String(get(httpFloor, "machine", "load_average_1m"))} at the start.`,
       "",
-      "Each server runs in its own process; logs go to /dev/null. `bare[…]` is Fastify with one route answering the " +
-        "same JSON; `@warn` is our app with LOG_LEVEL=warn; `bare+…` adds one piece of our HTTP base at a time, to show " +
-        "what each costs (bench/lib/health-server.ts says how each is built). CPU µs/request is the server process's CPU time " +
+      "Rounds are half a second per server and interleaved, each app next to its bare twin; `÷ bare` is all of an app's " +
+        "requests over all of its twin's in the same rounds (the target figure), next to the median (p25–p75) of the " +
+        "per-round ratios. " +
+        "Each server runs in its own process; logs go to /dev/null. `bare[…]` is Fastify with one route answering the " +
+        "same JSON; `core` is the HTTP base both apps are built on, with one route; `bare+…` adds pieces of that base, to " +
+        "show what each costs (bench/lib/health-server.ts says how each is built). CPU µs/request is the server process's CPU time " +
         "(all threads) per answered request.",
       "",
-      markdownTable(["GET /health", "requests/s", "p25–p75", "÷ bare", "p99 ms", "CPU µs/request"], rows),
+      markdownTable(
+        [
+          "GET /health",
+          "requests/s",
+          "p25–p75",
+          "÷ bare",
+          "÷ bare per round: median (p25–p75)",
+          "p99 ms",
+          "CPU µs/request",
+        ],
+        rows,
+      ),
       "",
     );
   }

@@ -9,11 +9,13 @@
  *   bare                  Fastify with no options, answering BENCH_HEALTH_JSON
  *   bare+fastify-logger   … plus Fastify's default pino logger at LOG_LEVEL (two request lines each
  *                         at info: "incoming request", "request completed"), for reference
- *   bare+logger           … plus our logging (src/core/logger.ts: redaction, one access line per
- *                         request, none for /health below debug)
- *   bare+request-id       … plus a UUID request id echoed in x-request-id (as src/core/http.ts)
- *   bare+cors             … plus src/core/cors.ts (the benchmark's requests have no Origin)
- *   bare+metrics          … plus src/core/metrics.ts (request counter and latency histogram)
+ *   bare+lifecycle        … plus our logging and per-request duties as createHttpApp sets them up:
+ *                         redaction, request loggers made on first use (src/core/logger.ts), a UUID
+ *                         request id in X-Request-Id and one access line per request, none for
+ *                         /health below debug (src/core/request-lifecycle.ts)
+ *   bare+lifecycle+metrics … plus src/core/metrics.ts (request counter, latency histogram, prom-client's
+ *                         default process metrics)
+ *   bare+onrequest-hook   … plus one onRequest hook that does nothing: what a hook run costs
  *   bare+empty-hook       … plus an async onResponse hook that does nothing
  *   bare+default-metrics  … plus prom-client's collectDefaultMetrics only (GC and event-loop observers)
  *
@@ -28,9 +30,9 @@ import path from "node:path";
 import Fastify, { type FastifyInstance } from "fastify";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { loadConfig } from "../../src/core/config.js";
-import { registerCors } from "../../src/core/cors.js";
 import { createHttpApp } from "../../src/core/http.js";
-import { AccessLogController, loggerOptions } from "../../src/core/logger.js";
+import { lazyRequestLogger, loggerOptions } from "../../src/core/logger.js";
+import { RequestLifecycle } from "../../src/core/request-lifecycle.js";
 import { registerMetrics } from "../../src/core/metrics.js";
 import { buildRagApp } from "../../src/rag/app.js";
 import { buildTextgenApp } from "../../src/textgen/app.js";
@@ -61,22 +63,23 @@ async function build(): Promise<FastifyInstance> {
     app.get("/health", async () => body);
     return app;
   }
+  const withLifecycle = kind.startsWith("bare+lifecycle");
+  const lifecycle = new RequestLifecycle({ cors: null });
   const app: FastifyInstance =
     kind === "bare+fastify-logger"
       ? Fastify({ logger: { level: config.logLevel } })
-      : kind === "bare+logger"
-        ? Fastify({ logger: loggerOptions(config.logLevel), logController: new AccessLogController() })
-        : kind === "bare+request-id"
-          ? Fastify({ requestIdHeader: "x-request-id", genReqId: () => randomUUID() })
-          : Fastify();
-  if (kind === "bare+request-id") {
-    app.addHook("onRequest", (request, reply, done) => {
-      void reply.header("x-request-id", request.id);
-      done();
-    });
-  }
-  if (kind === "bare+cors") registerCors(app, { origins: config.corsOrigins, siblingPort: config.ragPort });
-  if (kind === "bare+metrics") registerMetrics(app, "bench");
+      : withLifecycle
+        ? Fastify({
+            logger: loggerOptions(config.logLevel),
+            logController: lifecycle,
+            childLoggerFactory: lazyRequestLogger,
+            requestIdHeader: "x-request-id",
+            genReqId: () => randomUUID(),
+          })
+        : Fastify();
+  if (withLifecycle) app.decorate("onRequestCompleted", lifecycle.addCompletedListener.bind(lifecycle));
+  if (kind === "bare+lifecycle+metrics") registerMetrics(app, "bench");
+  if (kind === "bare+onrequest-hook") app.addHook("onRequest", (_request, _reply, done) => done());
   if (kind === "bare+empty-hook") app.addHook("onResponse", async () => {});
   if (kind === "bare+default-metrics") collectDefaultMetrics({ register: new Registry(), prefix: "bench_" });
   app.get("/health", async () => body);
