@@ -124,7 +124,7 @@ export async function createHttpApp(options: HttpAppOptions) {
     },
     // One access-log line per request instead of Fastify's two, and the per-request duties above.
     logController: lifecycle,
-    // A request's child logger is made only if the request writes a line (see logger.ts).
+    // A request's child logger is made only when something logs through it (see logger.ts).
     childLoggerFactory: lazyRequestLogger,
     bodyLimit: config.maxBodyBytes,
     requestTimeout: config.httpRequestTimeoutMs,
