@@ -4,8 +4,8 @@
  * headers, and its preflight a 404.
  *
  * Done here rather than with @fastify/cors, and without a hook: only browsers send `Origin`, so most
- * requests need no CORS work at all, and an onRequest hook would cost every request a hook run (about
- * a tenth of a GET /health; see bench/http-floor.ts). The response headers are added where each
+ * requests need no CORS work at all, and an onRequest hook would cost every request a hook run (a few
+ * per cent of a GET /health; see bench/http-floor.ts). The response headers are added where each
  * request enters (RequestLifecycle, src/core/request-lifecycle.ts); preflights are answered by an
  * OPTIONS route, which auth and rate limits let through (isPreflight).
  */
