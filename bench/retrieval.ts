@@ -34,22 +34,25 @@ import { pruningCounters } from "../src/rag/search/maxscore.js";
 import { resultsDir, repoRoot } from "./lib/bench-env.js";
 import { collectionAvailable, documentText, loadCollection, type Collection } from "./lib/corpus-beir.js";
 import { loadBaseChunks, scaledChunk } from "./lib/corpus-scale.js";
+import {
+  TOP_K,
+  collectionHeading,
+  collectionNotes,
+  collectionTable,
+  f,
+  type CollectionReport,
+  type EngineResult,
+  type HttpResult,
+  type Latency,
+  type PythonResult,
+} from "./lib/retrieval-report.js";
 import { evaluateRun, type RankedDocument } from "./lib/ir-eval.js";
 
 const THIS_FILE = fileURLToPath(import.meta.url);
 const require = createRequire(import.meta.url);
-const TOP_K = 10;
 const MB = 1024 * 1024;
 
 // --- small helpers ------------------------------------------------------------------------------------
-
-interface Latency {
-  mean: number;
-  p50: number;
-  p99: number;
-  max: number;
-  count: number;
-}
 
 function summarise(times: readonly number[]): Latency {
   const sorted = [...times].sort((a, b) => a - b);
@@ -139,29 +142,6 @@ interface EngineParameters {
   dir: string;
   maxDocuments?: number;
   maxQueries?: number;
-}
-
-interface EngineResult {
-  engine: string;
-  collection: string;
-  documents: number;
-  queries: number;
-  buildMs: number;
-  query: Latency;
-  /** Lectern only: the exhaustive path on the same queries. */
-  exhaustiveQuery?: Latency;
-  /** Lectern only: per query the median of 3 timed runs (default path / exhaustive). */
-  queryMedianOf3?: Latency;
-  exhaustiveMedianOf3?: Latency;
-  /** Lectern only: postings scored with pruning / postings of the query terms (what exhaustive scores). */
-  postingsScoredFraction?: number;
-  /** Lectern only: queries whose pruned hits differ from the exhaustive ones (must be 0). */
-  prunedMismatches?: number;
-  memory: { rssMB: number; heapUsedMB: number; arrayBuffersMB: number; baselineRssMB: number };
-  serializedBytes?: number;
-  ndcg10?: number;
-  recall100?: number;
-  note?: string;
 }
 
 interface Searcher {
@@ -401,29 +381,6 @@ async function serveWorker(p: { dataDir: string }): Promise<void> {
   });
 }
 
-interface HttpResult {
-  collection: string;
-  scorer: ScorerName;
-  documents: number;
-  chunks: number;
-  buildMs: number;
-  serverBuildMs: number;
-  diskBytes: number;
-  serverRssMB: number;
-  sequential: Latency;
-  /** Engine time inside the server (/rag/stats). */
-  serverQueryMeanMs: number;
-  concurrent: {
-    connections: number;
-    seconds: number;
-    requestsPerSecond: number;
-    latencyP50: number;
-    latencyP99: number;
-    errors: number;
-    non2xx: number;
-  };
-}
-
 interface AutocannonResult {
   requests: { average: number };
   latency: { p50: number; p99: number };
@@ -540,22 +497,6 @@ async function httpBenchmark(
 }
 
 // --- Python references --------------------------------------------------------------------------------
-
-interface PythonEngine {
-  build_ms: number;
-  query_ms: { mean: number; p50: number; p99: number };
-  vocabulary: number;
-  postings: number;
-  ndcg10?: number | null;
-  recall100?: number | null;
-}
-interface PythonResult {
-  documents: number;
-  queries: number;
-  versions: Record<string, string>;
-  engines: Record<string, PythonEngine>;
-  max_rss_bytes: number;
-}
 
 // --- scale ----------------------------------------------------------------------------------------------
 
@@ -718,9 +659,6 @@ function parseArguments(argv: string[]): Arguments {
   return args;
 }
 
-const f = (value: number | undefined, digits = 1): string =>
-  value === undefined || !Number.isFinite(value) ? "–" : value.toFixed(digits);
-
 function table(rows: string[][]): string {
   const widths = rows[0]?.map((_, column) => Math.max(...rows.map((row) => row[column]?.length ?? 0))) ?? [];
   const line = (row: string[]): string =>
@@ -731,23 +669,6 @@ function table(rows: string[][]): string {
       .join("  ");
   const [header = [], ...body] = rows;
   return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...body.map(line)].join("\n");
-}
-
-interface CollectionReport {
-  name: string;
-  dir: string;
-  documents: number;
-  corpusMB: number;
-  queries: number;
-  engines: EngineResult[];
-  python?: PythonResult;
-  pythonError?: string;
-  http?: HttpResult;
-  httpError?: string;
-  notes: string[];
-  /** True when only the first documents were indexed (--quick). */
-  subset: boolean;
-  targets?: Record<string, { ours: number; reference: number; holds: boolean }>;
 }
 
 async function benchCollection(
@@ -831,86 +752,8 @@ async function benchCollection(
 }
 
 function printCollection(report: CollectionReport): void {
-  const rows: string[][] = [
-    ["engine", "build s", "query mean ms", "p50", "p99", "nDCG@10", "R@100", "RSS MB", "index MB"],
-  ];
-  for (const e of report.engines) {
-    rows.push([
-      e.engine,
-      f(e.buildMs / 1000, 2),
-      f(e.query.mean, 3),
-      f(e.query.p50, 3),
-      f(e.query.p99, 3),
-      f(e.ndcg10, 4),
-      f(e.recall100, 4),
-      f(e.memory.rssMB, 0),
-      f((e.serializedBytes ?? NaN) / MB, 1),
-    ]);
-    if (e.exhaustiveQuery) {
-      rows.push([
-        `  ${e.engine}, exhaustive`,
-        "",
-        f(e.exhaustiveQuery.mean, 3),
-        f(e.exhaustiveQuery.p50, 3),
-        f(e.exhaustiveQuery.p99, 3),
-        "",
-        "",
-        "",
-        "",
-      ]);
-    }
-  }
-  for (const [engine, label] of [
-    ["tfidf", "scikit-learn TfidfVectorizer + cosine"],
-    ["bm25", "numpy/scipy BM25 (sparse)"],
-  ] as const) {
-    const py = report.python?.engines[engine];
-    if (!py) continue;
-    rows.push([
-      label,
-      f(py.build_ms / 1000, 2),
-      f(py.query_ms.mean, 3),
-      f(py.query_ms.p50, 3),
-      f(py.query_ms.p99, 3),
-      f(py.ndcg10 ?? undefined, 4),
-      f(py.recall100 ?? undefined, 4),
-      f((report.python?.max_rss_bytes ?? NaN) / MB, 0) + "*",
-      "",
-    ]);
-  }
-  process.stdout.write(
-    `\n## ${report.name}: ${report.documents.toLocaleString("en")} documents, ${f(report.corpusMB, 1)} MB of text, ` +
-      `${report.queries} queries, top ${TOP_K}\n\n${table(rows)}\n`,
-  );
-  process.stdout.write(
-    "RSS: after GC with the index loaded and the corpus text released (*python: peak RSS of the process, both models).\n",
-  );
-  for (const e of report.engines) {
-    if (e.postingsScoredFraction !== undefined) {
-      process.stdout.write(
-        `${e.engine}: default path scored ${f(100 * e.postingsScoredFraction, 1)}% of the query terms' postings ` +
-          `(exhaustive: 100%); same hits as exhaustive on ${e.queries - (e.prunedMismatches ?? 0)}/${e.queries} queries; ` +
-          `median of 3 runs per query: mean ${f(e.queryMedianOf3?.mean, 3)} ms, p99 ${f(e.queryMedianOf3?.p99, 3)} ` +
-          `(exhaustive ${f(e.exhaustiveMedianOf3?.mean, 3)}, ${f(e.exhaustiveMedianOf3?.p99, 3)})\n`,
-      );
-    }
-    if (e.queries !== report.queries)
-      process.stdout.write(`${e.engine}: timed on the first ${e.queries} queries\n`);
-  }
-  if (report.http) {
-    const h = report.http;
-    process.stdout.write(
-      `\nHTTP (${h.scorer}, SQLite store): POST /rag/build ${f(h.buildMs / 1000, 2)} s for ${h.documents} documents → ` +
-        `${h.chunks} chunks; ${f(h.diskBytes / MB, 1)} MB on disk; server RSS ${f(h.serverRssMB, 0)} MB\n` +
-        `  sequential /rag/query: mean ${f(h.sequential.mean, 3)} ms, p50 ${f(h.sequential.p50, 3)}, p99 ${f(h.sequential.p99, 3)} ` +
-        `(engine inside the server: ${f(h.serverQueryMeanMs, 3)} ms)\n` +
-        `  10 concurrent clients (autocannon, ${h.concurrent.seconds} s): ${f(h.concurrent.requestsPerSecond, 0)} queries/s, ` +
-        `latency p50 ${h.concurrent.latencyP50} ms, p99 ${h.concurrent.latencyP99} ms, errors ${h.concurrent.errors}, non-2xx ${h.concurrent.non2xx}\n`,
-    );
-  }
-  if (report.httpError) process.stdout.write(`HTTP: failed: ${report.httpError}\n`);
-  if (report.pythonError) process.stdout.write(`python references: ${report.pythonError}\n`);
-  for (const note of report.notes) process.stdout.write(`note: ${note}\n`);
+  process.stdout.write(`\n## ${collectionHeading(report)}\n\n${table(collectionTable(report))}\n`);
+  for (const line of collectionNotes(report)) process.stdout.write(`${line}\n`);
   if (report.targets) {
     process.stdout.write(
       report.subset
@@ -918,9 +761,8 @@ function printCollection(report: CollectionReport): void {
         : "\ntargets:\n",
     );
     for (const [name, t] of Object.entries(report.targets)) {
-      const unit = name.includes("build") ? "ms" : "ms";
       process.stdout.write(
-        `  ${t.holds ? "HOLDS" : "FAILS"}  ${name}: ${f(t.ours, 3)} ${unit} vs ${f(t.reference, 3)} ${unit} ` +
+        `  ${t.holds ? "HOLDS" : "FAILS"}  ${name}: ${f(t.ours, 3)} ms vs ${f(t.reference, 3)} ms ` +
           `(ratio ${f(t.ours / t.reference, 2)})\n`,
       );
     }

@@ -17,6 +17,12 @@ import { parseArgs } from "node:util";
 import { format, resolveConfig } from "prettier";
 import { repoRoot, resultsDir } from "./lib/bench-env.js";
 import { fmt, machineInfo, markdownTable, textTable } from "./lib/report.js";
+import {
+  collectionHeading,
+  collectionNotes,
+  collectionTable,
+  type CollectionReport,
+} from "./lib/retrieval-report.js";
 import { lineChart, type Series } from "./lib/svg.js";
 
 const { values: args } = parseArgs({
@@ -155,7 +161,8 @@ async function runScript(
   }
   return {
     script,
-    args: scriptArgs,
+    // As typed in the repository (paths relative to it), so the record reads the same from any clone.
+    args: scriptArgs.map((a) => (path.isAbsolute(a) ? path.relative(repoRoot, a) : a)),
     status: timedOut ? "timed out" : code === 0 ? "ok" : "failed",
     exit_code: code,
     seconds,
@@ -487,9 +494,43 @@ function concurrencyTable(generation: Json): string {
   );
 }
 
+/** Retrieval's tables and notes, as bench/retrieval.ts prints them (bench/lib/retrieval-report.ts). */
+function retrievalSection(retrieval: Json): string[] {
+  const collections = (retrieval.collections as unknown as CollectionReport[] | undefined) ?? [];
+  const out = [
+    "## Retrieval",
+    "",
+    `\`node --import tsx bench/retrieval.ts${retrieval.quick ? " --quick" : ""}\` — ${String(retrieval.date)}, ` +
+      `load average ${String((get(retrieval, "machine", "loadAverage") as number[] | undefined)?.[0] ?? "?")} at the start.`,
+    "",
+    "Each engine is built and queried in a child process of its own, on the same documents and queries: " +
+      "Lectern's two scorers (default path with MaxScore pruning, and the exhaustive path that scores every " +
+      "posting), minisearch and wink-bm25-text-search from npm, and scikit-learn's TfidfVectorizer + cosine and a " +
+      "numpy/scipy BM25 (bench/python/ir_reference.py, run with /usr/bin/python3). Query latency is one timed pass " +
+      "after a warm-up pass. The HTTP lines are the RAG app in a child process with its SQLite store.",
+    "",
+  ];
+  for (const report of collections) {
+    const [header, ...rows] = collectionTable(report);
+    out.push(
+      `### ${collectionHeading(report)}`,
+      "",
+      markdownTable(
+        header!,
+        rows.map((row) => row.map((cell) => cell.trim())),
+      ),
+      "",
+      ...collectionNotes(report).map((line) => `- ${line}`),
+      "",
+    );
+  }
+  return out;
+}
+
 function detailSections(
   generation: Json | null,
   httpFloor: Json | null,
+  retrieval: Json | null,
   scale: Json | null,
   synthetic: Json | null,
 ): string[] {
@@ -607,6 +648,7 @@ function detailSections(
       "",
     );
   }
+  if (retrieval) out.push(...retrievalSection(retrieval));
   if (scale) {
     const rows = ((scale.scorers as Json[] | undefined) ?? []).flatMap((s) =>
       ["pruned", "exhaustive"].map((p) => [
@@ -726,7 +768,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null): Prom
     "",
     "![Aggregate tokens/s against concurrency](img/tokens-per-second-vs-concurrency.svg)",
     "",
-    ...detailSections(generation, httpFloor, scale, synthetic),
+    ...detailSections(generation, httpFloor, retrieval, scale, synthetic),
     ...(others.length > 0 ? ["## Other results", "", `Also in this run: ${others.join(", ")}.`, ""] : []),
     ...(runs.length > 0
       ? [
@@ -736,7 +778,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null): Prom
             ["script", "arguments", "status", "seconds"],
             runs.map((r) => [
               r.script,
-              r.args.map((a) => path.relative(repoRoot, a) || a).join(" "),
+              r.args.map((a) => (path.isAbsolute(a) ? path.relative(repoRoot, a) : a)).join(" "),
               r.status + (r.note ? ` (${r.note})` : ""),
               r.seconds,
             ]),
