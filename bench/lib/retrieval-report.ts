@@ -111,28 +111,30 @@ export function collectionTable(report: CollectionReport): string[][] {
   const rows: string[][] = [
     ["engine", "build s", "query mean ms", "p50", "p99", "nDCG@10", "R@100", "RSS MB", "index MB"],
   ];
+  // null: the figure does not apply to the row (an exhaustive pass builds nothing; Python's index size is not kept).
+  const cell = (value: number | null | undefined, digits: number) => (value === null ? "" : f(value, digits));
   const row = (
     name: string,
-    buildMs: number | undefined,
+    buildMs: number | null,
     query: { mean: number; p50: number; p99: number },
-    quality: { ndcg10?: number | null; recall100?: number | null },
+    quality: { ndcg10?: number | null; recall100?: number | null } | null,
     rss: string,
-    indexBytes: number | undefined,
+    indexBytes: number | null,
   ) =>
     rows.push([
       name,
-      buildMs === undefined ? "" : f(buildMs / 1000, 2),
+      cell(buildMs === null ? null : buildMs / 1000, 2),
       f(query.mean, 3),
       f(query.p50, 3),
       f(query.p99, 3),
-      buildMs === undefined ? "" : f(quality.ndcg10, 4),
-      buildMs === undefined ? "" : f(quality.recall100, 4),
+      quality === null ? "" : f(quality.ndcg10, 4),
+      quality === null ? "" : f(quality.recall100, 4),
       rss,
-      indexBytes === undefined ? "" : f(indexBytes / MB, 1),
+      cell(indexBytes === null ? null : indexBytes / MB, 1),
     ]);
   for (const e of report.engines) {
     row(e.engine, e.buildMs, e.query, e, f(e.memory.rssMB, 0), e.serializedBytes ?? NaN);
-    if (e.exhaustiveQuery) row(`  ${e.engine}, exhaustive`, undefined, e.exhaustiveQuery, {}, "", undefined);
+    if (e.exhaustiveQuery) row(`  ${e.engine}, exhaustive`, null, e.exhaustiveQuery, null, "", null);
   }
   const pythonRss = `${f((report.python?.max_rss_bytes ?? NaN) / MB, 0)}*`;
   for (const [engine, label] of [
@@ -140,7 +142,7 @@ export function collectionTable(report: CollectionReport): string[][] {
     ["bm25", "numpy/scipy BM25 (sparse)"],
   ] as const) {
     const py = report.python?.engines[engine];
-    if (py) row(label, py.build_ms, py.query_ms, py, pythonRss, undefined);
+    if (py) row(label, py.build_ms, py.query_ms, py, pythonRss, null);
   }
   return rows;
 }
