@@ -778,7 +778,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null): Prom
             ["script", "arguments", "status", "seconds"],
             runs.map((r) => [
               r.script,
-              r.args.map((a) => (path.isAbsolute(a) ? path.relative(repoRoot, a) : a)).join(" "),
+              r.args.join(" "),
               r.status + (r.note ? ` (${r.note})` : ""),
               r.seconds,
             ]),
