@@ -16,6 +16,9 @@
  *      sequences of one context. Target: 8 concurrent ≥ 2 × 1.
  *  (d) time to first token: first SSE event of streaming /predict, at 1 and 8 concurrent, vs the
  *      first text piece of a direct call.
+ *  (e) prompt cache (#15): a shared prefix of 1,100 tokens and a short question, then the same prefix
+ *      with another question, streamed from /v1/completions on a server whose sequences hold 2,048
+ *      tokens. Target: time to first token of the second ≤ 1/5 of the first.
  *
  * The server runs in a child process (bench/lib/textgen-server.ts) so the HTTP client does not share
  * its event loop; the direct reference runs in this process. Every measurement is interleaved: a
@@ -40,6 +43,7 @@ import { syntheticModel } from "./lib/synthetic-gguf.js";
 import { processCpu, withCpu } from "./lib/proc-cpu.js";
 import { fmt, iqr, median, spread, textTable, writeResult, type Spread } from "./lib/report.js";
 import {
+  completionStream,
   predict,
   predictStream,
   startTextgenProcess,
@@ -52,8 +56,8 @@ const { values: args } = parseArgs({
     quick: { type: "boolean", default: false },
     trials: { type: "string" },
     profile: { type: "boolean", default: false },
-    /** Which parts to run: a decode, b prompt, c concurrency, d first token (default abcd). */
-    parts: { type: "string", default: "abcd" },
+    /** Which parts to run: a decode, b prompt, c concurrency, d first token, e prompt cache. */
+    parts: { type: "string", default: "abcde" },
     /** Run on a synthetic 26 M-parameter model (random weights, bench/lib/synthetic-gguf.ts). */
     synthetic: { type: "boolean", default: false },
     /** Name of the results file (bench/results/NAME.json) instead of the default. */
@@ -79,6 +83,8 @@ const CONCURRENCY_TOKENS = 64;
 const CONCURRENCY_TRIALS = parts.has("c") ? trials(6) : 0;
 const TTFT_TOKENS = 16;
 const TTFT_TRIALS = parts.has("d") ? trials(6) : 0;
+const CACHE_PREFIX_TOKENS = 1100;
+const CACHE_TRIALS = parts.has("e") ? trials(8) : 0;
 
 const modelPath = args.synthetic
   ? await syntheticModel(path.resolve(benchModelPath()))
@@ -345,8 +351,41 @@ for (let trial = 0; trial < TTFT_TRIALS; trial++) {
     }
   }
 }
+console.log(`(d) time to first token done (${((performance.now() - started) / 1000).toFixed(0)} s)`);
+
+// ---------------------------------------------------------------------------------------------------
+// (e) Prompt cache: the same 1,100-token prefix asked two questions in a row. A server of its own:
+// two sequences of 2,048 tokens (the test model's training context), so the prefix fits.
+
+const cacheFirstMs: number[] = [];
+const cacheSecondMs: number[] = [];
+const cacheRatio: number[] = [];
+const cachedShare: number[] = [];
+let cachePromptTokens = 0;
+if (CACHE_TRIALS > 0) {
+  const cacheServer = await startTextgenProcess({
+    env: { ...serverEnv, MAX_CONCURRENT: "2", LLAMA_CONTEXT_SIZE: "4096" },
+  });
+  const prefixTokens = direct1.model.tokenize(story.repeat(20)).slice(0, CACHE_PREFIX_TOKENS);
+  const ask = (prompt: string) =>
+    completionStream(cacheServer.url, { prompt, max_tokens: 4, temperature: 0 });
+  await ask(`${promptCounter++}. ${story}`);
+  for (let trial = 0; trial < CACHE_TRIALS; trial++) {
+    // A fresh number first: nothing of an earlier trial can be reused.
+    const prefix = `${promptCounter++}. ${direct1.model.detokenize(prefixTokens)}`;
+    const first = await ask(`${prefix}\nQuestion: What did Lily find?\nAnswer:`);
+    const second = await ask(`${prefix}\nQuestion: Who came to play?\nAnswer:`);
+    if (first.firstTokenMs === null || second.firstTokenMs === null) throw new Error("no text streamed");
+    cachePromptTokens = second.promptTokens;
+    cacheFirstMs.push(first.firstTokenMs);
+    cacheSecondMs.push(second.firstTokenMs);
+    cacheRatio.push(second.firstTokenMs / first.firstTokenMs);
+    cachedShare.push(second.cachedTokens / second.promptTokens);
+  }
+  await cacheServer.close();
+  console.log(`(e) prompt cache done (${((performance.now() - started) / 1000).toFixed(0)} s)`);
+}
 const elapsed = (performance.now() - started) / 1000;
-console.log(`(d) time to first token done (${elapsed.toFixed(0)} s)`);
 
 await server.close();
 await direct1.dispose();
@@ -434,10 +473,26 @@ const decodeRatio = (subject: string) =>
 const jsonRatio = decodeRatio(subjects.http.name);
 const streamRatio = decodeRatio(subjects.stream.name);
 const concurrencyGain = concurrencySummary?.ratio_8_to_1[subjects.http.name]!.median ?? Number.NaN;
+const cacheSummary =
+  CACHE_TRIALS === 0
+    ? undefined
+    : {
+        prompt_tokens: cachePromptTokens,
+        /** Time to the first streamed text of the first question (cold prefix), ms. */
+        first_question_first_token_ms: spread(cacheFirstMs),
+        /** The same for the second question, whose prefix is cached, ms. */
+        second_question_first_token_ms: spread(cacheSecondMs),
+        /** second ÷ first, per trial. */
+        ratio_second_to_first: spread(cacheRatio),
+        /** cached_tokens ÷ prompt_tokens of the second question. */
+        cached_share: spread(cachedShare),
+      };
+const cacheRatioMedian = cacheSummary?.ratio_second_to_first.median ?? Number.NaN;
 const targets = {
   predict_vs_direct: { target: 0.95, value: jsonRatio, held: jsonRatio >= 0.95 },
   predict_stream_vs_direct: { target: 0.95, value: streamRatio, held: streamRatio >= 0.95 },
   concurrent_8_vs_1: { target: 2, value: concurrencyGain, held: concurrencyGain >= 2 },
+  prompt_cache_first_token_ratio: { target: 0.2, value: cacheRatioMedian, held: cacheRatioMedian <= 0.2 },
 };
 
 const file = writeResult(resultName, command, {
@@ -459,6 +514,7 @@ const file = writeResult(resultName, command, {
   prompt_processing: PROMPT_TRIALS === 0 ? undefined : { trials: PROMPT_TRIALS, ...promptSummary },
   concurrency: concurrencySummary && { trials: CONCURRENCY_TRIALS, ...concurrencySummary },
   time_to_first_token: ttftSummary && { trials: TTFT_TRIALS, ...ttftSummary },
+  prompt_cache: cacheSummary && { trials: CACHE_TRIALS, ...cacheSummary },
 });
 
 // Print.
@@ -550,6 +606,14 @@ const ttftRows = Object.entries(ttftSummary?.first_token_ms ?? {}).map(([name, b
 ]);
 if (ttftRows.length > 0)
   console.log(`\n${textTable(["first token (ms)", "c=1", "p25–p75", "c=8", "p25–p75"], ttftRows)}`);
+if (cacheSummary)
+  console.log(
+    `\nprompt cache (${cacheSummary.prompt_tokens}-token prompts): first token ` +
+      `${fmt(cacheSummary.first_question_first_token_ms.median)} ms cold → ` +
+      `${fmt(cacheSummary.second_question_first_token_ms.median)} ms with the prefix cached ` +
+      `(ratio ${fmt(cacheRatioMedian)}, ${iqr(cacheSummary.ratio_second_to_first)}; target ≤ 0.2; ` +
+      `cached ${fmt(cacheSummary.cached_share.median * 100)} % of the prompt)`,
+  );
 console.log(
   `\ntargets: /predict ÷ direct-8seq ${fmt(jsonRatio)} (stream ${fmt(streamRatio)}; ≥ 0.95), ` +
     `8 ÷ 1 concurrent ${fmt(concurrencyGain)} (≥ 2)  — ${elapsed.toFixed(0)} s — ${path.relative(process.cwd(), file)}`,

@@ -29,8 +29,37 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { IndexBuilder, type ScorerName, type SearchHit, type SearchIndex } from "../src/rag/search/index.js";
-import { pruningCounters } from "../src/rag/search/maxscore.js";
+import { pruningCounters } from "../src/rag/search/core/maxscore.js";
+import { encodeSegment } from "../src/rag/search/core/segment-codec.js";
+import { SegmentedIndex, type ScorerName, type SearchHit } from "../src/rag/search/index.js";
+import { SegmentWriter } from "../src/rag/search/indexer/segment-writer.js";
+
+/** One-segment index from a segment writer (the bench streams texts into it rather than holding them). */
+function indexFromWriter(
+  writer: SegmentWriter,
+  scorer: ScorerName,
+): { index: SegmentedIndex; bytes: number } {
+  const count = writer.documentCount;
+  const data = writer.finish(
+    Uint32Array.from({ length: count }, (_, i) => i),
+    count > 0 && writer.totalLength > 0 ? writer.totalLength / count : 1,
+  );
+  const bytes = encodeSegment(0, data);
+  const index = SegmentedIndex.load({ scorer }, [{ bytes, deleted: [] }], {
+    nextKey: count,
+    nextSegmentId: 1,
+  });
+  return { index, bytes: bytes.byteLength };
+}
+
+/** The same documents under another scorer (through the segments' bytes). */
+function withScorer(index: SegmentedIndex, scorer: ScorerName): SegmentedIndex {
+  const segments = index.segmentsInOrder.map((segment) => ({
+    bytes: encodeSegment(segment.id, segment.toData(index.dictionary)),
+    deleted: segment.live.deletedOrdinals(),
+  }));
+  return SegmentedIndex.load({ scorer }, segments, index.state);
+}
 import { resultsDir, repoRoot } from "./lib/bench-env.js";
 import { collectionAvailable, documentText, loadCollection, type Collection } from "./lib/corpus-beir.js";
 import { loadBaseChunks, scaledChunk } from "./lib/corpus-scale.js";
@@ -94,9 +123,7 @@ function directorySize(dir: string): number {
 }
 
 function sameHits(a: readonly SearchHit[], b: readonly SearchHit[]): boolean {
-  return (
-    a.length === b.length && a.every((hit, i) => hit.ordinal === b[i]?.ordinal && hit.score === b[i]?.score)
-  );
+  return a.length === b.length && a.every((hit, i) => hit.key === b[i]?.key && hit.score === b[i]?.score);
 }
 
 /** Runs this file as a child process in worker mode; resolves with the JSON its last stdout line holds. */
@@ -181,7 +208,7 @@ function quality(collection: Collection, searcher: Searcher): { ndcg10?: number;
  * the first round's times (a single pass, like the references) and, per query, the median over the
  * rounds (robust against another process taking the CPU in the middle of one query).
  */
-function timePrunedAndExhaustive(index: SearchIndex, queries: readonly string[], rounds = 3) {
+function timePrunedAndExhaustive(index: SegmentedIndex, queries: readonly string[], rounds = 3) {
   for (const q of queries) {
     index.search(q, { topK: TOP_K });
     index.search(q, { topK: TOP_K, exhaustive: true });
@@ -206,7 +233,7 @@ function timePrunedAndExhaustive(index: SearchIndex, queries: readonly string[],
  * Untimed: queries whose default hits differ from the exhaustive ones (must be 0), and the share of the
  * query terms' postings the default path scored (queries it does not prune count in full).
  */
-function checkPruning(index: SearchIndex, queries: readonly string[]) {
+function checkPruning(index: SegmentedIndex, queries: readonly string[]) {
   let mismatches = 0;
   let allPostings = 0;
   let scored = 0;
@@ -242,9 +269,9 @@ async function engineWorker(p: EngineParameters): Promise<EngineResult> {
     const scorer = p.scorer ?? "bm25";
     gc();
     const start = performance.now();
-    let builder: IndexBuilder | null = new IndexBuilder();
+    let builder: SegmentWriter | null = new SegmentWriter();
     for (let i = 0; i < documents; i++) builder.add(documentText(collection, i));
-    const index = builder.build({ scorer });
+    const { index, bytes: serializedBytes } = indexFromWriter(builder, scorer);
     const buildMs = performance.now() - start;
     builder = null;
     release();
@@ -257,7 +284,6 @@ async function engineWorker(p: EngineParameters): Promise<EngineResult> {
     }
     const { pruned, exhaustive, prunedMedian, exhaustiveMedian } = timePrunedAndExhaustive(index, queries);
     const { mismatches, scoredFraction } = checkPruning(index, queries);
-    const serialized = index.serialize();
     return {
       engine: `lectern ${scorer}`,
       ...base,
@@ -269,8 +295,8 @@ async function engineWorker(p: EngineParameters): Promise<EngineResult> {
       postingsScoredFraction: scoredFraction,
       prunedMismatches: mismatches,
       memory: { ...mem, baselineRssMB },
-      serializedBytes: serialized.byteLength,
-      ...quality(collection, { search: (q, k) => index.search(q, { topK: k }).map((h) => h.ordinal) }),
+      serializedBytes,
+      ...quality(collection, { search: (q, k) => index.search(q, { topK: k }).map((h) => h.key) }),
     };
   }
 
@@ -550,7 +576,7 @@ async function scaleWorker(p: ScaleParameters): Promise<ScaleResult> {
     const rss = process.memoryUsage().rss;
     if (rss > peakRss) peakRss = rss;
   };
-  let builder: IndexBuilder | null = new IndexBuilder();
+  let builder: SegmentWriter | null = new SegmentWriter();
   let characters = 0;
   const start = performance.now();
   for (let i = 0; i < p.chunks; i++) {
@@ -565,14 +591,16 @@ async function scaleWorker(p: ScaleParameters): Promise<ScaleResult> {
   }
   const addMs = performance.now() - start;
   sample();
-  let index: SearchIndex = builder.build({ scorer: "bm25" });
+  let built: ReturnType<typeof indexFromWriter> | null = indexFromWriter(builder, "bm25");
+  const serializedBytes = built.bytes;
+  let index = built.index;
+  built = null; // only `index` may keep the bm25 index alive once tfidf replaces it
   const buildMs = performance.now() - start;
   sample();
   builder = null;
   base = null;
   gc();
   const afterGc = { ...memory(), baselineRssMB };
-  const serializedBytes = index.serialize().byteLength;
   sample();
 
   const scorers: ScaleScorerResult[] = [];
@@ -580,7 +608,7 @@ async function scaleWorker(p: ScaleParameters): Promise<ScaleResult> {
     let scorerBuildMs = buildMs;
     if (scorer === "tfidf") {
       const t = performance.now();
-      index = index.withScorer({ scorer: "tfidf" });
+      index = withScorer(index, "tfidf");
       scorerBuildMs = performance.now() - t;
       gc();
     }

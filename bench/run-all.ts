@@ -1,7 +1,7 @@
 /**
  * The whole benchmark suite (`npm run bench`): runs every bench/*.ts script but this one, one after
  * another, each as a child process (`node --import tsx`) with a time budget, so the suite ends within
- * BENCH_BUDGET_MINUTES (19 by default); then reads bench/results/*.json, prints one summary table, and
+ * BENCH_BUDGET_MINUTES (55 by default; bench/segments.ts alone takes 18–25 on a loaded 2-core machine); then reads bench/results/*.json, prints one summary table, and
  * writes docs/BENCHMARKS.md with that table, details per benchmark and plots (docs/img/*.svg).
  *
  *   node --import tsx bench/run-all.ts [--quick] [--only a,b] [--skip a,b] [--report-only]
@@ -36,7 +36,7 @@ const { values: args } = parseArgs({
   },
 });
 
-const BUDGET_S = Number(process.env.BENCH_BUDGET_MINUTES ?? 19) * 60;
+const BUDGET_S = Number(process.env.BENCH_BUDGET_MINUTES ?? 75) * 60;
 const benchDir = path.join(repoRoot, "bench");
 const docsDir = path.join(repoRoot, "docs");
 const imgDir = path.join(docsDir, "img");
@@ -67,6 +67,10 @@ const plans: Record<string, ScriptPlan> = {
   "pg-latency.ts": { budget: 180, args: (quick) => (quick ? ["--rounds", "2"] : []) },
   "generation.ts": { budget: 300, args: (quick) => (quick ? ["--quick"] : []) },
   "http-floor.ts": { budget: 360, args: (quick) => (quick ? ["--quick"] : []) },
+  // 1M chunks through the engine, the app over HTTP and Lucene (each part has its own budget inside).
+  "segments.ts": { budget: 2400, args: (quick) => (quick ? ["--quick"] : []) },
+  // Builds llama-server into ~/.cache/lectern-llama the first time (about 10 minutes on 2 cores).
+  "llama-server.ts": { budget: 1800, args: (quick) => (quick ? ["--quick"] : []) },
   "retrieval.ts": { budget: BUDGET_S, args: (quick) => (quick ? ["--quick"] : []), last: true },
 };
 const defaultPlan: ScriptPlan = { budget: 180, args: () => [] };
@@ -205,6 +209,8 @@ interface Row {
   target: string;
   held: string;
   command: string;
+  /** Which part of the command's run measured it, where it has several. */
+  parts?: string;
 }
 const yesNo = (held: boolean | undefined) => (held === undefined ? "" : held ? "yes" : "**no**");
 
@@ -280,6 +286,87 @@ function generationRows(result: Json): Row[] {
       ours: fmt(ours),
       reference: fmt(ref),
       ratio: ref ? `+${fmt(ours - ref)} ms` : "",
+      target: "",
+      held: "",
+    });
+  }
+  // Part (e), issue #15: a prompt sharing a 1,100-token prefix with the one before.
+  const cache = get(result, "prompt_cache");
+  const cacheRatio = num(get(cache, "ratio_second_to_first", "median"));
+  if (cacheRatio !== undefined) {
+    rows.push({
+      ...base,
+      figure: `prompt cache: first token (ms) of a ${String(get(cache, "prompt_tokens"))}-token prompt whose prefix is cached (vs the same prefix cold)`,
+      ours: fmt(num(get(cache, "second_question_first_token_ms", "median"))),
+      reference: fmt(num(get(cache, "first_question_first_token_ms", "median"))),
+      ratio: fmt(cacheRatio),
+      target: "≤ 0.2",
+      held: yesNo(cacheRatio <= 0.2),
+    });
+  }
+  return rows;
+}
+
+/** bench/llama-server.ts: our app against llama.cpp's own server on a model of real size. */
+function llamaServerRows(result: Json): Row[] {
+  const command = String(result.command ?? "node --import tsx bench/llama-server.ts");
+  const base = { benchmark: "llama-server", command };
+  const rows: Row[] = [];
+  const conc = get(result, "concurrency");
+  const model = `${String(result.model ?? "model")
+    .replace(/^synthetic-llama-/, "")
+    .replace(/\.gguf$/, "")}`;
+  const targetOf = (key: string) => get(result, "targets", key) as Json | undefined;
+  for (const level of ["1", "4", "8", "16"]) {
+    const ratio = num(get(conc, "ratio_to_reference", level, "lectern", "median"));
+    if (ratio === undefined) continue;
+    const target = level === "1" ? targetOf("one_stream") : targetOf(`concurrent_${level}`);
+    rows.push({
+      ...base,
+      figure: `aggregate tokens/s, ${level} concurrent (${model}, 64 tokens each)`,
+      ours: fmt(num(get(conc, "tokens_per_second", level, "lectern", "median"))),
+      reference: fmt(num(get(conc, "tokens_per_second", level, "llama-server", "median"))),
+      ratio: `${fmt(ratio)} (p25–p75 ${fmt(num(get(conc, "ratio_to_reference", level, "lectern", "p25")))}–${fmt(num(get(conc, "ratio_to_reference", level, "lectern", "p75")))})`,
+      target: target ? "≥ 1" : "",
+      held: target ? yesNo(target.held as boolean | undefined) : "",
+    });
+  }
+  const ours99 = num(get(conc, "latency_ms", "lectern", "p99"));
+  const ref99 = num(get(conc, "latency_ms", "llama-server", "p99"));
+  if (ours99 !== undefined && ref99 !== undefined) {
+    rows.push({
+      ...base,
+      figure: `request latency at 8 concurrent, p50 / p99 ms (${model})`,
+      ours: `${fmt(num(get(conc, "latency_ms", "lectern", "p50")))} / ${fmt(ours99)}`,
+      reference: `${fmt(num(get(conc, "latency_ms", "llama-server", "p50")))} / ${fmt(ref99)}`,
+      ratio: `p99 ${fmt(ours99 / ref99)}`,
+      target: "p99 ≤ 1.1",
+      held: yesNo(targetOf("p99_latency_8")?.held as boolean | undefined),
+    });
+  }
+  const prompt = get(result, "prompt_processing");
+  const promptRatio = num(get(prompt, "ratio_to_reference", "lectern", "median"));
+  if (promptRatio !== undefined) {
+    rows.push({
+      ...base,
+      figure: `prompt processing tokens/s, ${fmt(num(get(prompt, "prompt_tokens", "lectern")))}-token prompt (${model})`,
+      ours: fmt(num(get(prompt, "prompt_tokens_per_second", "lectern", "median"))),
+      reference: fmt(num(get(prompt, "prompt_tokens_per_second", "llama-server", "median"))),
+      ratio: fmt(promptRatio),
+      target: "",
+      held: "",
+    });
+  }
+  for (const level of ["1", "8"]) {
+    const ours = num(get(result, "first_token_ms", level, "lectern", "median"));
+    const ref = num(get(result, "first_token_ms", level, "llama-server", "median"));
+    if (ours === undefined || ref === undefined) continue;
+    rows.push({
+      ...base,
+      figure: `time to first token (ms), ${level} concurrent stream(s) (${model})`,
+      ours: fmt(ours),
+      reference: fmt(ref),
+      ratio: fmt(ours / ref),
       target: "",
       held: "",
     });
@@ -398,6 +485,180 @@ function scaleRows(result: Json): Row[] {
   return rows;
 }
 
+/** The segmented index's targets (#14), as bench/segments.ts computed them: one row each. */
+function segmentsRows(result: Json): Row[] {
+  return ((result.targets as Json[] | undefined) ?? []).map((t) => {
+    const value = num(t.value);
+    const reference = num(t.reference);
+    return {
+      benchmark: "segments",
+      figure: String(t.figure),
+      ours: fmt(num(t.ours)),
+      reference: fmt(reference),
+      ratio: reference === undefined ? "" : `${fmt(value)}×`,
+      target: String(t.target),
+      held: typeof t.holds === "boolean" ? yesNo(t.holds) : "",
+      command: String(result.command),
+      parts: String(t.parts ?? ""),
+    };
+  });
+}
+
+const latencyCells = (l: unknown): string[] => [
+  fmt(num(get(l, "p50"))),
+  fmt(num(get(l, "p90"))),
+  fmt(num(get(l, "p99"))),
+  fmt(num(get(l, "mean"))),
+  String(num(get(l, "count")) ?? "–"),
+];
+const sizeLabel = (n: number | undefined): string =>
+  n === undefined ? "?" : n >= 1_000_000 ? `${n / 1_000_000}M` : n >= 1000 ? `${n / 1000}k` : String(n);
+
+/** "## Segmented index": every figure of bench/results/segments.json, then its targets. */
+function segmentsSection(result: Json): string[] {
+  const engine = result.engine as Json | null | undefined;
+  const http = result.http as Json | null | undefined;
+  const lucene = result.lucene as Json | null | undefined;
+  const chunks = num(result.chunks);
+  const out = [
+    "## Segmented index",
+    "",
+    `\`${String(result.command)}\` — ${String(result.date)}, ${fmt(chunks)} chunks grown from ${String(result.base)} ` +
+      `(${fmt(num(result.baseChunks))} base chunks, bench/lib/corpus-scale.ts), ${String(result.queries)} queries ` +
+      `(${String(result.httpQueries)} through HTTP), top ${String(result.topK)}, the whole run ${fmt(num(result.seconds))} s, ` +
+      `load average ${String(get(result, "machine", "load_average_1m"))} at the start.`,
+    "",
+    "Three parts, one after the other: our engine in-process (a child process), the RAG app over HTTP " +
+      "(`src/cli/serve.ts rag` in a child process, SQLite store in a temporary DATA_DIR, every write committed " +
+      "before it answers), and Lucene (bench/lucene/LuceneBench.java on Debian's liblucene8-java). Every corpus " +
+      "document is one chunk. Query latency is one timed pass after a warm-up pass.",
+    "",
+  ];
+  const rows: string[][] = [];
+  const lat = (part: string, figure: string, l: unknown) => rows.push([part, figure, ...latencyCells(l)]);
+  if (engine && !("error" in engine)) {
+    if (engine.queryManySegments)
+      lat(
+        "engine",
+        `query, after batched ingestion (${String(engine.segmentsAfterBatched)} segments)`,
+        engine.queryManySegments,
+      );
+    lat("engine", "query, merged to one segment", engine.queryMerged);
+    if (engine.queryOneShot) lat("engine", "query, one-shot index", engine.queryOneShot);
+    if (engine.batchLatency)
+      lat("engine", `one write of ${String(result.batchSize ?? 1000)} documents`, engine.batchLatency);
+    if (engine.appendOne) lat("engine", "add one document", engine.appendOne);
+    if (engine.deleteOne) lat("engine", "delete one document", engine.deleteOne);
+  }
+  if (http && !("error" in http)) {
+    for (const stage of (http.stages as Json[] | undefined) ?? []) {
+      const cut = stage.cutShort ? " (samples cut short by the time budget)" : "";
+      lat("HTTP", `append one document at ${sizeLabel(num(stage.chunks))} chunks${cut}`, stage.append);
+      lat("HTTP", `delete one document at ${sizeLabel(num(stage.chunks))} chunks${cut}`, stage.delete);
+    }
+    lat(
+      "HTTP",
+      `POST of ${String(http.batchSize)} documents (batched ingestion)`,
+      get(http, "ingestion", "batchLatency"),
+    );
+    lat("HTTP", "POST /rag/query right after ingestion", http.queryAfterIngestion);
+    lat("HTTP", "POST /rag/query after a restart", get(http, "restart", "query"));
+  }
+  if (lucene && !("error" in lucene)) {
+    lat("Lucene", `query (${String(lucene.segmentsAfterIndexing)} segment(s))`, lucene.query);
+    lat("Lucene", "add one document + reopen (NRT)", lucene.nrtAddReopen);
+    lat("Lucene", "delete one document + reopen (NRT)", lucene.nrtDeleteReopen);
+    lat("Lucene", "add one document + commit", lucene.addCommit);
+  }
+  out.push(markdownTable(["part", "latency (ms)", "p50", "p90", "p99", "mean", "samples"], rows), "");
+
+  const facts: string[] = [];
+  if (engine && "error" in engine) facts.push(`engine: ${String(engine.error)}`);
+  else if (engine) {
+    if (engine.incomplete)
+      facts.push(`engine: **stopped ${String(engine.incomplete)}**; its later figures are missing`);
+    facts.push(
+      `engine: one-shot build ${fmt((num(engine.oneShotMs) ?? NaN) / 1000)} s` +
+        (engine.oneShotPeakRssMB === undefined ? "" : ` (peak RSS ${fmt(num(engine.oneShotPeakRssMB))} MB)`) +
+        (engine.batchedMs === undefined
+          ? ""
+          : `; batched ingestion ${fmt((num(engine.batchedMs) ?? NaN) / 1000)} s in ${String(engine.batches)} writes ` +
+            `(${fmt((num(engine.batchedSettledMs) ?? NaN) / 1000)} s until its merges ended; ${String(engine.mergesRun)} merges; ` +
+            `peak RSS ${fmt(num(engine.batchedPeakRssMB))} MB)`) +
+        (engine.mergeToOneMs === undefined
+          ? ""
+          : `; merging to one segment ${fmt((num(engine.mergeToOneMs) ?? NaN) / 1000)} s`) +
+        (engine.sameHitsQueries === undefined
+          ? ""
+          : `; identical top ${String(result.topK)} before and after that merge on ${String(engine.sameHitsQueries)}/${String(engine.queries)} queries`) +
+        ".",
+    );
+  }
+  if (http && "error" in http) facts.push(`HTTP: ${String(http.error)}`);
+  else if (http) {
+    const ingestion = http.ingestion as Json;
+    facts.push(
+      `HTTP ingestion: ${fmt(num(ingestion.batchedDocuments))} documents in batches of ${String(http.batchSize)} in ` +
+        `${fmt((num(ingestion.batchedMs) ?? NaN) / 1000)} s (${fmt(num(ingestion.documentsPerSecond))} documents/s)` +
+        (ingestion.complete
+          ? ""
+          : `; **over its time budget**: the other ${fmt(num(ingestion.catchUpDocuments))} in large batches (${fmt((num(ingestion.catchUpMs) ?? NaN) / 1000)} s)`) +
+        `; ${fmt(num(http.chunksAtEnd))} chunks at the end, ${fmt((num(http.diskBytes) ?? NaN) / 2 ** 20)} MB on disk.`,
+      `HTTP server memory (VmRSS, /proc): ${fmt(num(get(http, "memoryAfterIngestion", "rssMB")))} MB after the ingestion ` +
+        `(peak ${fmt(num(get(http, "memoryAfterIngestion", "peakRssMB")))} MB); after a restart, the index loaded from disk ` +
+        `(first query ${fmt(num(get(http, "restart", "firstQueryMs")))} ms) and ${String(result.httpQueries)} queries served: ` +
+        `${fmt(num(get(http, "restart", "memory", "rssMB")))} MB (peak ${fmt(num(get(http, "restart", "memory", "peakRssMB")))} MB).`,
+    );
+    const segmentsAfter = num(get(http, "statsAfterIngestion", "segments_count"));
+    if (segmentsAfter !== undefined)
+      facts.push(
+        `HTTP index (GET /rag/stats/{name}): ${fmt(segmentsAfter)} segments after the ingestion and the one-document writes ` +
+          `(${fmt(num(get(http, "statsAfterIngestion", "deleted_chunks")))} deleted chunks, ` +
+          `${fmt(num(get(http, "statsAfterIngestion", "merges", "completed")))} merges completed, ` +
+          `${fmt(num(get(http, "statsAfterIngestion", "merges", "running")))} running); after the restart ` +
+          `${fmt(num(get(http, "statsAfterRestart", "segments_count")))} segments, ` +
+          `${fmt((num(get(http, "statsAfterRestart", "loaded", "bytes_loaded")) ?? NaN) / 2 ** 20)} MB of segments loaded.`,
+      );
+  }
+  if (lucene && "error" in lucene) facts.push(`Lucene: ${String(lucene.error)}`);
+  else if (lucene) {
+    facts.push(
+      `Lucene ${String(lucene.lucene)} on ${String(lucene.java)} (-Xmx ${fmt(num(lucene.maxHeapMB))} MB): ${String(lucene.analyzer)}, ` +
+        `${String(lucene.similarity)}, ${String(lucene.directory)}, ${fmt(num(lucene.ramBufferMB))} MB indexing buffer; ` +
+        `${fmt(num(lucene.documents))} documents indexed and committed in ${fmt((num(lucene.indexMs) ?? NaN) / 1000)} s ` +
+        (num(lucene.mergesSettledMs) === undefined
+          ? ""
+          : `(${fmt((num(lucene.mergesSettledMs) ?? NaN) / 1000)} s until its background merges ended) `) +
+        `(${fmt((num(lucene.indexBytes) ?? NaN) / 2 ** 20)} MB, ${String(lucene.segmentsAfterIndexing)} segment(s)).`,
+    );
+  }
+  out.push(...facts.map((line) => `- ${line}`), "");
+
+  const targets = segmentsRows(result);
+  if (targets.length > 0) {
+    out.push(
+      "Targets (#14), each a ratio taken within this run" +
+        (result.quick ? " — a `--quick` run: the targets are for 1M chunks, these figures are not" : "") +
+        ":",
+      "",
+      markdownTable(
+        ["figure", "ours", "reference", "ratio", "target", "", "measured by"],
+        targets.map((t) => [
+          t.figure,
+          t.ours,
+          t.reference,
+          t.ratio,
+          t.target,
+          t.held === "" ? "?" : t.held === "yes" ? "HOLDS" : "**FAILS**",
+          `\`${t.command}\`${t.parts ? ` (${t.parts})` : ""}`,
+        ]),
+      ),
+      "",
+    );
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Plots.
 
@@ -426,6 +687,63 @@ function tokensPerSecondPlot(generation: Json | null): string {
     yLabel: "tokens/s (all requests)",
     xLog: true,
     xTicks: [1, 2, 4, 8],
+    yFromZero: true,
+  });
+}
+
+/** One-document write latency (p50) against index size: ours over HTTP, Lucene's NRT as a reference. */
+function writeLatencyPlot(segments: Json | null): string {
+  const series: Series[] = [];
+  const stages = (get(segments, "http", "stages") as Json[] | undefined) ?? [];
+  for (const kind of ["append", "delete"]) {
+    series.push({
+      name: `HTTP ${kind}, commit included`,
+      points: stages.map((s) => ({ x: num(s.chunks) ?? NaN, y: num(get(s, kind, "p50")) ?? NaN })),
+    });
+  }
+  const lucene = segments?.lucene as Json | undefined;
+  const documents = num(lucene?.documents);
+  for (const [name, key] of [
+    ["Lucene add + reopen (NRT)", "nrtAddReopen"],
+    ["Lucene add + commit", "addCommit"],
+  ] as const) {
+    const y = num(get(lucene, key, "p50"));
+    if (documents !== undefined && y !== undefined)
+      series.push({ name, dashed: true, points: [{ x: documents, y }] });
+  }
+  return lineChart(series, {
+    title: "One-document write latency (p50) against index size",
+    xLabel: "chunks in the index",
+    yLabel: "p50 latency (ms)",
+    xLog: true,
+    yLog: true,
+    width: 720,
+  });
+}
+
+function llamaServerPlot(result: Json | null): string {
+  const byLevel = (get(result, "concurrency", "tokens_per_second") ?? {}) as Record<
+    string,
+    Record<string, Json>
+  >;
+  const subjects = new Map<string, Series>();
+  for (const [level, bySubject] of Object.entries(byLevel)) {
+    for (const [subject, s] of Object.entries(bySubject)) {
+      const series = subjects.get(subject) ?? {
+        name: subject === "lectern" ? "Lectern /predict" : subject,
+        dashed: subject === "llama-server",
+        points: [],
+      };
+      series.points.push({ x: Number(level), y: num(s.median) ?? Number.NaN });
+      subjects.set(subject, series);
+    }
+  }
+  return lineChart([...subjects.values()], {
+    title: `Aggregate tokens/s against concurrency, vs llama-server (0.5B-shaped Q4_K_M, ${String(result?.threads)} thread(s))`,
+    xLabel: "requests in flight",
+    yLabel: "tokens/s (all requests)",
+    xLog: true,
+    xTicks: [1, 4, 8, 16],
     yFromZero: true,
   });
 }
@@ -525,6 +843,70 @@ function retrievalSection(retrieval: Json): string[] {
     );
   }
   return out;
+}
+
+function llamaServerSection(result: Json): string[] {
+  const conc = get(result, "concurrency") as Json | undefined;
+  const levels = ((conc?.levels as number[]) ?? []).map(String);
+  const subjects = Object.keys((get(conc, "tokens_per_second", levels[0] ?? "1") as Json) ?? {});
+  const rows = subjects.map((subject) => [
+    subject,
+    ...levels.map((level) => {
+      const tps = num(get(conc, "tokens_per_second", level, subject, "median"));
+      const ratio = num(get(conc, "ratio_to_reference", level, subject, "median"));
+      return ratio === undefined ? fmt(tps) : `${fmt(tps)} (${fmt(ratio)}×)`;
+    }),
+    `${fmt(num(get(conc, "latency_ms", subject, "p50")))} / ${fmt(num(get(conc, "latency_ms", subject, "p99")))}`,
+    fmt(num(get(conc, "cpu_ms_per_token", "1", subject, "median"))),
+  ]);
+  const promptRows = Object.entries(
+    (get(result, "prompt_processing", "prompt_tokens_per_second") as Json) ?? {},
+  ).map(([subject, s]) => [
+    subject,
+    fmt(num(get(result, "prompt_processing", "prompt_tokens", subject))),
+    fmt(num(get(s, "median"))),
+    `${fmt(num(get(s, "p25")))}–${fmt(num(get(s, "p75")))}`,
+    fmt(num(get(result, "prompt_processing", "ratio_to_reference", subject, "median")) ?? 1),
+  ]);
+  const firstRows = subjects.map((subject) => [
+    subject,
+    fmt(num(get(result, "first_token_ms", "1", subject, "median"))),
+    fmt(num(get(result, "first_token_ms", "8", subject, "median"))),
+  ]);
+  const described = Object.entries((result.subjects as Record<string, string>) ?? {}).map(
+    ([name, what]) => `- ${name}: ${what}`,
+  );
+  return [
+    "## Against llama.cpp's own server",
+    "",
+    `\`${String(result.command)}\` — ${String(result.date)}, model ${String(result.model)} (random weights in ` +
+      `Qwen2.5-0.5B's shape, quantised with llama-quantize: the speed of a real model that size), ` +
+      `${String(result.threads)} threads, ${String(result.parallel_sequences)} parallel sequences, context ` +
+      `${String(result.context_size)}, temperature 0.8 / top-k 40 / top-p 0.95, ${String(result.rounds)} interleaved rounds, ` +
+      `load average ${String(get(result, "machine", "load_average_1m"))} at the start.`,
+    "",
+    ...described,
+    "",
+    "![Aggregate tokens/s against concurrency, vs llama-server](img/tokens-per-second-vs-llama-server.svg)",
+    "",
+    markdownTable(
+      [
+        "aggregate tokens/s (÷ llama-server)",
+        ...levels.map((l) => `${l} concurrent`),
+        `latency at ${String(conc?.latency_level ?? 8)}, p50 / p99 ms`,
+        "CPU ms/token, 1 stream",
+      ],
+      rows,
+    ),
+    "",
+    markdownTable(
+      ["prompt processing", "prompt tokens", "tokens/s", "p25–p75", "÷ llama-server"],
+      promptRows,
+    ),
+    "",
+    markdownTable(["time to first token (ms)", "1 stream", "8 streams"], firstRows),
+    "",
+  ];
 }
 
 function detailSections(
@@ -682,7 +1064,14 @@ function machineLine(result: Json | null): string {
   return `${String(cpu)}, ${String(cores)} cores, ${String(memory)} GiB, Node ${String(m.node ?? process.version)}`;
 }
 
-async function writeReport(runs: RunRecord[], suiteSeconds: number | null): Promise<void> {
+/** `--only a,b` / `--skip a,b` as given, or "" for the whole suite. */
+function selectionOf(selection: { only?: string; skip?: string }): string {
+  return [selection.only ? `--only ${selection.only}` : "", selection.skip ? `--skip ${selection.skip}` : ""]
+    .filter(Boolean)
+    .join(" ");
+}
+
+async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selection: string): Promise<void> {
   const generation = readResult("generation");
   const httpFloor = readResult("http-floor");
   const retrieval = readResult("retrieval");
@@ -693,13 +1082,17 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null): Prom
       : null);
   const concurrency = readResult("concurrency");
   const synthetic = readResult("generation-synthetic");
+  const segments = readResult("segments");
+  const llamaServer = readResult("llama-server");
 
   const rows: Row[] = [
     ...(retrieval ? retrievalRows(retrieval) : []),
     ...(scale ? scaleRows(scale) : []),
+    ...(llamaServer ? llamaServerRows(llamaServer) : []),
     ...(generation ? generationRows(generation) : []),
     ...(concurrency ? concurrencyRows(concurrency) : []),
     ...(httpFloor ? httpFloorRows(httpFloor) : []),
+    ...(segments ? segmentsRows(segments) : []),
   ];
   const header = ["benchmark", "figure", "ours", "reference", "ratio", "target", "held"];
   const cells = rows.map((r) => [
@@ -716,10 +1109,12 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null): Prom
   const known = new Set([
     "generation",
     "generation-synthetic",
+    "llama-server",
     "http-floor",
     "retrieval",
     "scale",
     "concurrency",
+    "segments",
     "run-all",
   ]);
   const others = existsSync(resultsDir)
@@ -731,8 +1126,13 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null): Prom
   mkdirSync(imgDir, { recursive: true });
   writeFileSync(path.join(imgDir, "tokens-per-second-vs-concurrency.svg"), tokensPerSecondPlot(generation));
   writeFileSync(path.join(imgDir, "latency-vs-index-size.svg"), latencyPlot(retrieval, scale));
+  if (segments)
+    writeFileSync(path.join(imgDir, "write-latency-vs-index-size.svg"), writeLatencyPlot(segments));
 
-  const dates = [generation, httpFloor, retrieval, concurrency]
+  if (llamaServer)
+    writeFileSync(path.join(imgDir, "tokens-per-second-vs-llama-server.svg"), llamaServerPlot(llamaServer));
+
+  const dates = [generation, httpFloor, retrieval, concurrency, segments, llamaServer]
     .map((r) => (typeof r?.date === "string" ? r.date : null))
     .filter((d): d is string => d !== null)
     .sort();
@@ -743,7 +1143,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null): Prom
     "<!-- Written by bench/run-all.ts (npm run bench); edits here are overwritten. -->",
     "",
     `Latest run: ${dates.length > 0 ? `${dates[0]!.slice(0, 16).replace("T", " ")}–${dates.at(-1)!.slice(0, 16).replace("T", " ")} UTC` : "none yet"}` +
-      `${suiteSeconds === null ? "" : `, the whole suite in ${Math.round(suiteSeconds / 60)} min`}. ` +
+      `${suiteSeconds === null ? "" : selection ? `, the last \`run-all ${selection}\` in ${Math.round(suiteSeconds / 60)} min (other results from earlier runs)` : `, the whole suite in ${Math.round(suiteSeconds / 60)} min`}. ` +
       `Machine: ${machineLine(generation ?? httpFloor ?? retrieval) || machineLine({ machine: machineInfo() })}.`,
     "",
     "Everything is measured on one machine in one run: ours and the reference side by side, interleaved, " +
@@ -768,7 +1168,12 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null): Prom
     "",
     "![Aggregate tokens/s against concurrency](img/tokens-per-second-vs-concurrency.svg)",
     "",
+    ...(segments
+      ? ["![One-document write latency against index size](img/write-latency-vs-index-size.svg)", ""]
+      : []),
+    ...(llamaServer ? llamaServerSection(llamaServer) : []),
     ...detailSections(generation, httpFloor, retrieval, scale, synthetic),
+    ...(segments ? segmentsSection(segments) : []),
     ...(others.length > 0 ? ["## Other results", "", `Also in this run: ${others.join(", ")}.`, ""] : []),
     ...(runs.length > 0
       ? [
@@ -835,6 +1240,7 @@ if (!args["report-only"]) {
       {
         date: new Date().toISOString(),
         quick: args.quick,
+        selection: selectionOf(args),
         seconds: Math.round((performance.now() - suiteStarted) / 1000),
         runs,
       },
@@ -850,10 +1256,11 @@ if (!args["report-only"]) {
   );
 }
 const lastRun = args["report-only"]
-  ? (readResult("run-all") as { runs?: RunRecord[]; seconds?: number } | null)
+  ? (readResult("run-all") as { runs?: RunRecord[]; seconds?: number; selection?: string } | null)
   : null;
 await writeReport(
   args["report-only"] ? (lastRun?.runs ?? []) : runs,
   args["report-only"] ? (lastRun?.seconds ?? null) : (performance.now() - suiteStarted) / 1000,
+  args["report-only"] ? (lastRun?.selection ?? "") : selectionOf(args),
 );
 if (runs.some((r) => r.status === "failed" || r.status === "timed out")) process.exitCode = 1;

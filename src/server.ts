@@ -1,8 +1,11 @@
 /** Starts the apps on their ports; used by the CLI and by tests that need real sockets. */
+import path from "node:path";
 import type { Config } from "./core/config.js";
 import { buildRagApp } from "./rag/app.js";
+import { SQLITE_FILE_NAME } from "./rag/store/sqlite-store.js";
 import { buildTextgenApp } from "./textgen/app.js";
 import { createGenerator } from "./textgen/create-generator.js";
+import { LlamaGenerator } from "./textgen/llama-generator.js";
 
 export type Which = "textgen" | "rag" | "all";
 
@@ -10,17 +13,94 @@ export interface Listening {
   close(): Promise<void>;
 }
 
+/** An app could not bind its address: the variables to change, and why, without a stack trace. */
+export class ListenError extends Error {
+  constructor(
+    readonly portVariable: "TEXTGEN_PORT" | "RAG_PORT",
+    readonly host: string,
+    readonly port: number,
+    readonly code: string,
+  ) {
+    const why: Record<string, string> = {
+      EADDRINUSE: "the address is already in use (another process listens there)",
+      EACCES: "permission denied (ports below 1024 need privileges)",
+      EADDRNOTAVAIL: "no network interface of this machine has that address (HOST)",
+    };
+    super(
+      `cannot listen on ${host}:${port} (HOST, ${portVariable}): ${why[code] ?? code}; ` +
+        `stop what uses it or set ${portVariable}`,
+    );
+    this.name = "ListenError";
+  }
+}
+
+async function listen(
+  app: { listen(options: { host: string; port: number }): Promise<string>; close(): Promise<void> },
+  config: Config,
+  portVariable: "TEXTGEN_PORT" | "RAG_PORT",
+  port: number,
+): Promise<void> {
+  try {
+    await app.listen({ host: config.host, port });
+  } catch (error) {
+    await app.close().catch(() => undefined);
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "EADDRINUSE" || code === "EACCES" || code === "EADDRNOTAVAIL") {
+      throw new ListenError(portVariable, config.host, port, code);
+    }
+    throw error;
+  }
+}
+
+/** DATABASE_URL without its password, for logs. */
+function redacted(databaseUrl: string): string {
+  const url = new URL(databaseUrl);
+  if (url.password) url.password = "***";
+  return url.toString();
+}
+
 export async function serve(which: Which, config: Config): Promise<Listening[]> {
   const started: Listening[] = [];
-  if (which === "textgen" || which === "all") {
-    const app = await buildTextgenApp({ config, generator: createGenerator(config) });
-    await app.listen({ host: config.host, port: config.textgenPort });
-    started.push(app);
-  }
-  if (which === "rag" || which === "all") {
-    const app = await buildRagApp({ config });
-    await app.listen({ host: config.host, port: config.ragPort });
-    started.push(app);
+  try {
+    if (which === "textgen" || which === "all") {
+      const generator = createGenerator(config);
+      const app = await buildTextgenApp({ config, generator });
+      await listen(app, config, "TEXTGEN_PORT", config.textgenPort);
+      started.push(app);
+      // One line once the model has loaded (or failed to): which model, llama.cpp binary and device.
+      if (generator instanceof LlamaGenerator) {
+        void generator.ready().then(() => {
+          const status = generator.status();
+          const from = generator.loadedFrom;
+          if (status.state === "ready" && from !== null) {
+            app.log.info(
+              `text generation: model "${generator.modelName}" loaded from ${from.modelPath}; ${from.binary}; device ${from.device}`,
+            );
+          } else {
+            const reason = status.state === "unhealthy" ? status.reason : status.state;
+            app.log.warn(`text generation: no model loaded (MODEL_PATH=${config.modelPath}): ${reason}`);
+          }
+        });
+      } else {
+        app.log.info(
+          `text generation: no local model; serving from GENERATION_UPSTREAM_URL=${config.generationUpstreamUrl}`,
+        );
+      }
+    }
+    if (which === "rag" || which === "all") {
+      const app = await buildRagApp({ config });
+      await listen(app, config, "RAG_PORT", config.ragPort);
+      started.push(app);
+      app.log.info(
+        config.databaseUrl
+          ? `RAG: store PostgreSQL at ${redacted(config.databaseUrl)}`
+          : `RAG: store SQLite at ${path.join(config.dataDir, SQLITE_FILE_NAME)}`,
+      );
+    }
+  } catch (error) {
+    // An app that did start is closed again: the caller exits, and nothing is left half up.
+    await Promise.allSettled(started.map((app) => app.close()));
+    throw error;
   }
   return started;
 }

@@ -302,6 +302,8 @@ const generateStatus = $("#generate-status");
 const output = $("#generate-output");
 const promptEcho = $(".prompt-echo", output);
 const generated = $(".generated", output);
+const toolCallView = $("#tool-calls");
+const toolCallList = $("#tool-calls ol");
 const stats = Object.fromEntries(
   [...document.querySelectorAll("#generate-stats [data-stat]")].map((node) => [node.dataset.stat, node]),
 );
@@ -344,9 +346,92 @@ function setGenerating(running) {
   output.setAttribute("aria-busy", String(running));
 }
 
+/** Parses a JSON text box, or throws an error saying which box and why. */
+function parseJsonField(text, what) {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new Error(`${what} is not valid JSON: ${error.message}`);
+  }
+}
+
+/** With tools, the prompt goes to /v1/chat/completions as the user's message (tools are chat-only). */
+function chatRequestWithTools(body, tools, toolChoice) {
+  const request = {
+    messages: [{ role: "user", content: body.text }],
+    tools,
+    tool_choice: toolChoice,
+    max_tokens: body.max_length,
+    temperature: body.temperature,
+  };
+  for (const [from, to] of [
+    ["top_p", "top_p"],
+    ["top_k", "top_k"],
+    ["seed", "seed"],
+    ["stop", "stop"],
+  ])
+    if (body[from] !== undefined) request[to] = body[from];
+  if (body.json_schema)
+    request.response_format = {
+      type: "json_schema",
+      json_schema: { name: "output", schema: body.json_schema },
+    };
+  return request;
+}
+
+/** Runs a chat request with tools; shows the calls and returns a /predict-like summary. */
+async function generateWithTools(request, signal, started) {
+  let response;
+  try {
+    response = await fetch(`${config.textgen_url}/v1/chat/completions`, {
+      method: "POST",
+      headers: authHeaders({ "content-type": "application/json" }),
+      body: JSON.stringify(request),
+      signal,
+    });
+  } catch (error) {
+    if (error?.name === "AbortError") throw error;
+    throw new ApiError(`Cannot reach the text generation app: ${error?.message ?? error}`, 0);
+  }
+  if (!response.ok) throw await failure(response);
+  const json = await response.json();
+  const choice = json.choices?.[0] ?? {};
+  showToolCalls(choice.message?.tool_calls ?? []);
+  return {
+    generated_text: choice.message?.content ?? "",
+    tokens_generated: json.usage?.completion_tokens ?? 0,
+    finish_reason: choice.finish_reason,
+    elapsed_ms: performance.now() - started,
+    model_name: json.model,
+  };
+}
+
+function showToolCalls(calls) {
+  toolCallList.replaceChildren(
+    ...calls.map((call) => {
+      const item = document.createElement("li");
+      const name = document.createElement("code");
+      name.className = "tool-name";
+      name.textContent = call.function?.name ?? "?";
+      const args = document.createElement("pre");
+      let text = call.function?.arguments ?? "";
+      try {
+        text = JSON.stringify(JSON.parse(text), null, 2);
+      } catch {
+        // Shown as it came.
+      }
+      args.textContent = text;
+      item.append(name, args);
+      return item;
+    }),
+  );
+  toolCallView.hidden = calls.length === 0;
+}
+
 async function generate() {
   if (generation) return;
   let body;
+  let toolsRequest = null;
   try {
     const text = $("#prompt").value;
     if (!text.trim()) throw new Error("Write a prompt first");
@@ -360,6 +445,14 @@ async function generate() {
       stop: stopSequences($("#stop").value),
       stream: true,
     };
+    const schemaText = $("#json-schema").value.trim();
+    if (schemaText) body.json_schema = parseJsonField(schemaText, "The JSON schema");
+    const toolsText = $("#tools").value.trim();
+    if (toolsText) {
+      const tools = parseJsonField(toolsText, "Tools");
+      if (!Array.isArray(tools)) throw new Error("Tools must be a JSON array of tool definitions");
+      toolsRequest = chatRequestWithTools(body, tools, $("#tool-choice").value);
+    }
   } catch (error) {
     setStatus(generateStatus, error.message, "error");
     return;
@@ -375,44 +468,50 @@ async function generate() {
   generation = controller;
   promptEcho.textContent = body.text;
   generated.textContent = "";
+  showToolCalls([]);
   output.dataset.state = "streaming";
   setGenerating(true);
   setStatus(generateStatus, "Generating…");
   showGenerationStats({ tokens: 0, finish: "…", elapsedMs: 0 });
 
   try {
-    let response;
-    try {
-      response = await fetch(`${config.textgen_url}/predict`, {
-        method: "POST",
-        headers: authHeaders({ "content-type": "application/json", accept: "text/event-stream" }),
-        body: JSON.stringify(body),
-        signal: controller.signal,
-      });
-    } catch (error) {
-      if (error?.name === "AbortError") throw error;
-      throw new ApiError(`Cannot reach the text generation app: ${error?.message ?? error}`, 0);
-    }
-    if (!response.ok) throw await failure(response);
-    const type = response.headers.get("content-type") ?? "";
-    if (!type.includes("text/event-stream")) {
-      done = await response.json();
-      generated.textContent = done.generated_text ?? "";
+    if (toolsRequest) {
+      done = await generateWithTools(toolsRequest, controller.signal, started);
+      generated.textContent = done.generated_text;
     } else {
-      let streamError = null;
-      await readEvents(response, (event, data) => {
-        if (event === "done") done = data;
-        else if (event === "error") streamError = data;
-        else if (data && typeof data.token === "string") {
-          tokens++;
-          generated.append(data.token);
-          // Keep the newest text in view while it streams.
-          if (output.scrollHeight - output.scrollTop - output.clientHeight < 80)
-            output.scrollTop = output.scrollHeight;
-        }
-      });
-      if (streamError) throw new ApiError(streamError?.error?.message ?? "Generation failed", 500);
-      if (!done) throw new ApiError("The stream ended before the generation finished", 0);
+      let response;
+      try {
+        response = await fetch(`${config.textgen_url}/predict`, {
+          method: "POST",
+          headers: authHeaders({ "content-type": "application/json", accept: "text/event-stream" }),
+          body: JSON.stringify(body),
+          signal: controller.signal,
+        });
+      } catch (error) {
+        if (error?.name === "AbortError") throw error;
+        throw new ApiError(`Cannot reach the text generation app: ${error?.message ?? error}`, 0);
+      }
+      if (!response.ok) throw await failure(response);
+      const type = response.headers.get("content-type") ?? "";
+      if (!type.includes("text/event-stream")) {
+        done = await response.json();
+        generated.textContent = done.generated_text ?? "";
+      } else {
+        let streamError = null;
+        await readEvents(response, (event, data) => {
+          if (event === "done") done = data;
+          else if (event === "error") streamError = data;
+          else if (data && typeof data.token === "string") {
+            tokens++;
+            generated.append(data.token);
+            // Keep the newest text in view while it streams.
+            if (output.scrollHeight - output.scrollTop - output.clientHeight < 80)
+              output.scrollTop = output.scrollHeight;
+          }
+        });
+        if (streamError) throw new ApiError(streamError?.error?.message ?? "Generation failed", 500);
+        if (!done) throw new ApiError("The stream ended before the generation finished", 0);
+      }
     }
     generated.normalize();
     if (typeof done.generated_text === "string" && done.generated_text !== generated.textContent) {

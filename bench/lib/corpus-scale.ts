@@ -32,7 +32,7 @@ export function loadBaseChunks(dir: string): string[] {
     const title = typeof row.title === "string" ? row.title : "";
     const text = typeof row.text === "string" ? row.text : "";
     if (!text.trim()) continue;
-    const document = { id: String(row._id), title, text, metadata: {}, source: null };
+    const document = { id: String(row._id), title, text, metadata: {}, source: null, contentHash: null };
     for (const chunk of chunkDocument(document, { chunkSize: SCALE_CHUNK_SIZE, overlap: SCALE_OVERLAP })) {
       chunks.push(title ? `${title}\n${chunk.text}` : chunk.text);
     }

@@ -7,8 +7,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
 import {
-  IndexBuilder,
-  SearchIndex,
+  IndexWriter,
+  SegmentedIndex,
   type ResolvedSearchIndexOptions,
   type SearchIndexOptions,
 } from "../../src/rag/search/index.js";
@@ -187,9 +187,9 @@ export function runEngine(collection: BeirCollection, options: SearchIndexOption
   const evaluated = queries.filter((query) => qrels.has(query.id));
 
   const buildStart = performance.now();
-  const builder = new IndexBuilder(options.analyzer);
-  for (const document of documents) builder.add(document.text);
-  const index = builder.build(options);
+  const index = SegmentedIndex.create(options);
+  const write = new IndexWriter(index).prepare({ add: documents.map((document) => document.text) });
+  write.apply();
   const buildMs = performance.now() - buildStart;
 
   for (const query of evaluated) index.search(query.text, { topK }); // warm-up
@@ -201,25 +201,26 @@ export function runEngine(collection: BeirCollection, options: SearchIndexOption
     times.push(performance.now() - start);
     run.set(
       query.id,
-      hits.map((hit) => ({ docId: documents[hit.ordinal]?.id ?? "", score: hit.score })),
+      hits.map((hit) => ({ docId: documents[hit.key]?.id ?? "", score: hit.score })),
     );
   }
   times.sort((a, b) => a - b);
   const meanQueryMs = times.reduce((sum, t) => sum + t, 0) / Math.max(1, times.length);
   const p95QueryMs = times[Math.min(times.length - 1, Math.floor(times.length * 0.95))] ?? 0;
 
-  const bytes = index.serialize();
+  const bytes = write.segment?.bytes ?? new Uint8Array(0);
   const loadStart = performance.now();
-  const loaded = SearchIndex.deserialize(bytes);
+  const loaded = SegmentedIndex.load(
+    options,
+    write.segment === null ? [] : [{ bytes, deleted: [] }],
+    write.state,
+  );
   const deserializeMs = performance.now() - loadStart;
   let roundTripIdentical = true;
   for (const query of evaluated) {
     const a = index.search(query.text, { topK });
     const b = loaded.search(query.text, { topK });
-    if (
-      a.length !== b.length ||
-      a.some((hit, i) => hit.ordinal !== b[i]?.ordinal || hit.score !== b[i]?.score)
-    ) {
+    if (a.length !== b.length || a.some((hit, i) => hit.key !== b[i]?.key || hit.score !== b[i]?.score)) {
       roundTripIdentical = false;
       break;
     }
@@ -235,7 +236,7 @@ export function runEngine(collection: BeirCollection, options: SearchIndexOption
     serializedBytes: bytes.byteLength,
     deserializeMs,
     roundTripIdentical,
-    documentCount: index.documentCount,
+    documentCount: index.liveDocumentCount,
     vocabularySize: index.vocabularySize,
   };
 }

@@ -28,6 +28,9 @@ export const DEFAULT_SHAPE: SyntheticShape = {
 };
 
 const ALIGNMENT = 32;
+/** llama.cpp's token types (tokenizer.ggml.token_type). */
+const NORMAL_TOKEN = 1;
+const BYTE_TOKEN = 6;
 enum ValueType {
   UINT32 = 4,
   INT32 = 5,
@@ -101,13 +104,31 @@ function writeValue(w: Writer, meta: MetaValue): void {
   }
 }
 
-/** The file for `shape` under the temp folder, written once (tokenizer taken from `tokenizerModel`). */
+export interface SyntheticOptions {
+  /** Where the file goes (by default a folder under the temp folder). */
+  dir?: string;
+  /**
+   * Byte-fallback tokens (`<0xE2>`…) become plain text tokens. Random weights pick them at random,
+   * and a lone byte of a multi-byte character is invalid UTF-8, which llama-server refuses to return
+   * (500, "does not match the expected Content-only format"); as text, "<0xE2>" is valid.
+   */
+  plainByteTokens?: boolean;
+}
+
+/** File name of the F32 model of `shape` (its parameters spelled out). */
+export function syntheticModelName(shape: SyntheticShape, options: SyntheticOptions = {}): string {
+  const suffix = options.plainByteTokens ? "-textbytes" : "";
+  return `synthetic-llama-e${shape.embedding}-f${shape.feedForward}-l${shape.layers}-h${shape.heads}-kv${shape.kvHeads}${suffix}.gguf`;
+}
+
+/** The file for `shape`, written once (tokenizer taken from `tokenizerModel`). */
 export async function syntheticModel(
   tokenizerModel: string,
   shape: SyntheticShape = DEFAULT_SHAPE,
+  options: SyntheticOptions = {},
 ): Promise<string> {
-  const dir = path.join(os.tmpdir(), "lectern-bench-models");
-  const name = `synthetic-llama-e${shape.embedding}-f${shape.feedForward}-l${shape.layers}-h${shape.heads}-kv${shape.kvHeads}.gguf`;
+  const dir = options.dir ?? path.join(os.tmpdir(), "lectern-bench-models");
+  const name = syntheticModelName(shape, options);
   const file = path.join(dir, name);
   if (existsSync(file)) return file;
   mkdirSync(dir, { recursive: true });
@@ -142,7 +163,13 @@ export async function syntheticModel(
     ["tokenizer.ggml.scores", { type: ValueType.ARRAY, items: ValueType.FLOAT32, value: tokenizer.scores }],
     [
       "tokenizer.ggml.token_type",
-      { type: ValueType.ARRAY, items: ValueType.INT32, value: tokenizer.token_type },
+      {
+        type: ValueType.ARRAY,
+        items: ValueType.INT32,
+        value: options.plainByteTokens
+          ? tokenizer.token_type.map((type) => (type === BYTE_TOKEN ? NORMAL_TOKEN : type))
+          : tokenizer.token_type,
+      },
     ],
     ["tokenizer.ggml.bos_token_id", { type: ValueType.UINT32, value: tokenizer.bos_token_id }],
     ["tokenizer.ggml.eos_token_id", { type: ValueType.UINT32, value: tokenizer.eos_token_id }],

@@ -130,3 +130,56 @@ export async function predictStream(baseUrl: string, body: PredictBody): Promise
     firstTokenMs,
   };
 }
+
+export interface CompletionStreamResult {
+  text: string;
+  promptTokens: number;
+  /** usage.prompt_tokens_details.cached_tokens: prompt tokens taken from the prompt cache. */
+  cachedTokens: number;
+  /** From sending the request to the first chunk with text. */
+  firstTokenMs: number | null;
+}
+
+/** Streaming POST /v1/completions with usage, timed to the first text chunk. */
+export async function completionStream(
+  baseUrl: string,
+  body: { prompt: string; max_tokens: number; temperature: number },
+): Promise<CompletionStreamResult> {
+  const started = performance.now();
+  const response = await fetch(`${baseUrl}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }),
+  });
+  if (response.status !== 200)
+    throw new Error(`/v1/completions answered ${response.status}: ${await response.text()}`);
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let text = "";
+  let firstTokenMs: number | null = null;
+  let usage: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number } } | undefined;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let boundary: number;
+    while ((boundary = buffer.indexOf("\n\n")) >= 0) {
+      const data = buffer.slice(0, boundary).replace(/^data: /, "");
+      buffer = buffer.slice(boundary + 2);
+      if (data === "[DONE]") continue;
+      const chunk = JSON.parse(data) as { choices: { text?: string }[]; usage?: typeof usage };
+      const piece = chunk.choices[0]?.text ?? "";
+      if (piece !== "" && firstTokenMs === null) firstTokenMs = performance.now() - started;
+      text += piece;
+      if (chunk.usage) usage = chunk.usage;
+    }
+  }
+  if (!usage) throw new Error("stream ended without usage");
+  return {
+    text,
+    promptTokens: usage.prompt_tokens,
+    cachedTokens: usage.prompt_tokens_details?.cached_tokens ?? 0,
+    firstTokenMs,
+  };
+}

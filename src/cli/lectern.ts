@@ -32,6 +32,7 @@ Commands:
   index build <name> <path…>         index files and folders (.txt .md .html .pdf .docx)
   index list                         list indices
   index rm <name>                    delete an index
+  index sync <name> <dir> [--watch]  apply only what changed in a folder since the last sync
   ask <index> "<question>"           answer a question from an index, with sources
   generate "<prompt>"                generate text with the local model
   model pull <hf:owner/repo/file>    download a model into MODELS_DIR
@@ -51,6 +52,20 @@ Reads the files (folders: every supported file below them), then builds the inde
   --json                         print the result as JSON`,
   "index list": `Usage: lectern index list [--tenant ID | --all] [--json]`,
   "index rm": `Usage: lectern index rm <name> [--tenant ID] [--json]`,
+  "index sync": `Usage: lectern index sync <name> <dir> [options]
+
+Makes the index's documents from <dir> match its files: new files are added, changed ones (sha256 of
+their bytes) replaced, removed ones deleted, in one write (none when nothing changed). Document ids are
+file paths relative to RAG_FILES_DIR when it is set (<dir> must then lie inside it, as for the HTTP
+route), else relative to <dir>. A file that cannot be parsed is reported and left as it was; the others
+still sync (exit code 4 when any failed). A missing index is created with the settings below.
+  --watch                        sync again whenever something below <dir> changes, one line per
+                                 sync, until SIGINT or SIGTERM (exit 0)
+  --scorer tfidf|bm25            when creating: default tfidf
+  --chunk-size N                 when creating: 100 … 10000, default 1000
+  --overlap N                    when creating: default min(128, chunk-size/2)
+  --tenant ID                    default "default"
+  --json                         print each result as JSON (one line per sync with --watch)`,
   ask: `Usage: lectern ask <index> "<question>" [options]
   --top-k N          results to use, default 5
   --tenant ID        default "default"
@@ -143,9 +158,12 @@ async function withService<T>(config: Config, work: (service: RagService) => Pro
     import("../rag/service.js"),
   ]);
   const store = await openIndexStore(config);
+  const service = new RagService(store);
   try {
-    return await work(new RagService(store));
+    return await work(service);
   } finally {
+    // The service first: it waits for a background merge, which must not find the store closed.
+    await service.close();
     await store.close();
   }
 }
@@ -253,6 +271,119 @@ async function indexRm(args: string[], config: Config): Promise<number> {
   if (values.json) print({ deleted: name });
   else process.stdout.write(`Deleted "${name}"\n`);
   return EXIT.ok;
+}
+
+/** Waits after the last change event before syncing, so a burst of writes (a copy, a checkout) syncs once. */
+const WATCH_DEBOUNCE_MS = 250;
+
+async function indexSync(args: string[], config: Config): Promise<number> {
+  const { values, positionals } = options(args, {
+    watch: { type: "boolean" },
+    scorer: { type: "string" },
+    "chunk-size": { type: "string" },
+    overlap: { type: "string" },
+    tenant: { type: "string" },
+  });
+  if (values.help) return help("index sync");
+  const [name, dir, ...extra] = positionals;
+  if (!name || !dir || extra.length > 0) throw new UsageError("index sync needs a name and one folder");
+  const scorer = (values.scorer as string | undefined) ?? "tfidf";
+  if (!["tfidf", "bm25"].includes(scorer)) throw new UsageError("--scorer must be tfidf or bm25");
+  const chunkSize = integer(values["chunk-size"], "chunk-size") ?? 1000;
+  if (chunkSize < 100 || chunkSize > 10_000)
+    throw new UsageError("--chunk-size must be between 100 and 10000");
+  const overlap = integer(values.overlap, "overlap") ?? Math.min(128, Math.floor(chunkSize / 2));
+  if (overlap > chunkSize / 2) throw new UsageError("--overlap must be at most chunk-size/2");
+
+  const [{ syncFolder }, { resolveFolder }] = await Promise.all([
+    import("../rag/sync.js"),
+    import("../rag/ingest/files.js"),
+  ]);
+  const absolute = path.resolve(dir);
+  const info = await stat(absolute).catch(() => null);
+  if (!info?.isDirectory()) throw new ApiError(404, "not_found", `No such folder: ${dir}`);
+  // With RAG_FILES_DIR set, ids are relative to it (as the HTTP route stores them); else to the folder.
+  const { root, folder } = await resolveFolder(config.ragFilesDir ?? absolute, absolute);
+  const key = { tenantId: (values.tenant as string | undefined) ?? "default", name };
+  const settings = { scorer: scorer as "tfidf" | "bm25", chunkSize, overlap };
+
+  return withService(config, async (service) => {
+    const syncOnce = async () => {
+      const result = await syncFolder(service, { key, root, folder, settings });
+      if (values.json) process.stdout.write(`${JSON.stringify(result)}\n`);
+      else {
+        process.stdout.write(
+          `synced "${name}": ${result.added} added, ${result.updated} updated, ${result.deleted} deleted, ` +
+            `${result.unchanged} unchanged, ${result.failed.length} failed; ` +
+            `${result.documents_count} documents, ${result.chunks_count} chunks (${Math.round(result.elapsed_ms)} ms)\n`,
+        );
+        for (const failure of result.failed) {
+          process.stderr.write(`lectern: not synced: ${failure.file}: ${failure.message}\n`);
+        }
+      }
+      return result;
+    };
+    if (!values.watch) return (await syncOnce()).failed.length > 0 ? EXIT.refused : EXIT.ok;
+    return watchFolder(folder, syncOnce);
+  });
+}
+
+/**
+ * Syncs now and after every burst of changes below `folder`, one sync at a time (changes during a
+ * sync start another after it), until SIGINT or SIGTERM: then the running sync finishes and 0 is
+ * returned. The watcher is up before the first sync, so nothing changed after its line is missed.
+ */
+async function watchFolder(folder: string, syncOnce: () => Promise<unknown>): Promise<number> {
+  const { watch } = await import("node:fs");
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | null = null;
+  let again = false;
+  let stopping = false;
+  const run = () => {
+    if (stopping) return;
+    if (running) {
+      again = true;
+      return;
+    }
+    running = syncOnce()
+      .then(
+        () => undefined,
+        (error: unknown) => {
+          // One failed sync (a folder being moved, a database hiccup) does not end the watch.
+          process.stderr.write(`lectern: sync failed: ${(error as Error).message}\n`);
+        },
+      )
+      .finally(() => {
+        running = null;
+        if (again) {
+          again = false;
+          run();
+        }
+      });
+  };
+  return new Promise<number>((resolve) => {
+    const finish = (code: number) => {
+      if (stopping) return;
+      stopping = true;
+      clearTimeout(timer);
+      watcher.close();
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+      void (running ?? Promise.resolve()).then(() => resolve(code));
+    };
+    const onSignal = () => finish(EXIT.ok);
+    const watcher = watch(folder, { recursive: true }, () => {
+      clearTimeout(timer);
+      timer = setTimeout(run, WATCH_DEBOUNCE_MS);
+    });
+    watcher.on("error", (error) => {
+      process.stderr.write(`lectern: watching ${folder} failed: ${error.message}\n`);
+      finish(EXIT.failed);
+    });
+    process.on("SIGINT", onSignal);
+    process.on("SIGTERM", onSignal);
+    run();
+  });
 }
 
 async function ask(args: string[], config: Config): Promise<number> {
@@ -366,20 +497,22 @@ export async function main(argv: string[]): Promise<number> {
         const which = (rest[0] ?? "all") as Which;
         if (!["textgen", "rag", "all"].includes(which))
           throw new UsageError("serve takes textgen, rag or all");
-        const { serve } = await import("../server.js");
-        await serve(which, config);
+        // The same start-up checks, messages, exit codes and SIGTERM/SIGINT drain as `npm start`.
+        const { runServers } = await import("./run-servers.js");
+        await runServers(which, config);
         return -1; // keep running
       }
       case "index": {
         const [sub, ...args] = rest;
         if (sub === undefined || sub === "--help") {
-          for (const topic of ["index build", "index list", "index rm"]) help(topic);
+          for (const topic of ["index build", "index list", "index rm", "index sync"]) help(topic);
           return EXIT.ok;
         }
         if (sub === "build") return await indexBuild(args, config);
         if (sub === "list" || sub === "ls") return await indexList(args, config);
         if (sub === "rm" || sub === "delete") return await indexRm(args, config);
-        throw new UsageError(`unknown index command "${sub ?? ""}"; use build, list or rm`);
+        if (sub === "sync") return await indexSync(args, config);
+        throw new UsageError(`unknown index command "${sub ?? ""}"; use build, list, rm or sync`);
       }
       case "ask":
         return await ask(rest, config);

@@ -2,6 +2,7 @@
  * The one place that reads the environment. Every variable of the contract is parsed and checked
  * here; a bad value stops start-up with a message that names the variable and says what is allowed.
  */
+import { closeSync, openSync, readSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { KeyRing } from "./auth.js";
@@ -36,6 +37,14 @@ export interface Config {
   llamaContextSize: number;
   llamaGpu: "auto" | false;
   /**
+   * Which llama.cpp binary: "auto" takes the build for this CPU that `npm run build:native` makes
+   * (OpenMP threads, this CPU's instructions) when there is one, else the prebuilt one node-llama-cpp
+   * ships; "prebuilt" always takes the prebuilt one.
+   */
+  llamaBinary: "auto" | "prebuilt";
+  /** llama.cpp's flash attention (fused attention kernel). */
+  llamaFlashAttention: boolean;
+  /**
    * llama.cpp contexts the MAX_CONCURRENT sequences are spread over; "auto": 1 on a GPU, one per
    * sequence for a model that fits in CPU caches run on one thread, else one per LLAMA_THREADS cores.
    */
@@ -51,6 +60,18 @@ export interface Config {
   maxBuildDocuments: number;
   /** Characters of text one build or append may carry in total. */
   maxBuildChars: number;
+  /** Bytes a .docx part or a PDF's compressed streams may inflate to, per file (decompression bombs). */
+  maxExtractedBytes: number;
+  /** Characters of text one uploaded or server-side file may yield. */
+  maxFileChars: number;
+  /** Pages one PDF may have. */
+  maxPdfPages: number;
+  /** Element nesting depth one HTML file may have. */
+  maxHtmlDepth: number;
+  /** Requests whose files are parsed at once; parsing is what costs memory on hostile files. */
+  maxConcurrentParses: number;
+  /** Requests waiting for a parse slot before new ones get 429 with Retry-After. */
+  maxParseQueue: number;
   /** Time a client has to send a whole request (headers and body). */
   httpRequestTimeoutMs: number;
   /** On SIGTERM, how long in-flight generations may run on before they are stopped. */
@@ -67,6 +88,12 @@ export interface Config {
   maxQueue: number;
   requestTimeoutMs: number;
   logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  // Embeddings (#15): /v1/embeddings from EMBEDDING_MODEL_PATH, or from MODEL_PATH's model when unset.
+  embeddingModelPath: string | null;
+  /** Tokens one embedding input may hold. */
+  embeddingContextSize: number;
+  /** Inputs one /v1/embeddings request may carry. */
+  embeddingMaxInputs: number;
 }
 
 export const DEFAULT_MODEL = "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf";
@@ -165,6 +192,8 @@ export function loadConfig(env: Env = process.env): Config {
     llamaThreads: integer(env, "LLAMA_THREADS", physicalCores(), 1, 512),
     llamaContextSize: integer(env, "LLAMA_CONTEXT_SIZE", 4096, 256, 1 << 20),
     llamaGpu: gpu === "false" ? false : "auto",
+    llamaBinary: oneOf(env, "LLAMA_BINARY", "auto", ["auto", "prebuilt"] as const),
+    llamaFlashAttention: oneOf(env, "LLAMA_FLASH_ATTENTION", "off", ["on", "off"] as const) === "on",
     llamaContexts: countOrAuto(env, "LLAMA_CONTEXTS", 1, 64),
     apiKeysFile: read(env, "API_KEYS_FILE") ?? null,
     apiKeys: read(env, "API_KEYS_FILE") === undefined ? null : KeyRing.load(read(env, "API_KEYS_FILE")!),
@@ -172,6 +201,14 @@ export function loadConfig(env: Env = process.env): Config {
     corsOrigins: origins(env, "CORS_ORIGINS"),
     maxBuildDocuments: integer(env, "MAX_BUILD_DOCUMENTS", 1_000_000, 1, 100_000_000),
     maxBuildChars: integer(env, "MAX_BUILD_CHARS", 1_000_000_000, 1, 100_000_000_000),
+    // A few times the body limit: real documents compress 2-10x; bombs compress 1000x.
+    maxExtractedBytes: integer(env, "MAX_EXTRACTED_BYTES", 4 * largeBody, 1024, 64 * 1024 * mib),
+    // No file's text is longer than the largest body could be as plain text.
+    maxFileChars: integer(env, "MAX_FILE_CHARS", largeBody, 1, 1 << 30),
+    maxPdfPages: integer(env, "MAX_PDF_PAGES", 10_000, 1, 1_000_000),
+    maxHtmlDepth: integer(env, "MAX_HTML_DEPTH", 256, 8, 100_000),
+    maxConcurrentParses: integer(env, "MAX_CONCURRENT_PARSES", 2, 1, 256),
+    maxParseQueue: integer(env, "MAX_PARSE_QUEUE", 16, 0, 100_000),
     httpRequestTimeoutMs: integer(env, "HTTP_REQUEST_TIMEOUT_MS", 60_000, 1000, 3_600_000),
     shutdownGraceMs: integer(env, "SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
     maxBodyBytesLarge: largeBody,
@@ -190,5 +227,55 @@ export function loadConfig(env: Env = process.env): Config {
       "trace",
       "silent",
     ] as const),
+    // Embeddings (#15).
+    embeddingModelPath: read(env, "EMBEDDING_MODEL_PATH") ?? null,
+    embeddingContextSize: integer(env, "EMBEDDING_CONTEXT_SIZE", 2048, 16, 1 << 20),
+    embeddingMaxInputs: integer(env, "EMBEDDING_MAX_INPUTS", 2048, 1, 100_000),
   };
+}
+
+/** A Hugging Face reference or URL, downloaded into MODELS_DIR; anything else is a local path. */
+export function isRemoteModelReference(reference: string): boolean {
+  return /^(hf:|https?:\/\/)/i.test(reference);
+}
+
+/** The first bytes of every GGUF file. */
+const GGUF_MAGIC = "GGUF";
+
+/**
+ * Start-up checks of what the configuration names on disk, for the apps being started: a local
+ * MODEL_PATH must be a GGUF file (a hub reference is resolved later: offline, /health says why), and
+ * RAG_FILES_DIR must be a folder. Kept out of loadConfig, which parses values only, so commands and
+ * tests that never read these paths do not need them to exist.
+ */
+export function checkStartupPaths(config: Config, apps: { textgen: boolean; rag: boolean }): void {
+  if (apps.textgen && config.generationUpstreamUrl === null && !isRemoteModelReference(config.modelPath)) {
+    const file = path.resolve(config.modelPath);
+    const info = statSync(file, { throwIfNoEntry: false });
+    if (info === undefined) {
+      throw new ConfigError(
+        `MODEL_PATH names no file: ${file} does not exist (give a .gguf file, or a hub reference such as ${DEFAULT_MODEL})`,
+      );
+    }
+    if (!info.isFile()) throw new ConfigError(`MODEL_PATH must name a .gguf file; ${file} is not a file`);
+    const magic = Buffer.alloc(GGUF_MAGIC.length);
+    const fd = openSync(file, "r");
+    try {
+      readSync(fd, magic, 0, magic.length, 0);
+    } finally {
+      closeSync(fd);
+    }
+    if (magic.toString("latin1") !== GGUF_MAGIC) {
+      throw new ConfigError(
+        `MODEL_PATH must name a GGUF model file; ${file} is not one (it does not start with "GGUF")`,
+      );
+    }
+  }
+  if (apps.rag && config.ragFilesDir !== null) {
+    const info = statSync(config.ragFilesDir, { throwIfNoEntry: false });
+    if (info === undefined)
+      throw new ConfigError(`RAG_FILES_DIR names a folder that does not exist: ${config.ragFilesDir}`);
+    if (!info.isDirectory())
+      throw new ConfigError(`RAG_FILES_DIR must name a folder; ${config.ragFilesDir} is not one`);
+  }
 }

@@ -72,6 +72,25 @@ const codeByStatus: Record<number, ErrorCode> = {
 };
 
 /** Turns anything thrown into an ApiError a client may see; unexpected errors lose their details. */
+/**
+ * What is wrong with the first invalid value, from schema validation errors. A choice of constants
+ * ("tfidf" | "bm25") fails once per alternative with "must be equal to constant": the allowed values
+ * are named in the message itself, so a client that sent "BM25" reads what to send.
+ */
+export function validationProblem(
+  errors: ReadonlyArray<{ path?: string; instancePath?: string; message?: string; params?: unknown }>,
+): string {
+  const pathOf = (error: { path?: string; instancePath?: string }) => error.path ?? error.instancePath ?? "";
+  const first = errors[0];
+  if (first === undefined) return "is invalid";
+  const allowed = errors
+    .filter((error) => pathOf(error) === pathOf(first))
+    .map((error) => (error.params as { allowedValue?: unknown } | undefined)?.allowedValue)
+    .filter((value) => value !== undefined);
+  if (allowed.length === 0) return first.message ?? "is invalid";
+  return `must be one of ${allowed.map((value) => JSON.stringify(value)).join(", ")} (exactly, case included)`;
+}
+
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
   const err = error as Partial<FastifyError> & { validation?: unknown[]; validationContext?: string };
@@ -86,7 +105,7 @@ export function toApiError(error: unknown): ApiError {
     return new ApiError(
       400,
       "invalid_request",
-      `Invalid request: ${field} ${first?.message ?? "is invalid"}`,
+      `Invalid request: ${field} ${validationProblem(details)}`,
       details,
     );
   }
@@ -171,8 +190,13 @@ export async function createHttpApp(options: HttpAppOptions) {
 
   app.setErrorHandler((error, request, reply) => {
     const apiError = toApiError(error);
-    if (apiError.statusCode >= 500) request.log.error({ err: error }, "request failed");
-    else request.log.info({ code: apiError.code, msg: apiError.message }, "request rejected");
+    // A 5xx the code chose (not ready, timed out, upstream down) is a state, not a bug: one warning
+    // line. Only an unexpected error is logged as an error with its stack.
+    if (!(error instanceof ApiError) && apiError.statusCode >= 500) {
+      request.log.error({ err: error }, "request failed");
+    } else if (apiError.statusCode >= 500) {
+      request.log.warn({ code: apiError.code, msg: apiError.message }, "request refused");
+    } else request.log.info({ code: apiError.code, msg: apiError.message }, "request rejected");
     return sendError(reply, apiError);
   });
 

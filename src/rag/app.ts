@@ -8,6 +8,7 @@ import { RagService } from "./service.js";
 import { openIndexStore } from "./store/open.js";
 import type { IndexStore } from "./store/types.js";
 import { AnswerWriter } from "./generative.js";
+import { ingestFromConfig } from "./ingest/limits.js";
 import { OpenAIUpstreamGenerator } from "../textgen/openai-upstream.js";
 
 export interface RagAppDeps {
@@ -38,7 +39,7 @@ export async function buildRagApp({ config, store }: RagAppDeps) {
     await app.close();
     throw error;
   }
-  const service = new RagService(indexStore);
+  const service = new RagService(indexStore, { log: app.log });
   const answerWriter = config.generationUrl
     ? new AnswerWriter(
         new OpenAIUpstreamGenerator({
@@ -52,16 +53,18 @@ export async function buildRagApp({ config, store }: RagAppDeps) {
     : null;
   const { registry } = registerMetrics(app, "rag");
   registerRagRoutes(app, {
-    metrics: createRagMetrics(registry, indexStore),
+    metrics: createRagMetrics(registry, indexStore, service),
     service,
     answerWriter,
     ragFilesDir: config.ragFilesDir,
     largeBodyLimit: config.maxBodyBytesLarge,
     maxBuildDocuments: config.maxBuildDocuments,
     maxBuildChars: config.maxBuildChars,
+    ingest: ingestFromConfig(config),
   });
   app.addHook("onClose", async () => {
-    service.close();
+    // Merges still running are waited for (and not committed) before the store closes under them.
+    await service.close();
     await answerWriter?.close();
     await indexStore.close();
   });

@@ -1,5 +1,6 @@
-/** RAG-specific Prometheus metrics: stored counts, query and build durations. */
+/** RAG-specific Prometheus metrics: stored counts, segments, merges, query and build durations. */
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import type { RagService, SegmentCounters } from "./service.js";
 import type { IndexStore } from "./store/types.js";
 
 export interface RagMetrics {
@@ -9,19 +10,27 @@ export interface RagMetrics {
   buildDuration: Histogram<"kind">;
 }
 
-export function createRagMetrics(registry: Registry, store: IndexStore): RagMetrics {
+export function createRagMetrics(registry: Registry, store: IndexStore, service: RagService): RagMetrics {
   const totals = async () => {
     const indices = await store.listIndices(null);
     return {
       indices: indices.length,
       documents: indices.reduce((sum, meta) => sum + meta.documentsCount, 0),
       chunks: indices.reduce((sum, meta) => sum + meta.chunksCount, 0),
+      segments: indices.reduce((sum, meta) => sum + meta.segmentsCount, 0),
+      deletedChunks: indices.reduce((sum, meta) => sum + meta.deletedChunksCount, 0),
     };
   };
   for (const [name, help, field] of [
     ["lectern_rag_indices", "Indices in the store, all tenants", "indices"],
     ["lectern_rag_documents", "Documents in the store, all tenants", "documents"],
     ["lectern_rag_chunks", "Chunks in the store, all tenants", "chunks"],
+    ["lectern_rag_segments", "Index segments in the store, all tenants", "segments"],
+    [
+      "lectern_rag_deleted_chunks",
+      "Deleted chunks still held by a segment until its next merge, all tenants",
+      "deletedChunks",
+    ],
   ] as const) {
     new Gauge({
       name,
@@ -29,6 +38,29 @@ export function createRagMetrics(registry: Registry, store: IndexStore): RagMetr
       registers: [registry],
       async collect() {
         this.set((await totals())[field]);
+      },
+    });
+  }
+  // The service counts these itself (a merge or a catch-up happens outside any request); each scrape
+  // adds what it counted since the previous one, so the counters stay monotonic.
+  for (const [name, help, field] of [
+    ["lectern_rag_merges_total", "Segment merges committed by this process", "mergesCompleted"],
+    ["lectern_rag_segments_loaded_total", "Segments this process read from the store", "segmentsLoaded"],
+    [
+      "lectern_rag_segment_bytes_loaded_total",
+      "Bytes of the segments this process read from the store",
+      "bytesLoaded",
+    ],
+  ] as const satisfies ReadonlyArray<readonly [string, string, keyof SegmentCounters]>) {
+    let reported = 0;
+    new Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const total = service.segmentCountersTotal[field];
+        if (total > reported) this.inc(total - reported);
+        reported = total;
       },
     });
   }
@@ -47,7 +79,7 @@ export function createRagMetrics(registry: Registry, store: IndexStore): RagMetr
     }),
     builds: new Counter({
       name: "lectern_rag_writes_total",
-      help: "Index writes committed, by kind (build, append, documents)",
+      help: "Index writes committed, by kind (build, append, documents, sync)",
       labelNames: ["kind"],
       registers: [registry],
     }),

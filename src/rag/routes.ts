@@ -6,8 +6,11 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { rootMessage, type TypedApp } from "../core/http.js";
 import { actingTenant, listingTenant } from "../core/auth.js";
 import { ErrorResponse } from "../textgen/schemas.js";
-import { loadResolvedFile, resolveFiles } from "./ingest/files.js";
+import { loadResolvedFiles, resolveFiles } from "./ingest/files.js";
+import type { Ingest } from "./ingest/limits.js";
 import { readMultipart } from "./uploads.js";
+import type { IndexInfo } from "./schemas.js";
+import { registerSyncRoutes } from "./sync-routes.js";
 import {
   BuildForm,
   BuildRequest,
@@ -18,15 +21,15 @@ import {
   DocumentParams,
   DocumentsRequest,
   DocumentsResponse,
-  IndexInfo,
   IndexParams,
+  IndexStatsResponse,
   IndicesResponse,
   QueryRequest,
   QueryResponse,
   TenantQuery,
   type DocumentInput as DocumentInputBody,
 } from "./schemas.js";
-import type { DocumentInput, QueryResult, RagService, LoadedIndex } from "./service.js";
+import type { DocumentInput, IndexStats, QueryResult, RagService, LoadedIndex } from "./service.js";
 import type { AnswerWriter } from "./generative.js";
 import type { RagMetrics } from "./metrics.js";
 import { openEventStream, type EventStream } from "../core/sse.js";
@@ -48,6 +51,8 @@ export interface RagRouteDeps {
   /** Documents and characters one build or append may carry (MAX_BUILD_DOCUMENTS, MAX_BUILD_CHARS). */
   maxBuildDocuments: number;
   maxBuildChars: number;
+  /** Limits on extracting text from files, and the gate bounding how many requests parse at once. */
+  ingest: Ingest;
 }
 
 const errors = { "4xx": ErrorResponse, "5xx": ErrorResponse };
@@ -128,6 +133,7 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
       },
     });
     registerIndexRoutes(scope.withTypeProvider<TypeBoxTypeProvider>(), deps);
+    registerSyncRoutes(scope.withTypeProvider<TypeBoxTypeProvider>(), deps);
   });
 }
 
@@ -155,7 +161,12 @@ function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
       let body: BuildRequest;
       let documents: DocumentInput[];
       if (request.isMultipart()) {
-        const upload = await readMultipart<BuildForm>(request, BuildForm, deps.maxBuildDocuments);
+        const upload = await readMultipart<BuildForm>(
+          request,
+          BuildForm,
+          deps.maxBuildDocuments,
+          deps.ingest,
+        );
         body = upload.fields;
         documents = upload.documents;
       } else {
@@ -168,7 +179,7 @@ function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
         if (body.files?.length) {
           const resolved = await resolveFiles(deps.ragFilesDir, body.files);
           checkDocumentCount(deps, documents.length + resolved.files.length);
-          for (const file of resolved.files) documents.push(await loadResolvedFile(resolved.root, file));
+          documents.push(...(await loadResolvedFiles(resolved.root, resolved.files, deps.ingest)));
         }
       }
       const overlap = body.overlap ?? Math.min(128, Math.floor(body.chunk_size / 2));
@@ -344,7 +355,12 @@ function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
       let tenant: string | undefined;
       let documents: DocumentInput[];
       if (request.isMultipart()) {
-        const upload = await readMultipart<DocumentsForm>(request, DocumentsForm, deps.maxBuildDocuments);
+        const upload = await readMultipart<DocumentsForm>(
+          request,
+          DocumentsForm,
+          deps.maxBuildDocuments,
+          deps.ingest,
+        );
         tenant = upload.fields.tenant_id;
         documents = upload.documents;
       } else {
@@ -407,18 +423,34 @@ function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
     {
       schema: {
         tags: ["stats"],
-        summary: "One index's counts, sizes, vocabulary and dates",
+        summary: "One index's counts, sizes, vocabulary, dates, segments, deleted chunks and merges",
         params: IndexParams,
         querystring: TenantQuery,
-        response: { 200: IndexInfo, ...errors },
+        response: { 200: IndexStatsResponse, ...errors },
       },
     },
     async (request) =>
-      indexInfo(
-        await service.requireMeta({
+      indexStats(
+        await service.indexStats({
           tenantId: actingTenant(request, request.query.tenant_id),
           name: request.params.index_name,
         }),
       ),
   );
+}
+
+export function indexStats(stats: IndexStats): Static<typeof IndexStatsResponse> {
+  return {
+    ...indexInfo(stats.meta),
+    segments: stats.segments.map((segment) => ({
+      id: segment.id,
+      documents: segment.documentCount,
+      deleted: segment.deletedCount,
+      bytes: segment.byteLength,
+    })),
+    segments_count: stats.segments.length,
+    deleted_chunks: stats.deletedChunks,
+    merges: stats.merges,
+    loaded: { segments_loaded: stats.loaded.segmentsLoaded, bytes_loaded: stats.loaded.bytesLoaded },
+  };
 }

@@ -146,6 +146,32 @@ export const IndexInfo = Type.Object({
   version: Type.Integer(),
 });
 
+/** GET /rag/stats/{index_name}: the index's info plus its segments and this replica's segment counters. */
+export const IndexStatsResponse = Type.Object({
+  ...IndexInfo.properties,
+  segments: Type.Array(
+    Type.Object({
+      id: Type.Integer(),
+      documents: Type.Integer({ description: "Chunks the segment holds, deleted ones included" }),
+      deleted: Type.Integer({ description: "Of those, deleted (dropped at the segment's next merge)" }),
+      bytes: Type.Integer(),
+    }),
+  ),
+  segments_count: Type.Integer(),
+  deleted_chunks: Type.Integer(),
+  merges: Type.Object({
+    completed: Type.Integer({ description: "Merges of this index committed by this process" }),
+    running: Type.Integer(),
+  }),
+  loaded: Type.Object(
+    {
+      segments_loaded: Type.Integer(),
+      bytes_loaded: Type.Integer(),
+    },
+    { description: "Segments (and their bytes) this process read from the store for this index" },
+  ),
+});
+
 export const IndicesResponse = Type.Object({ indices: Type.Array(IndexInfo), count: Type.Integer() });
 
 export const TenantQuery = Type.Object({ tenant_id: Type.Optional(TenantId) });
@@ -178,3 +204,55 @@ export const DocumentsResponse = Type.Object({
 });
 
 export const DeletedResponse = Type.Object({ success: Type.Boolean(), message: Type.String() });
+
+/** Folder sync (#14): POST /rag/indices/{index_name}/sync. */
+export const SyncRequest = Type.Object(
+  {
+    folder: Type.String({
+      minLength: 1,
+      maxLength: 4096,
+      description: 'a folder under RAG_FILES_DIR: relative to it ("." for all of it), or absolute inside it',
+    }),
+    tenant_id: Type.Optional(TenantId),
+    scorer: Type.Optional(
+      Type.Union([Type.Literal("tfidf"), Type.Literal("bm25")], {
+        description: 'when the sync creates the index; default "tfidf"',
+      }),
+    ),
+    chunk_size: Type.Optional(
+      Type.Integer({
+        minimum: 100,
+        maximum: 10_000,
+        description: "when the sync creates the index; default 1000",
+      }),
+    ),
+    overlap: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: 5000,
+        description: "when the sync creates the index: 0 … chunk_size/2; default min(128, chunk_size/2)",
+      }),
+    ),
+  },
+  { examples: [{ folder: "handbook" }] },
+);
+export type SyncRequest = Static<typeof SyncRequest>;
+
+export const SyncResponse = Type.Object({
+  index_name: Type.String(),
+  tenant_id: Type.String(),
+  created: Type.Boolean({ description: "this sync created the index" }),
+  added: Type.Integer({ description: "new files indexed" }),
+  updated: Type.Integer({ description: "changed files (by sha256 of their bytes) re-indexed" }),
+  deleted: Type.Integer({ description: "documents of files no longer in the folder, deleted" }),
+  unchanged: Type.Integer(),
+  failed: Type.Array(Type.Object({ file: Type.String(), message: Type.String() }), {
+    description: "files that could not be read or parsed; left as they were in the index",
+  }),
+  documents_count: Type.Integer({ description: "the index's documents after the sync" }),
+  chunks_count: Type.Integer({ description: "the index's chunks after the sync" }),
+  version: Type.Integer({
+    description: "the index's version after the sync; unchanged when nothing changed",
+  }),
+  elapsed_ms: Type.Number(),
+});

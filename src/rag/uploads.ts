@@ -7,7 +7,9 @@ import type { FastifyRequest } from "fastify";
 import type { TSchema } from "typebox";
 import { Value } from "typebox/value";
 import { badRequest } from "../core/errors.js";
+import { validationProblem } from "../core/http.js";
 import { loadFile } from "./ingest/loaders.js";
+import { RequestTextBudget, type Ingest } from "./ingest/limits.js";
 import type { DocumentInput } from "./service.js";
 
 export interface MultipartBody<Fields> {
@@ -15,11 +17,15 @@ export interface MultipartBody<Fields> {
   documents: DocumentInput[];
 }
 
-/** Reads every part; `maxFiles` bounds the count before their contents are parsed. */
+/**
+ * Reads every part; `maxFiles` bounds the count before their contents are parsed, and the files are
+ * parsed through the ingest gate and limits (a file past a limit fails the request with a 413).
+ */
 export async function readMultipart<Fields>(
   request: FastifyRequest,
   fieldSchema: TSchema,
   maxFiles: number,
+  ingest: Ingest,
 ): Promise<MultipartBody<Fields>> {
   // No prototype: a field named "__proto__" is just a (refused) field name here.
   const raw: Record<string, string> = Object.create(null) as Record<string, string>;
@@ -49,27 +55,40 @@ export async function readMultipart<Fields>(
   // Form fields arrive as strings: convert by the schema (e.g. "500" → 500), then apply defaults.
   const fields = Value.Default(fieldSchema, Value.Convert(fieldSchema, { ...raw })) as Fields;
   if (!Value.Check(fieldSchema, fields)) {
-    const first = Value.Errors(fieldSchema, fields)[0] as
-      { instancePath?: string; message?: string } | undefined;
+    const errors = Value.Errors(fieldSchema, fields) as Array<{
+      instancePath?: string;
+      message?: string;
+      params?: unknown;
+    }>;
     throw badRequest(
-      `Invalid form field ${first?.instancePath?.slice(1) || "value"}: ${first?.message ?? "invalid"}`,
+      `Invalid form field ${errors[0]?.instancePath?.slice(1) || "value"}: ${validationProblem(errors)}`,
     );
   }
 
   const names = new Set<string>();
-  const documents: DocumentInput[] = [];
-  for (const { name, bytes } of uploads) {
+  for (const { name } of uploads) {
     if (names.has(name)) throw badRequest(`Two uploaded files are named "${name}"`);
     names.add(name);
-    const loaded = await loadFile(name, bytes);
-    documents.push({
-      id: name,
-      text: loaded.text,
-      title: loaded.title,
-      metadata: { ...loaded.metadata, file: name },
-      source: name,
-      pageStarts: loaded.pageStarts,
-    });
   }
+  const documents = await ingest.gate.run(async () => {
+    const budget = new RequestTextBudget(ingest.limits);
+    const parsed: DocumentInput[] = [];
+    for (let index = 0; index < uploads.length; index++) {
+      const { name, bytes } = uploads[index]!;
+      const loaded = await loadFile(name, bytes, ingest.limits);
+      budget.add(name, loaded.text.length);
+      // The raw bytes are no longer needed: let them go while the next file is parsed.
+      uploads[index] = { name, bytes: Buffer.alloc(0) };
+      parsed.push({
+        id: name,
+        text: loaded.text,
+        title: loaded.title,
+        metadata: { ...loaded.metadata, file: name },
+        source: name,
+        pageStarts: loaded.pageStarts,
+      });
+    }
+    return parsed;
+  });
   return { fields, documents };
 }

@@ -7,13 +7,16 @@ import { Scheduler } from "./scheduler.js";
 import { registerMetrics } from "../core/metrics.js";
 import { TextgenService } from "./service.js";
 import { openAiRoutes } from "./openai.js";
+import { LlamaEmbedder, type Embedder } from "./embedder.js";
 
 export interface TextgenAppDeps {
   config: Config;
   generator: Generator;
+  /** Defaults to EMBEDDING_MODEL_PATH's model, or the generator's own. */
+  embedder?: Embedder;
 }
 
-export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
+export async function buildTextgenApp({ config, generator, embedder: givenEmbedder }: TextgenAppDeps) {
   const app = await createHttpApp({
     service: SERVICE_NAME,
     description:
@@ -34,7 +37,24 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
   const { registry } = registerMetrics(app, "textgen");
   const service = new TextgenService(generator, scheduler, registry);
   registerTextgenRoutes(app, { service, maxNewTokens: config.maxNewTokens });
-  await app.register(openAiRoutes, { prefix: "/v1", service, maxNewTokens: config.maxNewTokens });
+  const embedder =
+    givenEmbedder ??
+    new LlamaEmbedder({
+      model: config.embeddingModelPath
+        ? { reference: config.embeddingModelPath, modelsDir: config.modelsDir, progress: true }
+        : null,
+      sharedModel: async () => generator.sharedModel?.(),
+      threads: config.llamaThreads,
+      contextSize: config.embeddingContextSize,
+      gpu: config.llamaGpu,
+    });
+  await app.register(openAiRoutes, {
+    prefix: "/v1",
+    service,
+    maxNewTokens: config.maxNewTokens,
+    embedder,
+    maxEmbeddingInputs: config.embeddingMaxInputs,
+  });
   // Closing: Fastify answers new requests 503 at once; admitted generations get SHUTDOWN_GRACE_MS to
   // finish before they are stopped, then the model is released.
   let drained: Promise<void> = Promise.resolve();
@@ -43,6 +63,7 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
   });
   app.addHook("onClose", async () => {
     await drained;
+    await embedder.close();
     await generator.close();
   });
   return app;

@@ -20,5 +20,8 @@ export function createGenerator(config: Config): Generator {
     sequences: config.maxConcurrent,
     contexts: config.llamaContexts,
     gpu: config.llamaGpu,
+    binary: config.llamaBinary,
+    flashAttention: config.llamaFlashAttention,
+    log: (line) => process.stderr.write(`lectern: ${line}\n`),
   });
 }

@@ -1,3 +1,5 @@
+import type { LlamaModel } from "node-llama-cpp";
+
 /**
  * The boundary between the HTTP layer and whatever produces tokens. Routes and the scheduler only
  * know this interface; the llama.cpp backend implements it now, an OpenAI-compatible upstream later.
@@ -10,6 +12,9 @@ export interface SamplingOptions {
   topK?: number;
   minP?: number;
   repeatPenalty?: number;
+  /** OpenAI's presence and frequency penalties (-2…2), over the last 64 generated tokens. */
+  presencePenalty?: number;
+  frequencyPenalty?: number;
   seed?: number;
 }
 
@@ -23,6 +28,47 @@ interface GenerationControls extends SamplingOptions {
   onText?: (piece: string) => void;
   /** Called as tokens are generated, with how many (for live metrics). */
   onTokens?: (count: number) => void;
+  /** Constrains the output: a JSON object, one matching a JSON schema, or a GBNF grammar. */
+  constraint?: OutputConstraint;
+  /** Report each generated token's log probability and this many alternatives (0…20). */
+  logprobs?: number;
+  /** Called with each generated token's log probabilities, before its text (when `logprobs` is set). */
+  onLogprob?: (entry: TokenLogprob) => void;
+  /** Reuse KV cells of an earlier request sharing a prefix with this prompt (default true). */
+  cachePrompt?: boolean;
+  /** A prompt too long for the context loses tokens from its start instead of being refused. */
+  truncate?: boolean;
+  /** Names the field that sets `maxTokens` in the caller's API, for error messages (`max_length`). */
+  maxTokensField?: string;
+}
+
+export type OutputConstraint =
+  { type: "json_object" } | { type: "json_schema"; schema: unknown } | { type: "grammar"; grammar: string };
+
+export interface TokenLogprob {
+  /** The token's text, as the tokenizer would write it alone. */
+  text: string;
+  bytes: number[];
+  logprob: number;
+  /** The most probable tokens at this step, best first. */
+  top: { text: string; bytes: number[]; logprob: number }[];
+}
+
+export interface ToolDefinition {
+  name: string;
+  description?: string;
+  /** JSON schema of the arguments object. */
+  parameters?: unknown;
+}
+
+/** `auto`: the model decides; `required`: a call to any tool; `{ name }`: a call to that tool. */
+export type ToolChoice = "auto" | "none" | "required" | { name: string };
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** The arguments object as a JSON string, as OpenAI's API carries it. */
+  arguments: string;
 }
 
 /** Continue a raw text. */
@@ -31,13 +77,21 @@ export interface CompletionRequest extends GenerationControls {
 }
 
 export interface ChatMessage {
-  role: "system" | "user" | "assistant";
+  role: "system" | "user" | "assistant" | "tool";
   content: string;
+  /** Calls an assistant message made (history). */
+  toolCalls?: ToolCall[];
+  /** The call a `tool` message answers. */
+  toolCallId?: string;
 }
 
 /** Answer a conversation, rendered with the model's own chat template. */
 export interface ChatRequest extends GenerationControls {
   messages: ChatMessage[];
+  tools?: ToolDefinition[];
+  toolChoice?: ToolChoice;
+  /** Called as a forced tool call is generated: first its id and name, then pieces of its arguments. */
+  onToolCall?: (delta: { index: number; id?: string; name?: string; arguments: string }) => void;
 }
 
 export type GenerationRequest = CompletionRequest | ChatRequest;
@@ -46,14 +100,30 @@ export function isChatRequest(request: GenerationRequest): request is ChatReques
   return "messages" in request;
 }
 
-export type FinishReason = "length" | "stop";
+export type FinishReason = "length" | "stop" | "tool_calls";
 
 export interface CompletionResult {
-  /** The continuation only, without the prompt. */
+  /** The continuation only, without the prompt (empty when the answer is tool calls). */
   text: string;
   tokensGenerated: number;
   promptTokens: number;
   finishReason: FinishReason;
+  /** Prompt tokens taken from the prompt cache instead of being evaluated. */
+  cachedTokens?: number;
+  /** Prompt tokens dropped from the start because the request allowed truncation. */
+  truncatedTokens?: number;
+  toolCalls?: ToolCall[];
+  /** One entry per generated token, when the request asked for `logprobs`. */
+  logprobs?: TokenLogprob[];
+}
+
+export interface TextTokenizer {
+  /** `addSpecial`: BOS first when the model wants one. Special-token text is read as special tokens. */
+  tokenize(text: string, addSpecial: boolean): number[];
+  /** Throws an ApiError 400 for an id outside the vocabulary. */
+  detokenize(tokens: readonly number[]): string;
+  /** One token's text, as it reads alone. */
+  piece(token: number): string;
 }
 
 export type GeneratorStatus =
@@ -68,6 +138,13 @@ export interface Generator {
    * Returns the prompt's token count.
    */
   validate(request: GenerationRequest): Promise<number>;
+  /**
+   * The loaded llama.cpp model, for embeddings from the same model (undefined for remote backends or
+   * when loading failed). Resolves once loading has finished.
+   */
+  sharedModel?(): Promise<{ model: LlamaModel; name: string } | undefined>;
+  /** The model's tokenizer (local models only); throws an ApiError 503 while loading. */
+  tokenizer?(): TextTokenizer;
   /** Generates for a raw prompt or a chat; the scheduler decides when this is called. */
   generate(request: GenerationRequest): Promise<CompletionResult>;
   close(): Promise<void>;

@@ -9,27 +9,46 @@ import os from "node:os";
 import path from "node:path";
 import {
   getLlama,
+  LlamaGrammarEvaluationState,
   LlamaLogLevel,
   LlamaText,
   resolveChatWrapper,
   type ChatHistoryItem,
+  type ChatModelFunctions,
   type ChatWrapper,
+  type GbnfJsonSchema,
   type Llama,
   type LlamaContext,
+  type LlamaGrammar,
   type LlamaModel,
   type Token,
 } from "node-llama-cpp";
 import { ApiError, badRequest } from "../core/errors.js";
-import { ContinuousBatcher, type BatchJob } from "./batcher.js";
+import { ContinuousBatcher, type BatchJob, type TokenLogprob as BatchLogprob } from "./batcher.js";
+import { checkGbnf } from "./gbnf-check.js";
 import {
   isChatRequest,
-  type ChatMessage,
   type CompletionResult,
   type GenerationRequest,
   type Generator,
   type GeneratorStatus,
+  type OutputConstraint,
+  type TextTokenizer,
+  type TokenLogprob,
 } from "./generator.js";
-import { createNativeSampler, nativeContextOf } from "./llama-native.js";
+import { SchemaError, toGrammarSchema } from "./json-schema.js";
+import { cmakeOptionsFor, describeBinary, type LlamaBinaryChoice } from "./llama-binary.js";
+import { createNativeSampler, grammarStateOf, nativeContextOf } from "./llama-native.js";
+import {
+  availableFunctions,
+  AutoCallHoldback,
+  ForcedCallStream,
+  parseAutoCalls,
+  resultPrefix,
+  toChatHistory,
+  toolCallSchema,
+  toolsForChoice,
+} from "./tool-calls.js";
 import { resolveModel, type ModelSource } from "./model-source.js";
 import { ResponseText } from "./response-text.js";
 
@@ -45,6 +64,12 @@ export interface LlamaGeneratorOptions {
    */
   contexts: number | "auto";
   gpu: "auto" | false;
+  /** "auto": the build for this CPU when `npm run build:native` made one, else the prebuilt binary. */
+  binary?: LlamaBinaryChoice;
+  /** llama.cpp's fused attention kernel. */
+  flashAttention?: boolean;
+  /** Start-up lines (which binary runs). */
+  log?: (line: string) => void;
 }
 
 /** Models up to this size fit in a server CPU's caches (see resolveContexts). */
@@ -62,6 +87,11 @@ interface PreparedPrompt {
   context: readonly Token[];
   stopStrings: string[];
   stopTokenSequences: Token[][];
+  grammar?: LlamaGrammar;
+  /** "forced": the answer is one call under a grammar; "auto": calls are looked for in the text. */
+  tools: "none" | "auto" | "forced";
+  /** Prompt tokens dropped from the start to fit (only when the request allows it). */
+  truncated: number;
 }
 
 interface Loaded {
@@ -95,6 +125,50 @@ export class LlamaGenerator implements Generator {
     return this.state;
   }
 
+  /** Which file, llama.cpp binary and device the model loads with; null until known. */
+  loadedFrom: { modelPath: string; binary: string; device: string } | null = null;
+
+  tokenizer(): TextTokenizer {
+    const { model } = this.requireReady();
+    const vocabularySize = (
+      model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly unknown[] } } }
+    ).tokenizer?.ggml?.tokens?.length;
+    const check = (tokens: readonly number[]) => {
+      const bad = tokens.findIndex(
+        (token) =>
+          !Number.isInteger(token) || token < 0 || (vocabularySize !== undefined && token >= vocabularySize),
+      );
+      if (bad !== -1)
+        throw badRequest(
+          `tokens[${bad}] = ${tokens[bad]} is not a token of this model` +
+            (vocabularySize !== undefined ? ` (ids 0…${vocabularySize - 1})` : ""),
+          [{ path: `/tokens/${bad}` }],
+        );
+      return tokens as Token[];
+    };
+    return {
+      tokenize: (text, addSpecial) => {
+        const tokens = model.tokenize(text, true);
+        const bos = model.tokens.bos;
+        if (addSpecial && model.tokens.shouldPrependBosToken && bos !== null && tokens[0] !== bos)
+          tokens.unshift(bos);
+        return tokens;
+      },
+      detokenize: (tokens) => model.detokenize(check(tokens), true),
+      // After a newline, a SentencePiece token keeps its word-initial space (" upon"), as llama.cpp's
+      // token_to_piece writes it; at the start of a text the detokenizer would drop it.
+      piece: (token) => {
+        const newline = model.tokens.nl;
+        return model.detokenize(check([token]), true, newline === null ? undefined : [newline]);
+      },
+    };
+  }
+
+  async sharedModel(): Promise<{ model: LlamaModel; name: string } | undefined> {
+    await this.loading;
+    return this.loaded ? { model: this.loaded.model, name: this.modelName } : undefined;
+  }
+
   /** llama.cpp contexts the sequences are spread over (0 until loaded). */
   get contextCount(): number {
     return this.loaded?.contexts.length ?? 0;
@@ -107,9 +181,21 @@ export class LlamaGenerator implements Generator {
 
   private async load(): Promise<void> {
     const modelPath = await resolveModel(this.options.model);
-    // build: "never": the llama.cpp binary ships prebuilt in the npm package; never compile or
-    // download one at run time.
-    const llama = await getLlama({ build: "never", gpu: this.options.gpu, logLevel: LlamaLogLevel.error });
+    // build: "never": the llama.cpp binary ships prebuilt in the npm package, or `npm run
+    // build:native` made one before; never compile or download one at run time.
+    const llama = await getLlama({
+      build: "never",
+      gpu: this.options.gpu,
+      logLevel: LlamaLogLevel.error,
+      cmakeOptions: cmakeOptionsFor(this.options.binary ?? "auto"),
+    });
+    const devices = llama.gpu === false ? [] : await llama.getGpuDeviceNames().catch(() => []);
+    // The start-up line (one, with the model and the store) reads this.
+    this.loadedFrom = {
+      modelPath,
+      binary: describeBinary(llama),
+      device: llama.gpu === false ? "CPU" : `${llama.gpu}${devices.length ? ` (${devices.join(", ")})` : ""}`,
+    };
     const model = await llama.loadModel({ modelPath });
     const name = model.fileInfo.metadata?.general?.name;
     if (typeof name === "string" && name.trim() !== "") this.modelName = name.trim();
@@ -133,6 +219,7 @@ export class LlamaGenerator implements Generator {
         contextSize: perSequence,
         sequences,
         threads: this.options.threads,
+        flashAttention: this.options.flashAttention ?? false,
       });
       contexts.push(context);
       batchers.push(
@@ -173,21 +260,48 @@ export class LlamaGenerator implements Generator {
   }
 
   /** The tokens the model reads before generating: the prompt, or the chat rendered by its template. */
-  private prepare(request: GenerationRequest): PreparedPrompt {
-    const { model, chatWrapper } = this.requireReady();
+  private async prepare(request: GenerationRequest): Promise<PreparedPrompt> {
+    const { llama, model, chatWrapper } = this.requireReady();
+    let grammar = request.constraint ? await compileConstraint(llama, request.constraint) : undefined;
     if (!isChatRequest(request)) {
       // As llama.cpp's own server does: BOS when the model wants one, then the text tokenized as it
       // stands (SentencePiece vocabularies see the word-initial "▁Once", not "O n ce").
       const bos = model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
       const tokens = model.tokenize(request.prompt);
       if (bos !== null) tokens.unshift(bos);
-      return { tokens, context: tokens, stopStrings: request.stop, stopTokenSequences: [] };
+      return this.fit(request, {
+        tokens,
+        context: tokens,
+        stopStrings: [...request.stop, ...grammarStopStrings(grammar)],
+        stopTokenSequences: [],
+        grammar,
+        tools: "none",
+        truncated: 0,
+      });
     }
+    const choice = request.toolChoice ?? "auto";
+    const tools = request.tools ?? [];
+    let toolMode: PreparedPrompt["tools"] = "none";
+    let functions: ChatModelFunctions | undefined;
+    if (tools.length > 0 && choice !== "none") {
+      functions = availableFunctions(tools);
+      toolMode = choice === "auto" ? "auto" : "forced";
+      if (toolMode === "forced") {
+        if (grammar) throw badRequest("response_format cannot be combined with a required tool call");
+        grammar = await compileSchema(llama, toolCallSchema(toolsForChoice(tools, choice), tools), "/tools");
+      }
+    } else if (typeof choice === "object") toolsForChoice(tools, choice);
     const history: ChatHistoryItem[] = [...toChatHistory(request.messages), { type: "model", response: [] }];
     const { contextText, stopGenerationTriggers } = chatWrapper.generateContextState({
       chatHistory: history,
+      availableFunctions: functions,
+      documentFunctionParams: functions ? true : undefined,
     });
-    const stopStrings = [...request.stop];
+    const stopStrings = [...request.stop, ...grammarStopStrings(grammar)];
+    if (toolMode === "auto") {
+      const invented = resultPrefix(chatWrapper);
+      if (invented) stopStrings.push(invented);
+    }
     const stopTokenSequences: Token[][] = [];
     for (const trigger of stopGenerationTriggers) {
       const text = LlamaText(trigger);
@@ -200,32 +314,75 @@ export class LlamaGenerator implements Generator {
       if (tokens.length === 1 && model.isEogToken(tokens[0]!)) continue;
       if (tokens.length > 0) stopTokenSequences.push(tokens);
     }
-    return { tokens: contextText.tokenize(model.tokenizer), context: [], stopStrings, stopTokenSequences };
+    return this.fit(request, {
+      tokens: contextText.tokenize(model.tokenizer),
+      context: [],
+      stopStrings,
+      stopTokenSequences,
+      grammar,
+      tools: toolMode,
+      truncated: 0,
+    });
   }
 
   async validate(request: GenerationRequest): Promise<number> {
-    return this.check(request, this.prepare(request));
+    return (await this.prepare(request)).tokens.length;
   }
 
-  private check(request: GenerationRequest, prepared: PreparedPrompt): number {
+  /**
+   * Refuses a prompt that leaves no room for `maxTokens`, or, when the request allows it, drops
+   * tokens from its start (after BOS) until it fits.
+   */
+  private fit(request: GenerationRequest, prepared: PreparedPrompt): PreparedPrompt {
+    const { model } = this.requireReady();
     const promptTokens = prepared.tokens.length;
     const limit = this.sequenceContextSize;
+    const field = request.maxTokensField ?? "max_length";
     if (promptTokens === 0) throw badRequest("The prompt is empty after tokenization.");
-    if (promptTokens + request.maxTokens > limit) {
-      const what = isChatRequest(request) ? "The messages are" : "The prompt is";
-      throw badRequest(
-        `${what} ${promptTokens} tokens; with max_length ${request.maxTokens} it needs ${promptTokens + request.maxTokens} ` +
-          `tokens, but the context holds ${limit} per request. Shorten the text or lower max_length.`,
-        [{ prompt_tokens: promptTokens, max_length: request.maxTokens, context_size: limit }],
-      );
+    if (promptTokens + request.maxTokens <= limit) return prepared;
+    const room = limit - request.maxTokens;
+    const keep = prepared.tokens[0] === model.tokens.bos ? 1 : 0;
+    if (request.truncate && room > keep) {
+      const dropped = promptTokens - room;
+      const tokens = [...prepared.tokens.slice(0, keep), ...prepared.tokens.slice(keep + dropped)];
+      return { ...prepared, tokens, context: isChatRequest(request) ? [] : tokens, truncated: dropped };
     }
-    return promptTokens;
+    const what = isChatRequest(request) ? "The messages are" : "The prompt is";
+    throw badRequest(
+      `${what} ${promptTokens} tokens; with ${field} ${request.maxTokens} it needs ${promptTokens + request.maxTokens} ` +
+        `tokens, but the context holds ${limit} per request. Shorten the text, lower ${field}` +
+        (request.truncate === undefined ? ", or set truncate: true to drop the start of the prompt." : "."),
+      [{ prompt_tokens: promptTokens, [field]: request.maxTokens, context_size: limit }],
+    );
   }
 
   async generate(request: GenerationRequest): Promise<CompletionResult> {
     const { model, batchers } = this.requireReady();
-    const prepared = this.prepare(request);
-    const promptTokens = this.check(request, prepared);
+    const prepared = await this.prepare(request);
+    const promptTokens = prepared.tokens.length;
+    const grammarState = prepared.grammar
+      ? new LlamaGrammarEvaluationState({ model, grammar: prepared.grammar })
+      : undefined;
+    const logprobText = (entry: BatchLogprob, previous: readonly Token[]): TokenLogprob => {
+      const textOf = (token: Token) => model.detokenize([token], false, previous.slice(-4));
+      const text = textOf(entry.token);
+      return {
+        text,
+        bytes: [...Buffer.from(text, "utf8")],
+        logprob: entry.logprob,
+        top: entry.top.map((alternative) => {
+          const alternativeText = textOf(alternative.token);
+          return {
+            text: alternativeText,
+            bytes: [...Buffer.from(alternativeText, "utf8")],
+            logprob: alternative.logprob,
+          };
+        }),
+      };
+    };
+    const generatedTokens: Token[] = [];
+    const forcedCall = new ForcedCallStream(isChatRequest(request) ? request.onToolCall : undefined);
+    const autoText = new AutoCallHoldback(this.requireReady().chatWrapper, request.onText);
     const job: BatchJob = {
       promptTokens: prepared.tokens,
       maxTokens: request.maxTokens,
@@ -237,6 +394,8 @@ export class LlamaGenerator implements Generator {
         // Without a seed every request draws its own; with one, the same request repeats exactly.
         seed: request.seed ?? randomInt(0, 2 ** 32),
         repeatPenalty: request.repeatPenalty,
+        presencePenalty: request.presencePenalty,
+        frequencyPenalty: request.frequencyPenalty,
       },
       text: new ResponseText({
         detokenize: (tokens, lastTokens) => model.detokenize(tokens, false, lastTokens),
@@ -245,18 +404,53 @@ export class LlamaGenerator implements Generator {
         stopTokenSequences: prepared.stopTokenSequences,
       }),
       signal: request.signal,
-      onText: request.onText,
+      // A forced call streams as call deltas; an auto answer as text until it may be a call.
+      onText:
+        prepared.tools === "none"
+          ? request.onText
+          : prepared.tools === "forced"
+            ? (piece) => forcedCall.push(piece)
+            : (piece) => autoText.push(piece),
       onTokens: request.onTokens,
+      grammar: grammarState ? grammarStateOf(grammarState) : undefined,
+      logprobs: request.logprobs,
+      reusePrefix: request.cachePrompt,
+      onLogprob: (entry) => {
+        const context = generatedTokens.length > 0 ? generatedTokens : prepared.context;
+        request.onLogprob?.(logprobText(entry, context));
+        generatedTokens.push(entry.token);
+      },
     };
-    // The least loaded context; ties go to the first, so a lone request always runs on the same one.
-    const batcher = batchers.reduce((best, candidate) => (candidate.load < best.load ? candidate : best));
+    const batcher = pickBatcher(batchers, prepared.tokens);
     const result = await batcher.run(job);
-    return {
-      text: result.text,
+    let logprobs: TokenLogprob[] | undefined;
+    if (result.logprobs) {
+      const previous: Token[] = [...prepared.context];
+      logprobs = result.logprobs.map((entry) => {
+        const converted = logprobText(entry, previous);
+        previous.push(entry.token);
+        return converted;
+      });
+    }
+    let text = result.text;
+    if (prepared.grammar?.trimWhitespaceSuffix) text = text.trimEnd();
+    const answer: CompletionResult = {
+      text,
       tokensGenerated: result.tokensGenerated,
       promptTokens,
       finishReason: result.finish === "stop" ? "stop" : "length",
+      cachedTokens: result.cachedTokens,
+      truncatedTokens: prepared.truncated,
+      logprobs,
     };
+    const call = prepared.tools === "forced" ? forcedCall.call() : undefined;
+    if (call) return { ...answer, text: "", toolCalls: [call], finishReason: "tool_calls" };
+    if (prepared.tools === "auto" && isChatRequest(request)) {
+      const parsed = parseAutoCalls(text, this.requireReady().chatWrapper, request.tools ?? []);
+      if (parsed)
+        return { ...answer, text: parsed.content, toolCalls: parsed.calls, finishReason: "tool_calls" };
+    }
+    return answer;
   }
 
   async close(): Promise<void> {
@@ -275,10 +469,62 @@ function describeLoadError(error: unknown, reference: string): string {
   return `could not load model "${reference}": ${message}. Set MODEL_PATH to a local .gguf file (or a Hugging Face reference hf:<owner>/<repo>/<file>.gguf reachable from this machine).`;
 }
 
-function toChatHistory(messages: ChatMessage[]): ChatHistoryItem[] {
-  return messages.map((message): ChatHistoryItem => {
-    if (message.role === "system") return { type: "system", text: message.content };
-    if (message.role === "user") return { type: "user", text: message.content };
-    return { type: "model", response: [message.content] };
-  });
+/**
+ * The context whose free sequence already holds the longest prefix of the prompt (prompt cache);
+ * without one, the least loaded, ties to the first, so a lone request always runs on the same one.
+ */
+function pickBatcher(batchers: ContinuousBatcher[], tokens: readonly Token[]): ContinuousBatcher {
+  let best = batchers[0]!;
+  let bestPrefix = -1;
+  for (const candidate of batchers) {
+    // A prefix worth reusing wins; otherwise load decides.
+    const prefix = candidate.cachedPrefixLength(tokens);
+    if (prefix > bestPrefix || (prefix === bestPrefix && candidate.load < best.load)) {
+      best = candidate;
+      bestPrefix = prefix;
+    }
+  }
+  return best;
+}
+
+function grammarStopStrings(grammar: LlamaGrammar | undefined): string[] {
+  if (!grammar) return [];
+  return grammar.stopGenerationTriggers.map((trigger) => LlamaText(trigger).toString());
+}
+
+/** Compiles a request's output constraint; a schema or grammar that does not compile is a 400. */
+async function compileConstraint(llama: Llama, constraint: OutputConstraint): Promise<LlamaGrammar> {
+  if (constraint.type === "json_object")
+    return compileSchema(llama, { type: "object", additionalProperties: true }, "");
+  if (constraint.type === "json_schema") {
+    let schema;
+    try {
+      schema = toGrammarSchema(constraint.schema);
+    } catch (error) {
+      if (error instanceof SchemaError)
+        throw badRequest(`Invalid JSON schema: ${error.message}`, [{ path: "/schema" }]);
+      throw error;
+    }
+    return compileSchema(llama, schema, "/schema");
+  }
+  const problem = checkGbnf(constraint.grammar);
+  if (problem) throw badRequest(`Invalid grammar: ${problem}`, [{ path: "/grammar" }]);
+  try {
+    return await llama.createGrammar({ grammar: constraint.grammar });
+  } catch (error) {
+    throw badRequest(`Invalid grammar: llama.cpp could not parse it (${(error as Error).message})`, [
+      { path: "/grammar" },
+    ]);
+  }
+}
+
+async function compileSchema(llama: Llama, schema: GbnfJsonSchema, path: string): Promise<LlamaGrammar> {
+  try {
+    // `as never`: the method's generic parameters want a literal schema type, not any schema.
+    return await llama.createGrammarForJsonSchema(schema as never);
+  } catch (error) {
+    throw badRequest(`The JSON schema could not be compiled to a grammar: ${(error as Error).message}`, [
+      { path },
+    ]);
+  }
 }

@@ -11,7 +11,7 @@
  * The package is pinned to an exact version in package.json; `nativeContextOf` checks the shape it
  * relies on and fails with a clear message if an upgrade changed it.
  */
-import type { Llama, LlamaContext, LlamaModel, Token } from "node-llama-cpp";
+import type { Llama, LlamaContext, LlamaGrammarEvaluationState, LlamaModel, Token } from "node-llama-cpp";
 
 /** llama.cpp's context, as node-llama-cpp's addon exposes it. */
 export interface NativeContext {
@@ -30,9 +30,20 @@ export interface NativeContext {
   /** llama_decode on a worker thread. */
   decodeBatch(): Promise<void>;
   /** Samples from the logits at `batchLogitIndex` on a worker thread; -1 when sampling failed. */
-  sampleToken(batchLogitIndex: number, sampler: NativeSampler): Promise<Token | -1>;
+  sampleToken(batchLogitIndex: number, sampler: NativeSampler, probabilities?: false): Promise<Token | -1>;
+  /**
+   * The same, also returning the distribution the token was drawn from (after the grammar and the
+   * sampler chain) as `[token, probability, token, probability, …]`, most probable first.
+   */
+  sampleToken(
+    batchLogitIndex: number,
+    sampler: NativeSampler,
+    probabilities: true,
+  ): Promise<[Token | -1, (Token | number)[] | undefined, number | undefined]>;
   /** Drops every KV cell of the sequence. */
   disposeSequence(sequenceId: number): void;
+  /** Drops the sequence's cells at positions `startPosition…endPosition-1` (-1: to the end). */
+  removeTokenCellsFromSequence(sequenceId: number, startPosition: number, endPosition: number): boolean;
 }
 
 /** Settings for llama.cpp's sampler chain (the addon rebuilds only the parts that changed). */
@@ -45,7 +56,14 @@ export interface NativeSamplerConfig {
   repeatPenalty?: number;
   repeatPenaltyMaxTokens?: number;
   repeatPenaltyTokens?: Uint32Array;
+  repeatPenaltyPresencePenalty?: number;
+  repeatPenaltyFrequencyPenalty?: number;
+  /** The addon's grammar state (see `grammarStateOf`): only tokens the grammar allows are sampled. */
+  grammarEvaluationState?: NativeGrammarState;
 }
+
+/** A compiled grammar's position within one response (llama.cpp's grammar sampler), opaque here. */
+export type NativeGrammarState = { readonly __nativeGrammarState: never };
 
 export interface NativeSampler {
   applyConfig(config: NativeSamplerConfig): void;
@@ -56,7 +74,14 @@ interface AddonSamplerConstructor {
   new (model: unknown): NativeSampler;
 }
 
-const requiredContextMethods = ["initBatch", "addToBatch", "decodeBatch", "sampleToken", "disposeSequence"];
+const requiredContextMethods = [
+  "initBatch",
+  "addToBatch",
+  "decodeBatch",
+  "sampleToken",
+  "disposeSequence",
+  "removeTokenCellsFromSequence",
+];
 
 function incompatible(what: string): Error {
   return new Error(
@@ -81,4 +106,11 @@ export function createNativeSampler(llama: Llama, model: LlamaModel): NativeSamp
   if (typeof bindings?.AddonSampler !== "function" || nativeModel === undefined)
     throw incompatible("AddonSampler or LlamaModel._model is missing");
   return new bindings.AddonSampler(nativeModel);
+}
+
+/** The addon state inside a LlamaGrammarEvaluationState, for NativeSamplerConfig. */
+export function grammarStateOf(state: LlamaGrammarEvaluationState): NativeGrammarState {
+  const native = (state as unknown as { _state?: NativeGrammarState })._state;
+  if (native === undefined) throw incompatible("LlamaGrammarEvaluationState._state is missing");
+  return native;
 }

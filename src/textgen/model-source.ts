@@ -7,6 +7,7 @@ import { existsSync, statSync } from "node:fs";
 import path from "node:path";
 import { SingleBar, Presets } from "cli-progress";
 import { resolveModelFile } from "node-llama-cpp";
+import { isRemoteModelReference } from "../core/config.js";
 
 export interface ModelSource {
   /** MODEL_PATH as given. */
@@ -16,13 +17,9 @@ export interface ModelSource {
   progress?: boolean;
 }
 
-export function isRemoteReference(reference: string): boolean {
-  return /^(hf:|https?:\/\/)/i.test(reference);
-}
-
 /** Returns the local file path, downloading the model first when it is a remote reference. */
 export async function resolveModel(source: ModelSource): Promise<string> {
-  if (!isRemoteReference(source.reference)) {
+  if (!isRemoteModelReference(source.reference)) {
     const file = path.resolve(source.reference);
     if (!existsSync(file)) throw new Error(`no file at ${file}`);
     if (!statSync(file).isFile()) throw new Error(`${file} is not a file`);

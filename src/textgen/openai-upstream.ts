@@ -8,6 +8,7 @@ import { Agent, fetch, type Response } from "undici";
 import { ApiError } from "../core/errors.js";
 import {
   isChatRequest,
+  type ChatMessage,
   type CompletionResult,
   type GenerationRequest,
   type Generator,
@@ -83,8 +84,23 @@ export class OpenAIUpstreamGenerator implements Generator {
     return this.discovery;
   }
 
-  /** The upstream checks its own context limits; nothing to count here. */
-  async validate(): Promise<number> {
+  /**
+   * The upstream checks its own context limits; nothing to count here. Features that run inside our
+   * own batcher are refused rather than dropped on the way.
+   */
+  async validate(request: GenerationRequest): Promise<number> {
+    const unsupported = [
+      request.constraint && "response_format / json_schema / grammar",
+      isChatRequest(request) && request.tools?.length && "tools",
+      request.logprobs !== undefined && "logprobs",
+      request.truncate && "truncate",
+    ].filter(Boolean);
+    if (unsupported.length > 0)
+      throw new ApiError(
+        400,
+        "invalid_request",
+        `${unsupported.join(", ")}: not supported when generation is forwarded to GENERATION_UPSTREAM_URL`,
+      );
     return 0;
   }
 
@@ -111,7 +127,9 @@ export class OpenAIUpstreamGenerator implements Generator {
       stream_options: { include_usage: true },
     };
     const chat = isChatRequest(request);
-    const body = chat ? { ...common, messages: request.messages } : { ...common, prompt: request.prompt };
+    const body = chat
+      ? { ...common, messages: request.messages.map(toOpenAiMessage) }
+      : { ...common, prompt: request.prompt };
 
     let text = "";
     let pieces = 0;
@@ -178,10 +196,13 @@ export class OpenAIUpstreamGenerator implements Generator {
     if (!response.ok) {
       const detail = await response.text().catch(() => "");
       const message = extractMessage(detail) ?? `HTTP ${response.status}`;
-      if (response.status === 429 || response.status === 503) {
-        throw new ApiError(429, "rate_limited", `Upstream busy: ${message}`, [], {
-          "retry-after": response.headers.get("retry-after") ?? "1",
-        });
+      const retryAfter = { "retry-after": response.headers.get("retry-after") ?? "1" };
+      if (response.status === 429) {
+        throw new ApiError(429, "rate_limited", `Upstream busy: ${message}`, [], retryAfter);
+      }
+      // 503 is "not ready" (a model still loading, or failed to load), not "busy": say which.
+      if (response.status === 503) {
+        throw new ApiError(503, "model_not_ready", `Upstream model not ready: ${message}`, [], retryAfter);
       }
       if (response.status >= 400 && response.status < 500) {
         throw new ApiError(400, "invalid_request", `Upstream rejected the request: ${message}`);
@@ -196,6 +217,24 @@ export class OpenAIUpstreamGenerator implements Generator {
     clearTimeout(this.retryTimer);
     await this.agent.close();
   }
+}
+
+/** Our chat message in OpenAI's wire shape (tool calls and tool results included). */
+function toOpenAiMessage(message: ChatMessage) {
+  return {
+    role: message.role,
+    content: message.toolCalls?.length && message.content === "" ? null : message.content,
+    ...(message.toolCalls?.length
+      ? {
+          tool_calls: message.toolCalls.map((call) => ({
+            id: call.id,
+            type: "function",
+            function: { name: call.name, arguments: call.arguments },
+          })),
+        }
+      : {}),
+    ...(message.toolCallId !== undefined ? { tool_call_id: message.toolCallId } : {}),
+  };
 }
 
 /** Yields the `data:` payloads of a server-sent event stream. */

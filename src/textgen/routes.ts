@@ -3,9 +3,14 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { rootMessage, type TypedApp } from "../core/http.js";
 import { toApiError } from "../core/http.js";
 import { openEventStream, type EventStream } from "../core/sse.js";
-import type { CompletionRequest } from "./generator.js";
+import { badRequest } from "../core/errors.js";
+import type { CompletionRequest, OutputConstraint } from "./generator.js";
 import type { TextgenService } from "./service.js";
 import {
+  DetokenizeRequest,
+  DetokenizeResponse,
+  TokenizeRequest,
+  TokenizeResponse,
   ErrorResponse,
   HealthResponse,
   PredictResponse,
@@ -43,7 +48,18 @@ export function toCompletionRequest(body: PredictRequest): CompletionRequest {
     repeatPenalty: body.repeat_penalty,
     seed: body.seed,
     stop: stopList(body.stop),
+    constraint: predictConstraint(body),
+    truncate: body.truncate,
+    cachePrompt: body.cache_prompt,
   };
+}
+
+function predictConstraint(body: PredictRequest): OutputConstraint | undefined {
+  if (body.json_schema !== undefined && body.grammar !== undefined)
+    throw badRequest("Give only one of json_schema and grammar");
+  if (body.grammar !== undefined) return { type: "grammar", grammar: body.grammar };
+  if (body.json_schema !== undefined) return { type: "json_schema", schema: body.json_schema };
+  return undefined;
 }
 
 export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): void {
@@ -77,6 +93,44 @@ export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): vo
     async () => rootMessage(SERVICE_NAME),
   );
 
+  /** The local model's tokenizer, or a 400 where generation is remote. */
+  const tokenizer = () => {
+    if (!generator.tokenizer)
+      throw badRequest("Tokenizing needs a local model; generation is forwarded to GENERATION_UPSTREAM_URL");
+    return generator.tokenizer();
+  };
+
+  app.post(
+    "/tokenize",
+    {
+      schema: {
+        tags: ["generation"],
+        summary: "Text to the model's tokens (llama.cpp server's shape)",
+        body: TokenizeRequest,
+        response: { 200: TokenizeResponse, "4xx": ErrorResponse, "5xx": ErrorResponse },
+      },
+    },
+    async (request) => {
+      const { content, add_special, with_pieces } = request.body;
+      const model = tokenizer();
+      const tokens = model.tokenize(content, add_special);
+      return { tokens: with_pieces ? tokens.map((id) => ({ id, piece: model.piece(id) })) : tokens };
+    },
+  );
+
+  app.post(
+    "/detokenize",
+    {
+      schema: {
+        tags: ["generation"],
+        summary: "The model's tokens to text (llama.cpp server's shape)",
+        body: DetokenizeRequest,
+        response: { 200: DetokenizeResponse, "4xx": ErrorResponse, "5xx": ErrorResponse },
+      },
+    },
+    async (request) => ({ content: tokenizer().detokenize(request.body.tokens) }),
+  );
+
   app.post(
     "/predict",
     {
@@ -95,7 +149,7 @@ export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): vo
         generated_text: result.text,
         model_name: generator.modelName,
         tokens_generated: result.tokensGenerated,
-        finish_reason: result.finishReason,
+        finish_reason: result.finishReason === "length" ? ("length" as const) : ("stop" as const),
         prompt_tokens: result.promptTokens,
         elapsed_ms: Math.round((performance.now() - started) * 100) / 100,
       });

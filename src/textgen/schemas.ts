@@ -36,6 +36,18 @@ export const samplingFields = {
   ),
 };
 
+/** Constrained output, named as llama.cpp's server names the fields (at most one of them). */
+export const constraintFields = {
+  json_schema: Type.Optional(
+    Type.Record(Type.String(), Type.Unknown(), {
+      description: "the output is JSON matching this schema (enforced by a grammar while sampling)",
+    }),
+  ),
+  grammar: Type.Optional(
+    Type.String({ minLength: 1, maxLength: 65_536, description: "a GBNF grammar the output follows" }),
+  ),
+};
+
 export function predictRequestSchema(maxNewTokens: number) {
   return Type.Object(
     {
@@ -56,6 +68,13 @@ export function predictRequestSchema(maxNewTokens: number) {
       ...samplingFields,
       stop: Type.Optional(StopSequences),
       stream: Type.Optional(Type.Boolean({ default: false, description: "answer with server-sent events" })),
+      ...constraintFields,
+      cache_prompt: Type.Optional(
+        Type.Boolean({ description: "reuse the cached prefix of an earlier request (default true)" }),
+      ),
+      truncate: Type.Optional(
+        Type.Boolean({ description: "drop tokens from the start of a prompt too long for the context" }),
+      ),
     },
     { examples: [{ text: "Once upon a time", max_length: 20, temperature: 0 }] },
   );
@@ -72,6 +91,27 @@ export const PredictResponse = Type.Object({
   elapsed_ms: Type.Number(),
 });
 export type PredictResponse = Static<typeof PredictResponse>;
+
+/** llama.cpp server's /tokenize and /detokenize shapes. */
+export const TokenizeRequest = Type.Object(
+  {
+    content: Type.String({ maxLength: MAX_PROMPT_CHARS * 4 }),
+    add_special: Type.Boolean({ default: false, description: "BOS first, when the model wants one" }),
+    with_pieces: Type.Boolean({ default: false, description: "each token as {id, piece}" }),
+  },
+  { additionalProperties: false, examples: [{ content: "Once upon a time", with_pieces: true }] },
+);
+export const TokenizeResponse = Type.Object({
+  tokens: Type.Union([
+    Type.Array(Type.Integer()),
+    Type.Array(Type.Object({ id: Type.Integer(), piece: Type.String() })),
+  ]),
+});
+export const DetokenizeRequest = Type.Object(
+  { tokens: Type.Array(Type.Integer(), { maxItems: 1_000_000 }) },
+  { additionalProperties: false },
+);
+export const DetokenizeResponse = Type.Object({ content: Type.String() });
 
 export const HealthResponse = Type.Object({
   status: Type.Union([Type.Literal("healthy"), Type.Literal("loading"), Type.Literal("unhealthy")]),

@@ -63,6 +63,12 @@ describe("metrics", () => {
       assert.match(res.body, /^lectern_rag_indices\{service="rag"\} 1$/m);
       assert.match(res.body, /^lectern_rag_documents\{service="rag"\} 2$/m);
       assert.match(res.body, /^lectern_rag_chunks\{service="rag"\} 2$/m);
+      // The build's one segment; nothing deleted, merged or read back from the store yet.
+      assert.match(res.body, /^lectern_rag_segments\{service="rag"\} 1$/m);
+      assert.match(res.body, /^lectern_rag_deleted_chunks\{service="rag"\} 0$/m);
+      assert.match(res.body, /^lectern_rag_merges_total\{service="rag"\} 0$/m);
+      assert.match(res.body, /^lectern_rag_segments_loaded_total\{service="rag"\} 0$/m);
+      assert.match(res.body, /^lectern_rag_segment_bytes_loaded_total\{service="rag"\} 0$/m);
       assert.match(res.body, /^lectern_rag_queries_total\{answer_mode="extractive",service="rag"\} 1$/m);
       assert.match(res.body, /^lectern_rag_write_duration_seconds_count\{service="rag",kind="build"\} 1$/m);
       const check = promtool(res.body);

@@ -141,8 +141,8 @@ export async function launchBrowser(
     locale: "en-US",
     timezoneId: "UTC",
   });
-  // Fail in seconds rather than Playwright's 30 s: everything here is local and small.
-  context.setDefaultTimeout(10_000);
+  // A hang guard, not a latency target: CI is a loaded 2-core machine (a flaky test is a defect).
+  context.setDefaultTimeout(60_000);
   return {
     context,
     async close() {

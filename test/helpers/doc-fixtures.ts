@@ -86,9 +86,13 @@ function makeZip(entries: Array<[string, string]>): Buffer {
 /** A minimal Word document with one paragraph per entry. */
 export function makeDocx(paragraphs: string[]): Buffer {
   const escape = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
-  const body = paragraphs
-    .map((p) => `<w:p><w:r><w:t xml:space="preserve">${escape(p)}</w:t></w:r></w:p>`)
-    .join("");
+  return makeDocxFromBody(
+    paragraphs.map((p) => `<w:p><w:r><w:t xml:space="preserve">${escape(p)}</w:t></w:r></w:p>`).join(""),
+  );
+}
+
+/** A minimal Word document whose <w:body> holds `body`, WordprocessingML as given. */
+export function makeDocxFromBody(body: string): Buffer {
   return makeZip([
     [
       "[Content_Types].xml",

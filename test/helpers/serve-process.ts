@@ -34,26 +34,24 @@ export interface ServedProcess {
 export async function startServe(
   which: "textgen" | "rag",
   env: Record<string, string> = {},
+  /** Another entry point than `src/cli/serve.ts <which>`, e.g. `bin/lectern.mjs serve rag`. */
+  entry: string[] = [path.join(repoRoot, "src", "cli", "serve.ts"), which],
 ): Promise<ServedProcess> {
   const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", path.join(repoRoot, "src", "cli", "serve.ts"), which],
-    {
-      cwd: repoRoot,
-      env: {
-        ...process.env,
-        HOST: "127.0.0.1",
-        MODEL_PATH: testModelPath,
-        LLAMA_THREADS: "1",
-        LLAMA_GPU: "false",
-        LOG_LEVEL: "silent",
-        [which === "textgen" ? "TEXTGEN_PORT" : "RAG_PORT"]: String(port),
-        ...env,
-      },
-      stdio: ["ignore", "pipe", "pipe"],
+  const child = spawn(process.execPath, ["--import", "tsx", ...entry], {
+    cwd: repoRoot,
+    env: {
+      ...process.env,
+      HOST: "127.0.0.1",
+      MODEL_PATH: testModelPath,
+      LLAMA_THREADS: "1",
+      LLAMA_GPU: "false",
+      LOG_LEVEL: "silent",
+      [which === "textgen" ? "TEXTGEN_PORT" : "RAG_PORT"]: String(port),
+      ...env,
     },
-  );
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stderr = "";
   let stdout = "";
   child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));

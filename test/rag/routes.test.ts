@@ -478,7 +478,15 @@ describe("RAG API routes", () => {
       assert.ok(corpus.size_bytes > 0);
       assert.ok(!Number.isNaN(Date.parse(corpus.created_at)));
       assert.ok(Date.parse(corpus.updated_at) >= Date.parse(corpus.created_at));
-      assert.deepEqual(corpus, (await rag.indexStats("corpus")).json());
+      // The stats of an index are its info plus its segments and this process's counters of them.
+      const { segments, segments_count, deleted_chunks, merges, loaded, ...info } = (
+        await rag.indexStats("corpus")
+      ).json();
+      assert.deepEqual(corpus, info);
+      assert.equal(segments_count, segments.length);
+      assert.equal(typeof deleted_chunks, "number");
+      assert.equal(typeof merges.completed, "number");
+      assert.equal(typeof loaded.bytes_loaded, "number");
     });
 
     it("?tenant_id= scopes the list", async () => {
@@ -643,6 +651,39 @@ describe("RAG API routes", () => {
       assert.ok(body.size_bytes > 0);
     });
 
+    it("shows its segments, deleted chunks, merges and what this process loaded", async () => {
+      // Ten documents of one chunk each: one deleted is 10 %, too few deletes for the merge policy to
+      // rewrite the segment in the background while this test reads the stats.
+      const documents = Array.from({ length: 10 }, (_, i) => ({
+        id: i === 2 ? "two" : `doc-${i}`,
+        text: `Document number ${i} of the segmented index.`,
+      }));
+      const built = (await rag.build({ index_name: "segmented", documents })).json();
+      assert.equal(built.chunks_count, 10);
+      assertStatus(
+        await rag.addDocuments("segmented", { documents: [{ id: "three", text: "An appended third." }] }),
+        200,
+      );
+      assertStatus(await rag.deleteDocument("segmented", "two"), 200);
+      const stats = (await rag.indexStats("segmented")).json();
+      // The build's segment and the append's; the delete only marked the chunk of "two" deleted.
+      assert.equal(stats.segments_count, 2);
+      assert.deepEqual(
+        stats.segments.map((s: { documents: number; deleted: number }) => [s.documents, s.deleted]),
+        [
+          [built.chunks_count, 1],
+          [1, 0],
+        ],
+      );
+      assert.ok(stats.segments.every((s: { bytes: number }) => s.bytes > 0));
+      assert.equal(stats.deleted_chunks, 1);
+      assert.equal(stats.chunks_count, built.chunks_count);
+      assert.equal(stats.documents_count, 10);
+      assert.deepEqual(stats.merges, { completed: 0, running: 0 });
+      // Built and written here: nothing was read back from the store.
+      assert.deepEqual(stats.loaded, { segments_loaded: 0, bytes_loaded: 0 });
+    });
+
     it("an unknown index is a 404", async () => {
       const res = await rag.indexStats("unknown-index");
       assertApiError(res, 404);
@@ -682,6 +723,10 @@ describe("GET /rag/stats (fresh app)", () => {
       assert.equal(stats.chunks_count, a.chunks_count + b.chunks_count);
       assert.equal(stats.queries_served, 8);
       assert.equal(stats.builds_served, 2);
+      assert.equal(stats.segments_count, 2);
+      assert.equal(stats.deleted_chunks, 0);
+      assert.deepEqual(stats.merges, { completed: 0, running: 0 });
+      assert.deepEqual(stats.loaded, { segments_loaded: 0, bytes_loaded: 0 });
       const latency = stats.query_latency;
       assert.equal(typeof latency.mean_ms, "number");
       assert.equal(typeof latency.p95_ms, "number");

@@ -12,7 +12,14 @@ import { after, describe, it } from "node:test";
 import { ApiError } from "../../src/core/errors.js";
 import { MAX_WRITE_ATTEMPTS, RagService } from "../../src/rag/service.js";
 import { SqliteIndexStore } from "../../src/rag/store/sqlite-store.js";
-import type { ChangeFeed, IndexChange, IndexKey, IndexStore, IndexWrite } from "../../src/rag/store/types.js";
+import type {
+  ChangeFeed,
+  IndexChange,
+  IndexKey,
+  IndexStore,
+  IndexWrite,
+  MergeWrite,
+} from "../../src/rag/store/types.js";
 
 const dirs: string[] = [];
 after(() => {
@@ -27,10 +34,15 @@ function openSqlite(): SqliteIndexStore {
 const KEY: IndexKey = { tenantId: "default", name: "shared" };
 const doc = (id: string) => ({ id, text: `Document ${id} is about the word token${id.replace(/\W/g, "")}.` });
 
-/** Delegates to `inner`; runs `beforeWrite` first; counts getMeta calls; optional hand-driven feed. */
+/**
+ * Delegates to `inner`; runs `beforeWrite` first; counts getMeta, loadIndex and loadChanges calls;
+ * optional hand-driven feed.
+ */
 class WrappedStore implements IndexStore {
   readonly kind = "sqlite" as const;
   getMetaCalls = 0;
+  loadIndexCalls = 0;
+  loadChangesCalls = 0;
   beforeWrite: (() => Promise<void>) | null = null;
   feedState = { live: false, epoch: 0 };
   listener: ((change: IndexChange) => void) | null = null;
@@ -63,15 +75,32 @@ class WrappedStore implements IndexStore {
     this.getMetaCalls++;
     return this.inner.getMeta(key);
   }
-  loadSnapshot(key: IndexKey) {
-    return this.inner.loadSnapshot(key);
+  loadIndex(key: IndexKey) {
+    this.loadIndexCalls++;
+    return this.inner.loadIndex(key);
   }
-  loadChunks(key: IndexKey) {
-    return this.inner.loadChunks(key);
+  loadChanges(key: IndexKey, sinceVersion: number) {
+    this.loadChangesCalls++;
+    return this.inner.loadChanges(key, sinceVersion);
+  }
+  getChunks(key: IndexKey, engineKeys: readonly number[]) {
+    return this.inner.getChunks(key, engineKeys);
+  }
+  getDocumentChunks(key: IndexKey, documentIds: readonly string[]) {
+    return this.inner.getDocumentChunks(key, documentIds);
+  }
+  listDocuments(key: IndexKey) {
+    return this.inner.listDocuments(key);
+  }
+  hasDocument(key: IndexKey, documentId: string) {
+    return this.inner.hasDocument(key, documentId);
   }
   async write(change: IndexWrite) {
     if (this.beforeWrite) await this.beforeWrite();
     return this.inner.write(change);
+  }
+  commitMerge(change: MergeWrite) {
+    return this.inner.commitMerge(change);
   }
   deleteIndex(key: IndexKey) {
     return this.inner.deleteIndex(key);
@@ -83,7 +112,7 @@ class WrappedStore implements IndexStore {
 }
 
 async function documentIds(store: IndexStore): Promise<string[]> {
-  return [...(await store.loadSnapshot(KEY))!.documents.keys()].sort();
+  return (await store.listDocuments(KEY)).map((document) => document.id).sort();
 }
 
 describe("RagService writes against another writer", () => {
@@ -195,12 +224,16 @@ describe("RagService cache with a change feed", () => {
     assert.equal(wrapped.getMetaCalls, 3);
     assert.equal((await service.stats()).cache.validation, "change_feed");
 
-    // Another replica writes; until it is announced the cache is served (the feed's lag), then reloaded.
+    // Another replica writes; until it is announced the cache is served (the feed's lag), then it
+    // catches up with what changed (not a whole reload).
+    assert.equal(wrapped.loadIndexCalls, 1);
     const newer = await other.upsertDocuments(KEY, [doc("late")]);
     assert.equal((await query(service, "tokenlate")).results.length, 0);
     wrapped.listener!({ tenantId: KEY.tenantId, name: KEY.name, version: newer.meta.version });
     assert.equal((await query(service, "tokenlate")).results[0]?.document_id, "late");
     assert.equal(wrapped.getMetaCalls, 4);
+    assert.equal(wrapped.loadIndexCalls, 1);
+    assert.equal(wrapped.loadChangesCalls, 1);
     await query(service);
     assert.equal(wrapped.getMetaCalls, 4);
 
@@ -219,7 +252,7 @@ describe("RagService cache with a change feed", () => {
     await other.deleteIndex(KEY);
     wrapped.listener!({ tenantId: KEY.tenantId, name: KEY.name, version: null });
     await assert.rejects(query(service), (e: unknown) => e instanceof ApiError && e.statusCode === 404);
-    service.close();
+    await service.close();
     assert.equal(wrapped.listener, null);
     await sqlite.close();
   });
@@ -240,9 +273,9 @@ describe("RagService cache with a change feed", () => {
       mode: "create",
     });
     // The announcement of a newer version arrives while this replica is reading the old one.
-    const load = wrapped.loadSnapshot.bind(wrapped);
+    const load = wrapped.loadIndex.bind(wrapped);
     let raced = false;
-    wrapped.loadSnapshot = async (key: IndexKey) => {
+    wrapped.loadIndex = async (key: IndexKey) => {
       const snapshot = await load(key);
       if (!raced) {
         raced = true;

@@ -5,7 +5,10 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { buildRagApp } from "../../src/rag/app.js";
 import { testConfig } from "../helpers/env.js";
-import { makeDocx, makePdf } from "../helpers/doc-fixtures.js";
+import { makeDocx, makeDocxFromBody, makePdf } from "../helpers/doc-fixtures.js";
+import { loadFile } from "../../src/rag/ingest/loaders.js";
+import { ParseGate } from "../../src/rag/ingest/limits.js";
+import type { ApiError } from "../../src/core/errors.js";
 
 type App = Awaited<ReturnType<typeof buildRagApp>>;
 
@@ -190,6 +193,158 @@ describe("server-side folders under RAG_FILES_DIR", () => {
       });
       assert.equal(query.json().results[0].file, path.join("docs", "geography.pdf"));
       assert.equal(query.json().results[0].metadata.page, 2);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe("limits on what a file may cost (MAX_FILE_CHARS, MAX_PDF_PAGES, MAX_HTML_DEPTH, MAX_BUILD_CHARS)", () => {
+  /** A fresh app with these limits; builds `files` as index "limited" and returns the reply. */
+  async function buildWith(env: Record<string, string>, files: Array<[string, Buffer]>) {
+    const app = await buildRagApp({
+      config: testConfig({ DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "lectern-up-")), ...env }),
+    });
+    try {
+      const res = await app.inject({
+        method: "POST",
+        url: "/rag/build",
+        ...(await multipart({ index_name: "limited" }, files)),
+      });
+      const written = (await app.inject({ method: "GET", url: "/rag/stats/limited" })).statusCode;
+      return { status: res.statusCode, body: res.json(), written: written === 200 };
+    } finally {
+      await app.close();
+    }
+  }
+
+  const refusals: Array<[string, Record<string, string>, [string, Buffer], RegExp]> = [
+    ["a PDF over MAX_PDF_PAGES", { MAX_PDF_PAGES: "2" }, ["three.pdf", pdf], /3 pages.*MAX_PDF_PAGES/],
+    [
+      "a .docx over MAX_FILE_CHARS",
+      { MAX_FILE_CHARS: "40" },
+      ["report.docx", docx],
+      /more than 40 characters.*MAX_FILE_CHARS/,
+    ],
+    ["a PDF over MAX_FILE_CHARS", { MAX_FILE_CHARS: "500" }, ["three.pdf", pdf], /MAX_FILE_CHARS/],
+    [
+      "a Markdown file over MAX_FILE_CHARS",
+      { MAX_FILE_CHARS: "20" },
+      ["garden.md", markdown],
+      /MAX_FILE_CHARS/,
+    ],
+    [
+      "HTML nested deeper than MAX_HTML_DEPTH",
+      { MAX_HTML_DEPTH: "8" },
+      ["deep.html", Buffer.from(`<html><body>${"<div>".repeat(9)}deep${"</div>".repeat(9)}</body></html>`)],
+      /nested too deep.*MAX_HTML_DEPTH/,
+    ],
+  ];
+  for (const [name, env, file, message] of refusals) {
+    it(`${name} is a 413 naming the file and the setting, and nothing is built`, async () => {
+      const res = await buildWith(env, [["good.txt", Buffer.from("Tiny.")], file]);
+      assert.equal(res.status, 413, JSON.stringify(res.body));
+      assert.equal(res.body.error.code, "payload_too_large");
+      assert.ok(res.body.error.message.includes(`"${file[0]}"`), res.body.error.message);
+      assert.match(res.body.error.message, message);
+      assert.equal(res.written, false);
+    });
+  }
+
+  it("MAX_BUILD_CHARS counts the text of all files of a request together", async () => {
+    const each = Buffer.from("# Notes\n\n" + "word ".repeat(30));
+    const alone = await buildWith({ MAX_BUILD_CHARS: "200" }, [["a.md", each]]);
+    assert.equal(alone.status, 201, JSON.stringify(alone.body));
+    const together = await buildWith({ MAX_BUILD_CHARS: "200" }, [
+      ["a.md", each],
+      ["b.md", each],
+    ]);
+    assert.equal(together.status, 413, JSON.stringify(together.body));
+    assert.match(together.body.error.message, /"b\.md".*MAX_BUILD_CHARS/);
+    assert.equal(together.written, false);
+  });
+
+  it("ordinary HTML with unclosed <p>, <li> and <td> is not mistaken for deep nesting", async () => {
+    const rows = Array.from({ length: 50 }, (_, i) => `<tr><td>cell ${i}<td>more`).join("");
+    const items = Array.from({ length: 50 }, (_, i) => `<li>item ${i}`).join("");
+    const paragraphs = Array.from({ length: 50 }, (_, i) => `<p>paragraph ${i}<br>`).join("");
+    const sloppy = `<html><body><div><ul>${items}</ul><table>${rows}</table>${paragraphs}</div></body></html>`;
+    const res = await buildWith({ MAX_HTML_DEPTH: "8" }, [["sloppy.html", Buffer.from(sloppy)]]);
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+  });
+});
+
+describe("the .docx reader", () => {
+  it("keeps paragraphs, tabs, breaks and entities, and leaves deleted text and field codes out", async () => {
+    const simple = await loadFile("menu.docx", makeDocx(["Fish & chips <cheap>", "Second paragraph"]));
+    assert.equal(simple.text.trim(), "Fish & chips <cheap>\n\nSecond paragraph");
+    // A run with a tab, a break and a character reference, a deleted run and a field code, as Word writes them.
+    const word = makeDocxFromBody(
+      '<w:p><w:r><w:t>A</w:t><w:tab/><w:t>B</w:t><w:br/><w:t xml:space="preserve">C&#x44; </w:t></w:r>' +
+        "<w:del><w:r><w:delText>gone</w:delText></w:r></w:del><w:r><w:instrText>PAGE</w:instrText></w:r></w:p>" +
+        "<w:p/><w:p><w:r><w:t>Last</w:t></w:r></w:p>",
+    );
+    const loaded = await loadFile("word.docx", word);
+    assert.equal(loaded.text, "A\tB\nCD \n\n\n\nLast\n\n");
+  });
+});
+
+describe("the parse gate (MAX_CONCURRENT_PARSES, MAX_PARSE_QUEUE)", () => {
+  it("runs at most `concurrency` parses, queues the next in order, and answers 429 with Retry-After past the queue", async () => {
+    const gate = new ParseGate(1, 1);
+    let releaseFirst: () => void = () => {};
+    const order: string[] = [];
+    const first = gate.run(
+      () =>
+        new Promise<void>((resolve) => {
+          order.push("first started");
+          releaseFirst = resolve;
+        }),
+    );
+    const second = gate.run(async () => {
+      order.push("second started");
+    });
+    await assert.rejects(
+      gate.run(async () => order.push("third started")),
+      (error: ApiError) =>
+        error.statusCode === 429 &&
+        error.code === "queue_full" &&
+        Number(error.headers["retry-after"]) > 0 &&
+        /MAX_CONCURRENT_PARSES/.test(error.message),
+    );
+    assert.deepEqual(order, ["first started"]);
+    releaseFirst();
+    await Promise.all([first, second]);
+    assert.deepEqual(order, ["first started", "second started"]);
+    // A parse that fails frees its slot too.
+    await assert.rejects(
+      gate.run(() => Promise.reject(new Error("bad file"))),
+      /bad file/,
+    );
+    assert.equal(await gate.run(async () => "free again"), "free again");
+  });
+});
+
+describe("a choice field given a wrong value names the allowed values in the message", () => {
+  it('scorer "BM25" in JSON and in a form: the message lists "tfidf" and "bm25"', async () => {
+    const app = await buildRagApp({
+      config: testConfig({ DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "lectern-up-")) }),
+    });
+    try {
+      const json = await app.inject({
+        method: "POST",
+        url: "/rag/build",
+        payload: { index_name: "x", documents: ["a b"], scorer: "BM25" },
+      });
+      const form = await app.inject({
+        method: "POST",
+        url: "/rag/build",
+        ...(await multipart({ index_name: "x", scorer: "BM25" }, [["a.md", markdown]])),
+      });
+      for (const res of [json, form]) {
+        assert.equal(res.statusCode, 400, res.body);
+        assert.match(res.json().error.message, /scorer:? must be one of "tfidf", "bm25"/);
+      }
     } finally {
       await app.close();
     }

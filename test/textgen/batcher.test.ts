@@ -9,7 +9,12 @@ import {
   type Token,
 } from "node-llama-cpp";
 import { ContinuousBatcher, type BatchJob } from "../../src/textgen/batcher.js";
-import { createNativeSampler, nativeContextOf, type NativeContext } from "../../src/textgen/llama-native.js";
+import {
+  createNativeSampler,
+  nativeContextOf,
+  type NativeContext,
+  type NativeSampler,
+} from "../../src/textgen/llama-native.js";
 import { ResponseText } from "../../src/textgen/response-text.js";
 import { testModelPath } from "../helpers/env.js";
 
@@ -58,8 +63,11 @@ describe("ContinuousBatcher on the test model", () => {
         if (failDecode?.()) return Promise.reject(new Error("llama_decode failed"));
         return native.decodeBatch();
       },
-      sampleToken: (index, sampler) => native.sampleToken(index, sampler),
+      sampleToken: ((index: number, sampler: NativeSampler, probabilities?: boolean) =>
+        native.sampleToken(index, sampler, probabilities as true)) as NativeContext["sampleToken"],
       disposeSequence: (sequenceId) => native.disposeSequence(sequenceId),
+      removeTokenCellsFromSequence: (sequenceId, start, end) =>
+        native.removeTokenCellsFromSequence(sequenceId, start, end),
     };
     const batcher = new ContinuousBatcher(
       counting,

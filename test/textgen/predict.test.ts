@@ -136,7 +136,22 @@ describe("text generation API with the real test model", () => {
     assert.equal(res.statusCode, 400);
     assertErrorShape(res.json(), 400);
     assert.match(res.json().error.message, /context/);
-    assert.match(res.json().error.message, /Shorten the text or lower max_length/);
+    assert.match(res.json().error.message, /Shorten the text, lower max_length, or set truncate: true/);
+  });
+
+  it("with truncate: true, a prompt too long for the context loses its start instead", async () => {
+    const res = await predict({
+      text: "Once upon a time there was a cat. ".repeat(600),
+      max_length: 10,
+      temperature: 0,
+      truncate: true,
+    });
+    assert.equal(res.statusCode, 200);
+    assert.equal(res.json().tokens_generated, 10);
+    assert.ok(
+      res.json().prompt_tokens + 10 <= 1024,
+      "the kept prompt fits the sequence's share of the context",
+    );
   });
 
   describe("bounds, just inside and just outside", () => {

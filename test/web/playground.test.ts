@@ -31,6 +31,7 @@ interface PageElement {
 }
 declare const document: {
   querySelector(selector: string): PageElement | null;
+  querySelectorAll(selector: string): Iterable<PageElement>;
   activeElement: PageElement | null;
   documentElement: { scrollWidth: number };
 };
@@ -91,8 +92,14 @@ async function text(page: Page, selector: string): Promise<string> {
   return (await page.textContent(selector)) ?? "";
 }
 
-/** A screenshot for the README: no focus ring on a form field, from the top unless fullPage. */
+/**
+ * A screenshot for the README: no focus ring on a form field, from the top unless fullPage, and only
+ * once both services' status has been checked (not "checking…").
+ */
 async function snap(page: Page, name: string, options: { fullPage?: boolean } = {}): Promise<void> {
+  await page.waitForFunction(() =>
+    [...document.querySelectorAll(".service")].every((item) => item.dataset.state !== "unknown"),
+  );
   await page.evaluate((fullPage) => {
     const active = document.activeElement;
     if (active?.matches("input, textarea, select, button")) active.blur();
@@ -124,7 +131,7 @@ async function streamingUpdates(page: Page): Promise<number> {
     .size;
 }
 
-describe("web playground in Chromium", { skip, timeout: 90_000 }, () => {
+describe("web playground in Chromium", { skip, timeout: 300_000 }, () => {
   let apps: PlaygroundApps;
   let browser: Browser;
   let page: Page;
@@ -194,9 +201,13 @@ describe("web playground in Chromium", { skip, timeout: 90_000 }, () => {
     await recordUpdates(page, "#generate-output .generated", "#generate-output");
     await page.focus("#prompt");
     await page.keyboard.press("Control+Enter");
-    await page.waitForSelector("#generate-output[data-state=done]", { timeout: 20_000 });
+    await page.waitForSelector("#generate-output[data-state=done]", { timeout: 60_000 });
+    // Tokens are shown as their events are read, before the "done" event ends the stream. How many
+    // steps that takes depends on how the network hands the bytes over (on a loaded machine the tiny
+    // model's whole stream can arrive in one read), so one step is the bar; the Stop test below sees a
+    // generation part-way through.
     const updates = await streamingUpdates(page);
-    assert.ok(updates >= 2, `the output changed ${updates} times while streaming`);
+    assert.ok(updates >= 1, `the output changed ${updates} times while streaming`);
     assert.ok((await text(page, "#generate-output .generated")).length > 0);
     assert.equal(await text(page, "[data-stat=tokens]"), "80");
     assert.equal(await text(page, "[data-stat=finish]"), "length");
@@ -207,21 +218,69 @@ describe("web playground in Chromium", { skip, timeout: 90_000 }, () => {
   });
 
   it("stops a running generation with the Stop button", async () => {
-    await page.fill("#max-length", "900");
+    // As long as a sequence's share of the context allows (4096 / 2): on a quiet machine the tiny model
+    // wrote 900 tokens before the click arrived.
+    await page.fill("#max-length", "2000");
     await page.fill("#seed", "");
     await page.click("#generate-button");
+    // Stop at the first text shown: the tiny model writes 2000 tokens in about a second, and on a loaded
+    // machine waiting for more than the first step risks the generation ending before the click.
     await page.waitForFunction(
-      () => (document.querySelector("#generate-output .generated")?.textContent?.length ?? 0) > 10,
+      () => (document.querySelector("#generate-output .generated")?.textContent?.length ?? 0) > 0,
     );
     assert.equal(await page.isEnabled("#generate-stop"), true);
     assert.equal(await page.isEnabled("#generate-button"), false);
     await page.click("#generate-stop");
-    await page.waitForSelector("#generate-output[data-state=stopped]", { timeout: 5_000 });
+    await page.waitForSelector("#generate-output[data-state=stopped]", { timeout: 60_000 });
     assert.equal(await text(page, "[data-stat=finish]"), "stopped");
     const tokens = Number((await text(page, "[data-stat=tokens]"))!.replace(/\D/g, ""));
-    assert.ok(tokens > 0 && tokens < 900, `stopped after ${tokens} tokens`);
+    assert.ok(tokens > 0 && tokens < 2000, `stopped after ${tokens} tokens`);
     assert.match(await text(page, "#generate-status"), /Stopped after \d+ tokens/);
     assert.equal(await page.isEnabled("#generate-button"), true);
+  });
+
+  it("constrains the output with the JSON schema box and shows tool calls", async () => {
+    await page.fill("#prompt", "Describe a girl.");
+    await page.fill("#max-length", "120");
+    await page.fill("#temperature", "0");
+    await page.fill("#seed", "");
+    const schema = {
+      type: "object",
+      properties: {
+        name: { type: "string", maxLength: 10 },
+        age: { type: "integer", minimum: 1, maximum: 9 },
+      },
+    };
+    await page.fill("#json-schema", JSON.stringify(schema));
+    await page.click("#generate-button");
+    await page.waitForSelector("#generate-output[data-state=done]", { timeout: 20_000 });
+    const value = JSON.parse(await text(page, "#generate-output .generated")) as Record<string, unknown>;
+    assert.deepEqual(Object.keys(value), ["name", "age"]);
+    assert.equal(await page.isVisible("#tool-calls"), false);
+
+    await page.fill("#json-schema", "");
+    const weather = {
+      type: "function",
+      function: {
+        name: "get_weather",
+        parameters: { type: "object", properties: { city: { type: "string", maxLength: 12 } } },
+      },
+    };
+    await page.fill("#tools", JSON.stringify([weather]));
+    await page.selectOption("#tool-choice", "required");
+    await page.click("#generate-button");
+    await page.waitForSelector("#generate-output[data-state=done]", { timeout: 20_000 });
+    assert.equal(await page.isVisible("#tool-calls"), true);
+    assert.equal(await text(page, "#tool-calls .tool-name"), "get_weather");
+    assert.deepEqual(Object.keys(JSON.parse(await text(page, "#tool-calls pre")) as object), ["city"]);
+    assert.equal(await text(page, "[data-stat=finish]"), "tool_calls");
+    await snap(page, "ui-tool-call.png");
+
+    await page.fill("#tools", "");
+    await page.fill("#json-schema", "{not json");
+    await page.click("#generate-button");
+    assert.match(await text(page, "#generate-status"), /The JSON schema is not valid JSON/);
+    await page.fill("#json-schema", "");
   });
 
   it("builds an index from dropped and chosen files, with upload progress, and lists it", async () => {
@@ -260,7 +319,7 @@ describe("web playground in Chromium", { skip, timeout: 90_000 }, () => {
       });
     });
     await page.click("#build-button");
-    await page.waitForSelector("#build-status[data-kind]", { timeout: 15_000 });
+    await page.waitForSelector("#build-status[data-kind]", { timeout: 60_000 });
     const status = await text(page, "#build-status");
     assert.match(status, /Built “field-notes”: 3 documents, \d+ chunks/);
     const phases = await page.evaluate(() => window.__phases);
@@ -317,7 +376,7 @@ describe("web playground in Chromium", { skip, timeout: 90_000 }, () => {
     await page.fill("#question", "What does the keeper do at dusk?");
     await recordUpdates(page, "#answer-text", "#answer-text");
     await page.click("#ask-button");
-    await page.waitForSelector("#answer-text[data-state=done]", { timeout: 20_000 });
+    await page.waitForSelector("#answer-text[data-state=done]", { timeout: 60_000 });
     assert.equal(await page.getAttribute("#source-1", "data-file"), "lighthouse.html");
     assert.match(await text(page, "#answer-mode-badge"), /generative/);
     assert.match(await text(page, "#answer-note"), /Written by llama/);
@@ -420,7 +479,7 @@ describe("web playground in Chromium", { skip, timeout: 90_000 }, () => {
       await keyedPage.setInputFiles("#files", path.join(fixtureDir, "birds.txt"));
       await keyedPage.fill("#index-name", "acme-notes");
       await keyedPage.click("#build-button");
-      await keyedPage.waitForSelector("#build-status[data-kind]", { timeout: 15_000 });
+      await keyedPage.waitForSelector("#build-status[data-kind]", { timeout: 60_000 });
       assert.match(await text(keyedPage, "#build-status"), /Built “acme-notes”: 1 documents/);
       await keyedPage.locator('#indices-table tr[data-index="acme-notes"]').waitFor();
       const listed = await fetch(`${keyed.ragUrl}/rag/indices`, {
@@ -436,7 +495,7 @@ describe("web playground in Chromium", { skip, timeout: 90_000 }, () => {
       await keyedPage.click("#tab-generate");
       await keyedPage.fill("#max-length", "8");
       await keyedPage.click("#generate-button");
-      await keyedPage.waitForSelector("#generate-output[data-state=done]", { timeout: 15_000 });
+      await keyedPage.waitForSelector("#generate-output[data-state=done]", { timeout: 60_000 });
 
       const unexpected = keyedWatch.errors.filter((error) => !/status of 401/.test(error));
       assert.deepEqual(unexpected, []);

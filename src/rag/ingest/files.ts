@@ -6,11 +6,12 @@
  */
 import { readdir, readFile, realpath, stat } from "node:fs/promises";
 import path from "node:path";
-import { badRequest } from "../../core/errors.js";
+import { badRequest, notFound } from "../../core/errors.js";
 import type { DocumentInput } from "../service.js";
 import { isSupported, loadFile } from "./loaders.js";
+import { DEFAULT_INGEST_LIMITS, RequestTextBudget, type Ingest, type IngestLimits } from "./limits.js";
 
-const within = (p: string, base: string) => p === base || p.startsWith(base + path.sep);
+export const within = (p: string, base: string) => p === base || p.startsWith(base + path.sep);
 
 interface Roots {
   configured: string;
@@ -94,9 +95,10 @@ export async function resolveFiles(
 export async function loadResolvedFile(
   root: string,
   real: string,
+  limits: IngestLimits = DEFAULT_INGEST_LIMITS,
 ): Promise<DocumentInput & { source: string }> {
   const relative = path.relative(root, real);
-  const loaded = await loadFile(relative, await readFile(real));
+  const loaded = await loadFile(relative, await readFile(real), limits);
   return {
     id: relative,
     text: loaded.text,
@@ -105,4 +107,46 @@ export async function loadResolvedFile(
     source: relative,
     pageStarts: loaded.pageStarts,
   };
+}
+
+/**
+ * A folder to sync (folder sync, #14): the real root, the folder's real path and its path relative to
+ * the root ("" for the root itself). 400 when RAG_FILES_DIR is unset or the folder lies outside it
+ * (symlinks included), 404 when it does not exist, 400 when it is a file.
+ */
+export async function resolveFolder(
+  root: string | null,
+  requested: string,
+): Promise<{ root: string; folder: string; relative: string }> {
+  const base = await roots(root);
+  if (requested.includes("\0")) throw badRequest("Folder path contains a NUL byte");
+  const candidate = path.resolve(base.configured, requested);
+  const outside = () => badRequest(`Folder "${requested}" is outside RAG_FILES_DIR`);
+  if (!within(candidate, base.configured) && !within(candidate, base.real)) throw outside();
+  const real = await realpath(candidate).catch(() => null);
+  if (real === null) throw notFound(`Folder "${requested}" does not exist in RAG_FILES_DIR`);
+  if (!within(real, base.real)) throw outside();
+  if (!(await stat(real)).isDirectory()) throw badRequest(`"${requested}" is a file, not a folder`);
+  return { root: base.real, folder: real, relative: path.relative(base.real, real) };
+}
+
+/**
+ * Reads resolved files one after another through the ingest gate, adding each file's text to the
+ * request's budget (MAX_BUILD_CHARS) so a folder of large files stops at the cap, not after it.
+ */
+export async function loadResolvedFiles(
+  root: string,
+  files: string[],
+  ingest: Ingest,
+): Promise<Array<DocumentInput & { source: string }>> {
+  return ingest.gate.run(async () => {
+    const budget = new RequestTextBudget(ingest.limits);
+    const documents: Array<DocumentInput & { source: string }> = [];
+    for (const file of files) {
+      const document = await loadResolvedFile(root, file, ingest.limits);
+      budget.add(document.source, document.text.length);
+      documents.push(document);
+    }
+    return documents;
+  });
 }

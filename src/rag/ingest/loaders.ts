@@ -1,15 +1,18 @@
 /**
  * Turns a file's bytes into document text, by extension, after checking the bytes are what the
  * extension says: .txt .md (UTF-8 text), .html (html-to-text, navigation/scripts/styles dropped),
- * .pdf (unpdf, page by page, so chunks can cite pages), .docx (mammoth). Anything else, or a file
- * whose content does not match, is a 400 naming the file and why.
+ * .pdf (unpdf, page by page, so chunks can cite pages), .docx (docx.ts, streamed). Anything else, or a file
+ * whose content does not match, is a 400 naming the file and why. Hostile files are bounded before the
+ * parsers see them (see limits.ts): a limit passed is a 413 naming the file and the setting.
  */
 import path from "node:path";
 import { compile } from "html-to-text";
-import mammoth from "mammoth";
-import { extractText, getDocumentProxy } from "unpdf";
+import { getDocumentProxy } from "unpdf";
 import { badRequest } from "../../core/errors.js";
 import type { Metadata } from "../store/types.js";
+import { InflateLimitError, checkPdfInflation } from "./inflate-check.js";
+import { TextLimitError, extractDocxText } from "./docx.js";
+import { DEFAULT_INGEST_LIMITS, fileTooLarge, type IngestLimits } from "./limits.js";
 
 export const SUPPORTED_EXTENSIONS = [
   ".txt",
@@ -54,9 +57,49 @@ function markdownTitle(text: string): string | null {
   return heading ? heading[1]!.trim() : null;
 }
 
-function loadHtml(fileName: string, bytes: Uint8Array): LoadedFile {
+/** Elements that never hold children, and those whose end tag may be left out (a new one closes them). */
+const VOID_OR_IMPLICITLY_CLOSED = new Set(
+  (
+    "area base br col embed hr img input link meta source track wbr param keygen " +
+    "p li dt dd tr td th option optgroup thead tbody tfoot colgroup caption rp rt html head body"
+  ).split(" "),
+);
+
+/**
+ * The deepest element nesting of an HTML page, counted on its tags without building a tree: void
+ * elements and those with optional end tags do not nest here, so sloppy but ordinary HTML stays shallow
+ * while `<div><div><div>…` 100,000 deep is seen for what it is. Stops counting past `limit`.
+ */
+function htmlDepthExceeds(html: string, limit: number): boolean {
+  const tag = /<!--[\s\S]*?(?:-->|$)|<(\/?)([a-zA-Z][^\s/>]*)[^>]*?(\/?)>/g;
+  let depth = 0;
+  for (let match = tag.exec(html); match !== null; match = tag.exec(html)) {
+    const [, closing, rawName, selfClosing] = match;
+    if (rawName === undefined) continue; // a comment
+    const name = rawName.toLowerCase();
+    if (VOID_OR_IMPLICITLY_CLOSED.has(name)) continue;
+    if (name === "script" || name === "style") {
+      // Their content is text, not markup: jump past the end tag.
+      if (closing) continue;
+      const end = html.toLowerCase().indexOf(`</${name}`, tag.lastIndex);
+      tag.lastIndex = end < 0 ? html.length : end;
+      continue;
+    }
+    if (closing) depth = Math.max(0, depth - 1);
+    else if (!selfClosing && ++depth > limit) return true;
+  }
+  return false;
+}
+
+function loadHtml(fileName: string, bytes: Uint8Array, limits: IngestLimits): LoadedFile {
   const html = utf8(fileName, bytes);
+  if (html.length > limits.maxFileChars) {
+    throw fileTooLarge(fileName, `${html.length} characters of HTML`, "MAX_FILE_CHARS", limits.maxFileChars);
+  }
   if (!/<\s*[a-z!][^>]*>/i.test(html)) throw invalid(fileName, "has no HTML markup");
+  if (htmlDepthExceeds(html, limits.maxHtmlDepth)) {
+    throw fileTooLarge(fileName, "elements nested too deep", "MAX_HTML_DEPTH", limits.maxHtmlDepth);
+  }
   const title = /<title[^>]*>([\s\S]*?)<\/title>/i.exec(html)?.[1]?.replace(/\s+/g, " ").trim() || null;
   const text = htmlToText(html);
   return { text, title, metadata: {} };
@@ -65,6 +108,8 @@ function loadHtml(fileName: string, bytes: Uint8Array): LoadedFile {
 /** Compiled once: navigation, scripts, styles, asides and images are dropped; links keep their text. */
 const htmlToText = compile({
   wordwrap: false,
+  // Size is checked before (MAX_FILE_CHARS); html-to-text would otherwise cut long pages silently.
+  limits: { maxInputLength: Number.MAX_SAFE_INTEGER },
   selectors: [
     { selector: "nav", format: "skip" },
     { selector: "script", format: "skip" },
@@ -80,15 +125,62 @@ const htmlToText = compile({
   ],
 });
 
-async function loadPdf(fileName: string, bytes: Uint8Array): Promise<LoadedFile> {
+/** An inflation limit passed is a 413 naming MAX_EXTRACTED_BYTES; anything else goes on as it is. */
+function refusal(fileName: string, error: unknown, limit: number): never {
+  if (error instanceof InflateLimitError) {
+    throw fileTooLarge(fileName, error.message, "MAX_EXTRACTED_BYTES", limit);
+  }
+  throw error;
+}
+
+/** Text of one PDF page as unpdf joins it: the items' strings, a newline where a line ends. */
+interface PdfPage {
+  getTextContent(): Promise<{ items: Array<{ str?: string; hasEOL?: boolean }> }>;
+  cleanup(): unknown;
+}
+
+async function loadPdf(fileName: string, bytes: Uint8Array, limits: IngestLimits): Promise<LoadedFile> {
   if (new TextDecoder().decode(bytes.subarray(0, 5)) !== "%PDF-") throw invalid(fileName, "is not a PDF");
-  let pages: string[];
+  await checkPdfInflation(bytes, limits.maxExtractedBytes).catch((error: unknown) =>
+    refusal(fileName, error, limits.maxExtractedBytes),
+  );
+  let pdf: Awaited<ReturnType<typeof getDocumentProxy>>;
   try {
     // unpdf may transfer the buffer to its worker: hand it a copy.
-    const pdf = await getDocumentProxy(new Uint8Array(bytes));
-    pages = (await extractText(pdf, { mergePages: false })).text;
+    pdf = await getDocumentProxy(new Uint8Array(bytes));
   } catch (error) {
     throw invalid(fileName, `is a corrupt or unreadable PDF (${(error as Error).message})`);
+  }
+  const pages: string[] = [];
+  try {
+    if (pdf.numPages > limits.maxPdfPages) {
+      throw fileTooLarge(fileName, `${pdf.numPages} pages`, "MAX_PDF_PAGES", limits.maxPdfPages);
+    }
+    let chars = 0;
+    // Page by page, not all at once: only one page's objects are alive, and the text cap stops early.
+    for (let number = 1; number <= pdf.numPages; number++) {
+      let text: string;
+      try {
+        const page = (await pdf.getPage(number)) as unknown as PdfPage;
+        const content = await page.getTextContent();
+        text = content.items.map((item) => (item.str ?? "") + (item.hasEOL ? "\n" : "")).join("");
+        page.cleanup();
+      } catch (error) {
+        throw invalid(fileName, `is a corrupt or unreadable PDF (${(error as Error).message})`);
+      }
+      chars += text.length;
+      if (chars > limits.maxFileChars) {
+        throw fileTooLarge(
+          fileName,
+          `yields more than ${limits.maxFileChars} characters of text`,
+          "MAX_FILE_CHARS",
+          limits.maxFileChars,
+        );
+      }
+      pages.push(text);
+    }
+  } finally {
+    await pdf.destroy();
   }
   const pageStarts: number[] = [];
   let text = "";
@@ -100,17 +192,25 @@ async function loadPdf(fileName: string, bytes: Uint8Array): Promise<LoadedFile>
   return { text, title: null, metadata: { pages: pages.length }, pageStarts };
 }
 
-async function loadDocx(fileName: string, bytes: Uint8Array): Promise<LoadedFile> {
+async function loadDocx(fileName: string, bytes: Uint8Array, limits: IngestLimits): Promise<LoadedFile> {
   if (bytes[0] !== 0x50 || bytes[1] !== 0x4b) throw invalid(fileName, "is not a .docx (not a ZIP container)");
+  const zip = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   try {
-    const result = await mammoth.extractRawText({ buffer: Buffer.from(bytes) });
-    return { text: result.value, title: null, metadata: {} };
+    return { text: await extractDocxText(zip, limits), title: null, metadata: {} };
   } catch (error) {
+    if (error instanceof TextLimitError) {
+      throw fileTooLarge(fileName, error.message, "MAX_FILE_CHARS", limits.maxFileChars);
+    }
+    if (error instanceof InflateLimitError) refusal(fileName, error, limits.maxExtractedBytes);
     throw invalid(fileName, `is a corrupt or unreadable .docx (${(error as Error).message})`);
   }
 }
 
-export async function loadFile(fileName: string, bytes: Uint8Array): Promise<LoadedFile> {
+export async function loadFile(
+  fileName: string,
+  bytes: Uint8Array,
+  limits: IngestLimits = DEFAULT_INGEST_LIMITS,
+): Promise<LoadedFile> {
   const extension = path.extname(fileName).toLowerCase();
   let loaded: LoadedFile;
   switch (extension) {
@@ -126,19 +226,27 @@ export async function loadFile(fileName: string, bytes: Uint8Array): Promise<Loa
     }
     case ".html":
     case ".htm":
-      loaded = loadHtml(fileName, bytes);
+      loaded = loadHtml(fileName, bytes, limits);
       break;
     case ".pdf":
-      loaded = await loadPdf(fileName, bytes);
+      loaded = await loadPdf(fileName, bytes, limits);
       break;
     case ".docx":
-      loaded = await loadDocx(fileName, bytes);
+      loaded = await loadDocx(fileName, bytes, limits);
       break;
     default:
       throw invalid(
         fileName,
         `unsupported type "${extension || "(none)"}"; supported: ${SUPPORTED_EXTENSIONS.join(" ")}`,
       );
+  }
+  if (loaded.text.length > limits.maxFileChars) {
+    throw fileTooLarge(
+      fileName,
+      `${loaded.text.length} characters of text`,
+      "MAX_FILE_CHARS",
+      limits.maxFileChars,
+    );
   }
   if (loaded.text.trim() === "") throw invalid(fileName, "contains no text");
   return { ...loaded, title: loaded.title ?? path.basename(fileName) };

@@ -1,5 +1,5 @@
 /**
- * Bounded top-k collector: a binary min-heap of (score, ordinal) pairs in two typed arrays. The root is
+ * Bounded top-k collector: a binary min-heap of (score, key) pairs ("ordinal" below: the document key) in two typed arrays. The root is
  * the weakest hit kept so far, so a candidate only costs one comparison unless it gets in, then O(log k).
  *
  * Order: higher score first; on equal scores the lower ordinal first (deterministic results).
@@ -55,7 +55,7 @@ export class TopK {
     const hits: SearchHit[] = new Array<SearchHit>(this.count);
     // Repeatedly pop the weakest hit into the back of the result.
     for (let out = this.count - 1; out >= 0; out--) {
-      hits[out] = { ordinal: this.ordinals[0] ?? 0, score: this.scores[0] ?? 0 };
+      hits[out] = { key: this.ordinals[0] ?? 0, score: this.scores[0] ?? 0 };
       const last = --this.count;
       if (last > 0) this.siftDown(0, this.ordinals[last] ?? 0, this.scores[last] ?? 0);
     }

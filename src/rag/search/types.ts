@@ -1,7 +1,7 @@
 /**
  * Public types of the search engine. The engine is a pure library: no HTTP, no I/O.
  * A "document" here is whatever the caller indexes (the RAG app indexes chunks); documents are
- * addressed by their ordinal, the position in which they were given to the builder.
+ * addressed by their **key**, a u32 the index assigns when the document is added and never changes.
  */
 
 export type ScorerName = "tfidf" | "bm25";
@@ -14,8 +14,8 @@ export interface Bm25Parameters {
 }
 
 /**
- * How text is turned into terms. The same options are used for documents and queries, and they are
- * stored in the serialised index so that a loaded index analyses queries exactly as it did documents.
+ * How text is turned into terms. The same options are used for documents and queries; the caller
+ * persists them with the index so that a loaded index analyses queries exactly as it did documents.
  */
 export interface AnalyzerOptions {
   /** English Porter stemming ("running" → "run"). Default true. */
@@ -31,10 +31,7 @@ export interface SearchIndexOptions {
   scorer: ScorerName;
   /** Only for `bm25`; defaults chosen by the engine. */
   bm25?: Partial<Bm25Parameters>;
-  /**
-   * Analyzer the documents were indexed with. Fixed when the {@link IndexBuilder} is created; if given
-   * here it must match the builder's (it exists so that `index.options` fully describes an index).
-   */
+  /** Analyzer of documents and queries (default: stemming and English stop words). */
   analyzer?: AnalyzerOptions;
 }
 
@@ -44,20 +41,52 @@ export interface SearchOptions {
   /** Hits scoring below this normalised score (0 … 1) are dropped. Default 0. */
   minScore?: number;
   /** Only documents for which this returns true are collected (metadata filters). */
-  accept?: (ordinal: number) => boolean;
+  accept?: (key: number) => boolean;
   /**
    * How the top k are found. `true`: score every posting of every query term (term-at-a-time).
    * `false`: dynamic pruning (MaxScore with block-max windows), which skips documents that provably
    * cannot make the top k. Left out (the default): pruning when the query terms have enough postings for
-   * it to pay (more than 16,384), else exhaustive. All three return exactly the same hits and scores;
-   * the option exists for benchmarks and cross-checks.
+   * it to pay (more than 16,384), else exhaustive. All three return exactly the same hits and scores.
    */
   exhaustive?: boolean;
 }
 
 export interface SearchHit {
-  /** Ordinal of the document, as given to the builder. */
-  ordinal: number;
+  /** Key of the document. */
+  key: number;
   /** Normalised score in 0 … 1, higher is better. */
   score: number;
+}
+
+/** Counters the caller persists with the index. */
+export interface IndexState {
+  /** The key the next added document gets. */
+  nextKey: number;
+  /** The id the next segment gets. */
+  nextSegmentId: number;
+}
+
+export interface SegmentInfo {
+  id: number;
+  documentCount: number;
+  deletedCount: number;
+  byteLength: number;
+}
+
+export interface SegmentRecord {
+  id: number;
+  documentCount: number;
+  bytes: Uint8Array;
+}
+
+/** A deleted document: its segment and local ordinal there. */
+export interface Tombstone {
+  segmentId: number;
+  ordinal: number;
+}
+
+/** Persisted segment bytes and the ordinals tombstoned in it. */
+export interface StoredSegment {
+  bytes: Uint8Array;
+  deleted: Iterable<number>;
 }

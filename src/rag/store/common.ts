@@ -4,7 +4,16 @@
  * keeps the SQLite and PostgreSQL stores answering alike, down to the messages.
  */
 import { ApiError, badRequest } from "../../core/errors.js";
-import type { ChunkRecord, DocumentRecord, IndexKey, IndexWrite, Metadata } from "./types.js";
+import type {
+  ChunkRecord,
+  DocumentRecord,
+  EngineState,
+  IndexKey,
+  IndexWrite,
+  MergeWrite,
+  SegmentRecord,
+  Tombstone,
+} from "./types.js";
 
 export const internal = (message: string) => new ApiError(500, "internal_error", message);
 
@@ -28,6 +37,9 @@ export class StaleVersionError extends ApiError {
 /** Checks what does not depend on stored state; throws before any transaction starts. */
 export function validateWrite(change: IndexWrite): void {
   const ids = new Set<string>();
+  const keys = new Set<number>();
+  const { engine } = change;
+  checkEngineState(engine);
   for (const { document, chunks } of change.upsert) {
     if (ids.has(document.id)) throw badRequest(`document id "${document.id}" is given more than once`);
     ids.add(document.id);
@@ -39,13 +51,77 @@ export function validateWrite(change: IndexWrite): void {
       ) {
         throw internal(`chunk "${chunk.chunkId}" does not belong at position ${seq} of "${document.id}"`);
       }
+      if (!isKey(chunk.engineKey) || chunk.engineKey >= engine.nextKey) {
+        throw internal(
+          `chunk "${chunk.chunkId}" has engine key ${chunk.engineKey}, not below ${engine.nextKey}`,
+        );
+      }
+      if (keys.has(chunk.engineKey)) throw internal(`engine key ${chunk.engineKey} is given more than once`);
+      keys.add(chunk.engineKey);
     });
   }
-  const order = new Set(change.chunkOrder);
-  if (order.size !== change.chunkOrder.length) throw internal("chunkOrder lists a chunk more than once");
-  if (change.engineIndex.byteLength === 0 && change.chunkOrder.length > 0) {
-    throw internal("engineIndex is empty");
+  if (change.segment !== null) checkSegment(change.segment, engine);
+  else if (keys.size > 0) throw internal("a write that adds chunks must add their segment");
+  checkTombstones(change.tombstones);
+}
+
+/** Checks a merge's shape (what does not depend on stored state). */
+export function validateMerge(change: MergeWrite): void {
+  checkEngineState(change.engine);
+  checkSegment(change.segment, change.engine);
+  if (change.removedSegmentIds.length === 0) throw internal("a merge must remove at least one segment");
+  if (new Set(change.removedSegmentIds).size !== change.removedSegmentIds.length) {
+    throw internal("a merge names a removed segment more than once");
   }
+  if (change.removedSegmentIds.includes(change.segment.id)) {
+    throw internal(`a merge cannot both remove and add segment ${change.segment.id}`);
+  }
+  checkTombstones(change.tombstones);
+  if (change.tombstones.some((t) => t.segmentId !== change.segment.id)) {
+    throw internal("a merge's tombstones must all be on its new segment");
+  }
+}
+
+const isKey = (n: number) => Number.isSafeInteger(n) && n >= 0;
+
+function checkEngineState(engine: EngineState): void {
+  if (!isKey(engine.nextKey) || !isKey(engine.nextSegmentId) || !isKey(engine.totalLength)) {
+    throw internal(`invalid engine state ${JSON.stringify(engine)}`);
+  }
+}
+
+function checkSegment(segment: SegmentRecord, engine: EngineState): void {
+  if (!isKey(segment.id) || segment.id >= engine.nextSegmentId) {
+    throw internal(`segment id ${segment.id} is not below nextSegmentId ${engine.nextSegmentId}`);
+  }
+  // A merge of wholly deleted segments may leave a segment without documents: harmless, allowed.
+  if (!isKey(segment.documentCount) || segment.bytes.byteLength === 0) {
+    throw internal(`segment ${segment.id} has no bytes or an invalid document count`);
+  }
+}
+
+function checkTombstones(tombstones: readonly Tombstone[]): void {
+  const seen = new Set<string>();
+  for (const { segmentId, ordinal } of tombstones) {
+    if (!isKey(segmentId) || !isKey(ordinal)) throw internal(`invalid tombstone ${segmentId}/${ordinal}`);
+    const id = `${segmentId}/${ordinal}`;
+    if (seen.has(id)) throw internal(`tombstone ${id} is given more than once`);
+    seen.add(id);
+  }
+}
+
+/**
+ * Tombstones per segment, for the per-segment checks of a write (the segment exists, the ordinal is
+ * below its document count) and for building `deleted` lists.
+ */
+export function groupTombstones(tombstones: readonly Tombstone[]): Map<number, number[]> {
+  const bySegment = new Map<number, number[]>();
+  for (const { segmentId, ordinal } of tombstones) {
+    let list = bySegment.get(segmentId);
+    if (list === undefined) bySegment.set(segmentId, (list = []));
+    list.push(ordinal);
+  }
+  return bySegment;
 }
 
 export const utf8 = (s: string) => Buffer.byteLength(s, "utf8");
@@ -65,45 +141,33 @@ export function serialiseDocument(document: DocumentRecord, chunks: ChunkRecord[
 /** The engine index as a Buffer over the same memory (no copy). */
 export const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
-/** A stored chunk row, as both stores read it (metadata still in the store's own form). */
-export interface StoredChunkRow<M> {
-  chunk_id: string;
-  doc_id: string;
-  seq: number;
-  text: string;
-  start_offset: number;
-  end_offset: number;
-  metadata: M;
+/** Puts hits in the order of the keys asked for, leaving out keys no chunk has. */
+export function inKeyOrder<T extends { engineKey: number }>(engineKeys: readonly number[], rows: T[]): T[] {
+  const byKey = new Map<number, T>();
+  for (const row of rows) byKey.set(row.engineKey, row);
+  const ordered: T[] = [];
+  for (const key of engineKeys) {
+    const row = byKey.get(key);
+    if (row !== undefined) ordered.push(row);
+  }
+  return ordered;
 }
 
 /**
- * Puts an index's chunk rows in engine ordinal order (`chunk_order`, a JSON list of chunk ids),
- * refusing a stored order that does not match the rows exactly.
+ * The live engine documents of an index must be its chunks: segment documents minus tombstones equal
+ * the chunk rows after every write and merge. (An index from before the segmented index has chunks but
+ * no segment yet; the service's first write to it is the re-index that adds them.)
  */
-export function orderChunks<M>(
-  indexName: string,
-  chunkOrderJson: string,
-  rows: Iterable<StoredChunkRow<M>>,
-  toMetadata: (stored: M) => Metadata,
-): ChunkRecord[] {
-  const byId = new Map<string, StoredChunkRow<M>>();
-  for (const chunk of rows) byId.set(chunk.chunk_id, chunk);
-  const order = JSON.parse(chunkOrderJson) as string[];
-  if (order.length !== byId.size) {
-    throw internal(`stored chunk order of index ${indexName} does not match its ${byId.size} chunks`);
+export function checkLiveCount(
+  key: IndexKey,
+  segmentDocuments: number,
+  tombstones: number,
+  chunks: number,
+): void {
+  if (segmentDocuments - tombstones !== chunks) {
+    throw internal(
+      `${label(key)} would hold ${chunks} chunks but ${segmentDocuments - tombstones} live engine documents ` +
+        `(${segmentDocuments} in segments, ${tombstones} deleted)`,
+    );
   }
-  return order.map((chunkId): ChunkRecord => {
-    const chunk = byId.get(chunkId);
-    if (chunk === undefined)
-      throw internal(`stored chunk order of index ${indexName} names unknown ${chunkId}`);
-    return {
-      chunkId,
-      documentId: chunk.doc_id,
-      seq: chunk.seq,
-      text: chunk.text,
-      start: chunk.start_offset,
-      end: chunk.end_offset,
-      metadata: toMetadata(chunk.metadata),
-    };
-  });
 }

@@ -7,8 +7,10 @@
  *   migrations; they run in order in one transaction under `pg_advisory_xact_lock`, so replicas that
  *   start together neither race nor apply a migration twice. Every table has a `tenant_id` column and
  *   every statement filters by it.
- * - Atomicity: a write (documents, chunks, the serialised engine index as `bytea`, the index row) is
- *   one transaction; a failure or a crash before COMMIT leaves the index as it was.
+ * - Atomicity: a write (its segment as `bytea`, its tombstones, documents and chunks, the index row)
+ *   or a merge is one transaction; a failure or a crash before COMMIT leaves the index as it was. A
+ *   write touches only its own rows, with multi-row INSERTs over arrays: its cost grows with what it
+ *   adds, not with the index.
  * - Concurrent writers: a write takes `pg_advisory_xact_lock` on its (tenant, index), so writes of one
  *   index from any number of replicas are serialised; `expectedVersion` is checked under that lock, so
  *   a writer that read an older version gets a 409 (StaleVersionError) instead of losing the other's
@@ -16,12 +18,14 @@
  *   its whole read-rebuild-write, so that replicas queue for an index instead of failing.
  * - Versions come from one sequence, so they increase on every write and are never reused (a rolled
  *   back write leaves a gap, which is harmless: caches only compare versions for equality and order).
- * - Change feed: each committed write or delete sends `NOTIFY lectern_index_changed` with
+ * - Change feed: each committed write, merge or delete sends `NOTIFY lectern_index_changed` with
  *   `{"tenantId","name","version"}` from inside its transaction (so it is delivered on commit, and
  *   never for a rolled-back write); `subscribe` LISTENs on a dedicated connection that reconnects
- *   after errors, with an `epoch` that tells caches when they may have missed changes.
- * - Snapshots: `loadSnapshot` reads the index row, its chunks and documents in one REPEATABLE READ
- *   transaction, so a query never mixes two versions.
+ *   after errors, with an `epoch` that tells caches when they may have missed changes. A replica then
+ *   asks `loadChanges(version it holds)` for the segments and tombstones created since, and loads
+ *   only those.
+ * - Snapshots: `loadIndex` and `loadChanges` read the index row, segments and tombstones in one
+ *   REPEATABLE READ transaction, so a replica never mixes two versions.
  */
 import pg from "pg";
 
@@ -30,23 +34,30 @@ import type { ScorerName } from "../search/types.js";
 import {
   StaleVersionError,
   asBuffer,
+  checkLiveCount,
+  groupTombstones,
+  inKeyOrder,
   internal,
   label,
-  orderChunks,
   serialiseDocument,
   utf8,
+  validateMerge,
   validateWrite,
 } from "./common.js";
 import type {
   ChangeFeed,
-  ChunkRecord,
+  ChunkHit,
   IndexChange,
+  IndexDelta,
   IndexKey,
   IndexMeta,
-  IndexSnapshot,
   IndexStore,
   IndexWrite,
+  LoadedSegment,
+  MergeWrite,
   Metadata,
+  StoredIndex,
+  Tombstone,
 } from "./types.js";
 
 /** The NOTIFY channel of committed changes. */
@@ -134,6 +145,61 @@ export const PG_MIGRATIONS: ReadonlyArray<{ name: string; sql: string }> = [
     );
     `,
   },
+  {
+    name: "segments, tombstones and engine keys (segmented index)",
+    // An index of the old format (one engine blob and a JSON chunk order) keeps its documents and
+    // chunks, each chunk getting its position in the old order as engine key, and has no segment: the
+    // service re-indexes it from its chunk texts when it first loads it.
+    sql: `
+    ALTER TABLE lectern_indices
+      ADD COLUMN next_key bigint NOT NULL DEFAULT 0,
+      ADD COLUMN next_segment_id integer NOT NULL DEFAULT 0,
+      ADD COLUMN total_length bigint NOT NULL DEFAULT 0,
+      ADD COLUMN segments_count integer NOT NULL DEFAULT 0,
+      ADD COLUMN deleted_chunks_count integer NOT NULL DEFAULT 0;
+    ALTER TABLE lectern_documents ADD COLUMN content_hash text;
+    ALTER TABLE lectern_chunks ADD COLUMN engine_key bigint;
+
+    UPDATE lectern_chunks AS c SET engine_key = p.position - 1
+      FROM lectern_indices AS i
+        CROSS JOIN LATERAL json_array_elements_text(i.chunk_order::json) WITH ORDINALITY AS p (chunk_id, position)
+      WHERE c.tenant_id = i.tenant_id AND c.index_id = i.id AND c.chunk_id = p.chunk_id;
+    UPDATE lectern_indices AS i SET
+      next_key = json_array_length(i.chunk_order::json),
+      size_bytes = coalesce(
+        (SELECT sum(d.size_bytes) FROM lectern_documents AS d WHERE d.tenant_id = i.tenant_id AND d.index_id = i.id),
+        0);
+    ALTER TABLE lectern_indices DROP COLUMN chunk_order, DROP COLUMN engine_index;
+    CREATE UNIQUE INDEX lectern_chunks_by_engine_key ON lectern_chunks (tenant_id, index_id, engine_key);
+
+    -- Immutable once written; a merge deletes some and inserts their replacement.
+    CREATE TABLE lectern_segments (
+      tenant_id text COLLATE "C" NOT NULL,
+      index_id bigint NOT NULL,
+      segment_id integer NOT NULL,
+      doc_count integer NOT NULL,
+      created_version bigint NOT NULL,
+      bytes bytea NOT NULL,
+      PRIMARY KEY (tenant_id, index_id, segment_id),
+      FOREIGN KEY (tenant_id, index_id) REFERENCES lectern_indices (tenant_id, id) ON DELETE CASCADE
+    );
+    -- Typed arrays that compress poorly: uncompressed, out of line, so loading costs a copy only.
+    ALTER TABLE lectern_segments ALTER COLUMN bytes SET STORAGE EXTERNAL;
+
+    CREATE TABLE lectern_tombstones (
+      tenant_id text COLLATE "C" NOT NULL,
+      index_id bigint NOT NULL,
+      segment_id integer NOT NULL,
+      ordinal integer NOT NULL,
+      created_version bigint NOT NULL,
+      PRIMARY KEY (tenant_id, index_id, segment_id, ordinal),
+      FOREIGN KEY (tenant_id, index_id, segment_id)
+        REFERENCES lectern_segments (tenant_id, index_id, segment_id) ON DELETE CASCADE
+    );
+    -- What a replica asks for: the tombstones created after the version it holds.
+    CREATE INDEX lectern_tombstones_by_version ON lectern_tombstones (tenant_id, index_id, created_version);
+    `,
+  },
 ];
 
 export interface PostgresStoreOptions {
@@ -164,16 +230,28 @@ interface IndexRow {
   version: string;
   created_at: Date;
   updated_at: Date;
+  next_key: string;
+  next_segment_id: number;
+  total_length: string;
+  segments_count: number;
+  deleted_chunks_count: number;
 }
 
-interface IndexDataRow extends IndexRow {
-  chunk_order: string;
+interface SegmentRow {
+  segment_id: number;
+  doc_count: number;
   /** bytea arrives hex-encoded and pg decodes it to a Buffer. (pg's binary transfer mode would decode
    * the bytes as UTF-8 text and corrupt them, so it is not an option.) */
-  engine_index: Buffer;
+  bytes: Buffer;
 }
 
-interface ChunkRow {
+interface TombstoneRow {
+  segment_id: number;
+  ordinal: number;
+}
+
+interface ChunkHitRow {
+  engine_key: string;
   chunk_id: string;
   doc_id: string;
   seq: number;
@@ -181,18 +259,17 @@ interface ChunkRow {
   end_offset: number;
   metadata: Metadata;
   text: string;
-}
-
-interface DocumentRow {
-  doc_id: string;
   title: string | null;
   source: string | null;
-  metadata: Metadata;
 }
 
 const META_COLUMNS =
   "id, tenant_id, name, scorer, chunk_size, overlap, documents_count, chunks_count, vocabulary_size, " +
-  "size_bytes, version, created_at, updated_at";
+  "size_bytes, version, created_at, updated_at, next_key, next_segment_id, total_length, segments_count, " +
+  "deleted_chunks_count";
+
+/** The id of an index by key, as a subquery of statements that take ($1 tenant, $2 name). */
+const INDEX_ID = "(SELECT id FROM lectern_indices WHERE tenant_id = $1 AND name = $2)";
 
 function toMeta(row: IndexRow): IndexMeta {
   return {
@@ -204,11 +281,31 @@ function toMeta(row: IndexRow): IndexMeta {
     documentsCount: row.documents_count,
     chunksCount: row.chunks_count,
     vocabularySize: row.vocabulary_size,
+    segmentsCount: row.segments_count,
+    deletedChunksCount: row.deleted_chunks_count,
+    engine: {
+      nextKey: Number(row.next_key),
+      nextSegmentId: row.next_segment_id,
+      totalLength: Number(row.total_length),
+    },
     sizeBytes: Number(row.size_bytes),
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
     version: Number(row.version),
   };
+}
+
+/** Segments with their tombstones (both in ascending order), as loadIndex and loadChanges return them. */
+function withDeleted(segments: SegmentRow[], tombstones: TombstoneRow[]): LoadedSegment[] {
+  const loaded = segments.map((row): LoadedSegment => ({
+    id: row.segment_id,
+    documentCount: row.doc_count,
+    bytes: new Uint8Array(row.bytes.buffer, row.bytes.byteOffset, row.bytes.byteLength),
+    deleted: [],
+  }));
+  const byId = new Map(loaded.map((segment) => [segment.id, segment]));
+  for (const { segment_id: segmentId, ordinal } of tombstones) byId.get(segmentId)?.deleted.push(ordinal);
+  return loaded;
 }
 
 const lockKey = (key: IndexKey) => `${key.tenantId}/${key.name}`;
@@ -236,6 +333,10 @@ function translate(error: unknown): unknown {
       return badRequest(
         "A document contains a character PostgreSQL cannot store in text (a NUL, \\u0000); remove it",
       );
+    }
+    // 23505 / 23503: a key or tombstone given twice, a tombstone on no segment (the caller's bug).
+    if (code === "23505" || code === "23503") {
+      return internal(`the write breaks a constraint of the store: ${error.message} (${error.detail ?? ""})`);
     }
     // 55P03: lock_timeout expired while waiting for another writer of the same index.
     if (code === "55P03") {
@@ -440,27 +541,168 @@ export class PostgresIndexStore implements IndexStore {
     return rows[0] === undefined ? undefined : toMeta(rows[0]);
   }
 
-  async loadSnapshot(key: IndexKey): Promise<IndexSnapshot | undefined> {
-    const loaded = await this.readIndex(key, true);
-    if (loaded === undefined) return undefined;
-    const bytes = loaded.row.engine_index;
-    return {
-      meta: toMeta(loaded.row),
-      engineIndex: new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength),
-      chunks: loaded.chunks,
-      documents: loaded.documents,
-    };
+  async loadIndex(key: IndexKey): Promise<StoredIndex | undefined> {
+    return this.readTransaction(async (client) => {
+      const row = await selectMeta(client, key);
+      if (row === undefined) return undefined;
+      const args = [key.tenantId, row.id];
+      const segments = await client.query<SegmentRow>(
+        `SELECT segment_id, doc_count, bytes FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2
+         ORDER BY segment_id`,
+        args,
+      );
+      const tombstones = await client.query<TombstoneRow>(
+        `SELECT segment_id, ordinal FROM lectern_tombstones WHERE tenant_id = $1 AND index_id = $2
+         ORDER BY segment_id, ordinal`,
+        args,
+      );
+      return { meta: toMeta(row), segments: withDeleted(segments.rows, tombstones.rows) };
+    });
   }
 
-  async loadChunks(key: IndexKey): Promise<ChunkRecord[]> {
-    const loaded = await this.readIndex(key, false);
-    if (loaded === undefined) throw notFound(`${label(key)} not found`);
-    return loaded.chunks;
+  async loadChanges(key: IndexKey, sinceVersion: number): Promise<IndexDelta | undefined> {
+    return this.readTransaction(async (client) => {
+      const row = await selectMeta(client, key);
+      if (row === undefined) return undefined;
+      const args = [key.tenantId, row.id];
+      const live = await client.query<{ segment_id: number }>(
+        "SELECT segment_id FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2 ORDER BY segment_id",
+        args,
+      );
+      const added = await client.query<SegmentRow>(
+        `SELECT segment_id, doc_count, bytes FROM lectern_segments
+         WHERE tenant_id = $1 AND index_id = $2 AND created_version > $3 ORDER BY segment_id`,
+        [...args, sinceVersion],
+      );
+      const addedIds = added.rows.map((segment) => segment.segment_id);
+      const addedTombstones =
+        addedIds.length === 0
+          ? []
+          : (
+              await client.query<TombstoneRow>(
+                `SELECT segment_id, ordinal FROM lectern_tombstones
+                 WHERE tenant_id = $1 AND index_id = $2 AND segment_id = ANY($3::integer[])
+                 ORDER BY segment_id, ordinal`,
+                [...args, addedIds],
+              )
+            ).rows;
+      const newTombstones = await client.query<TombstoneRow>(
+        `SELECT segment_id, ordinal FROM lectern_tombstones
+         WHERE tenant_id = $1 AND index_id = $2 AND created_version > $3
+           AND NOT (segment_id = ANY($4::integer[]))
+         ORDER BY segment_id, ordinal`,
+        [...args, sinceVersion, addedIds],
+      );
+      return {
+        meta: toMeta(row),
+        addedSegments: withDeleted(added.rows, addedTombstones),
+        liveSegmentIds: live.rows.map((segment) => segment.segment_id),
+        tombstones: newTombstones.rows.map((t): Tombstone => ({
+          segmentId: t.segment_id,
+          ordinal: t.ordinal,
+        })),
+        bytesLoaded: added.rows.reduce((sum, segment) => sum + segment.bytes.byteLength, 0),
+      };
+    });
+  }
+
+  async getChunks(key: IndexKey, engineKeys: readonly number[]): Promise<ChunkHit[]> {
+    if (engineKeys.length === 0) return [];
+    // One statement whatever the number of keys: an index scan of (tenant, index, engine_key) per key.
+    const { rows } = await translated(() =>
+      this.pool.query<ChunkHitRow>(
+        `SELECT c.engine_key, c.chunk_id, c.doc_id, c.seq, c.start_offset, c.end_offset, c.metadata, c.text,
+           d.title, d.source
+         FROM lectern_chunks AS c
+           JOIN lectern_documents AS d
+             ON d.tenant_id = c.tenant_id AND d.index_id = c.index_id AND d.doc_id = c.doc_id
+         WHERE c.tenant_id = $1 AND c.index_id = ${INDEX_ID} AND c.engine_key = ANY($3::bigint[])`,
+        [key.tenantId, key.name, engineKeys],
+      ),
+    );
+    return inKeyOrder(
+      engineKeys,
+      rows.map((row): ChunkHit => ({
+        engineKey: Number(row.engine_key),
+        chunkId: row.chunk_id,
+        documentId: row.doc_id,
+        seq: row.seq,
+        text: row.text,
+        start: row.start_offset,
+        end: row.end_offset,
+        metadata: row.metadata,
+        title: row.title,
+        source: row.source,
+      })),
+    );
+  }
+
+  async getDocumentChunks(
+    key: IndexKey,
+    documentIds: readonly string[],
+  ): Promise<Map<string, { title: string | null; chunks: Array<{ engineKey: number; text: string }> }>> {
+    const result = new Map<
+      string,
+      { title: string | null; chunks: Array<{ engineKey: number; text: string }> }
+    >();
+    if (documentIds.length === 0) return result;
+    // One statement, so documents and chunks come from one snapshot.
+    const { rows } = await translated(() =>
+      this.pool.query<{
+        doc_id: string;
+        title: string | null;
+        engine_key: string | null;
+        text: string | null;
+      }>(
+        `SELECT d.doc_id, d.title, c.engine_key, c.text
+         FROM lectern_documents AS d
+           LEFT JOIN lectern_chunks AS c
+             ON c.tenant_id = d.tenant_id AND c.index_id = d.index_id AND c.doc_id = d.doc_id
+         WHERE d.tenant_id = $1 AND d.index_id = ${INDEX_ID} AND d.doc_id = ANY($3::text[])
+         ORDER BY d.doc_id, c.seq`,
+        [key.tenantId, key.name, documentIds],
+      ),
+    );
+    for (const row of rows) {
+      let document = result.get(row.doc_id);
+      if (document === undefined) result.set(row.doc_id, (document = { title: row.title, chunks: [] }));
+      if (row.engine_key !== null)
+        document.chunks.push({ engineKey: Number(row.engine_key), text: row.text! });
+    }
+    return result;
+  }
+
+  async listDocuments(
+    key: IndexKey,
+  ): Promise<Array<{ id: string; source: string | null; contentHash: string | null }>> {
+    const { rows } = await translated(() =>
+      this.pool.query<{ doc_id: string; source: string | null; content_hash: string | null }>(
+        `SELECT doc_id, source, content_hash FROM lectern_documents
+         WHERE tenant_id = $1 AND index_id = ${INDEX_ID} ORDER BY doc_id`,
+        [key.tenantId, key.name],
+      ),
+    );
+    return rows.map((row) => ({ id: row.doc_id, source: row.source, contentHash: row.content_hash }));
+  }
+
+  async hasDocument(key: IndexKey, documentId: string): Promise<boolean> {
+    const { rows } = await translated(() =>
+      this.pool.query(
+        `SELECT 1 FROM lectern_documents WHERE tenant_id = $1 AND index_id = ${INDEX_ID} AND doc_id = $3`,
+        [key.tenantId, key.name, documentId],
+      ),
+    );
+    return rows.length > 0;
   }
 
   async write(change: IndexWrite): Promise<IndexMeta> {
     validateWrite(change);
     return this.transaction((client) => this.applyWrite(client, change));
+  }
+
+  async commitMerge(change: MergeWrite): Promise<IndexMeta> {
+    validateMerge(change);
+    return this.transaction((client) => this.applyMerge(client, change));
   }
 
   async deleteIndex(key: IndexKey): Promise<boolean> {
@@ -473,6 +715,8 @@ export class PostgresIndexStore implements IndexStore {
       const id = rows[0]?.id;
       if (id === undefined) return false;
       const args = [key.tenantId, id];
+      await client.query("DELETE FROM lectern_tombstones WHERE tenant_id = $1 AND index_id = $2", args);
+      await client.query("DELETE FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2", args);
       await client.query("DELETE FROM lectern_chunks WHERE tenant_id = $1 AND index_id = $2", args);
       await client.query("DELETE FROM lectern_documents WHERE tenant_id = $1 AND index_id = $2", args);
       await client.query("DELETE FROM lectern_indices WHERE tenant_id = $1 AND id = $2", args);
@@ -485,7 +729,8 @@ export class PostgresIndexStore implements IndexStore {
     const { rows } = await translated(() =>
       this.pool.query<{ bytes: string }>(
         `SELECT pg_total_relation_size('lectern_indices') + pg_total_relation_size('lectern_documents')
-           + pg_total_relation_size('lectern_chunks') AS bytes`,
+           + pg_total_relation_size('lectern_chunks') + pg_total_relation_size('lectern_segments')
+           + pg_total_relation_size('lectern_tombstones') AS bytes`,
       ),
     );
     return Number(rows[0]!.bytes);
@@ -569,40 +814,9 @@ export class PostgresIndexStore implements IndexStore {
     }
   }
 
-  /** The index row, chunks in engine order and (optionally) documents, all from one snapshot. */
-  private async readIndex(key: IndexKey, withDocuments: boolean) {
-    return this.transaction(async (client) => {
-      const { rows } = await client.query<IndexDataRow>(
-        `SELECT ${META_COLUMNS}, chunk_order, ${withDocuments ? "engine_index" : "'\\x'::bytea AS engine_index"}
-         FROM lectern_indices WHERE tenant_id = $1 AND name = $2`,
-        [key.tenantId, key.name],
-      );
-      const row = rows[0];
-      if (row === undefined) return undefined;
-      const chunkRows = await client.query<ChunkRow>(
-        `SELECT chunk_id, doc_id, seq, start_offset, end_offset, metadata, text FROM lectern_chunks
-         WHERE tenant_id = $1 AND index_id = $2`,
-        [key.tenantId, row.id],
-      );
-      const chunks = orderChunks(row.name, row.chunk_order, chunkRows.rows, (metadata) => metadata);
-      const documents: IndexSnapshot["documents"] = new Map();
-      if (withDocuments) {
-        const documentRows = await client.query<DocumentRow>(
-          `SELECT doc_id, title, source, metadata FROM lectern_documents
-           WHERE tenant_id = $1 AND index_id = $2`,
-          [key.tenantId, row.id],
-        );
-        for (const doc of documentRows.rows) {
-          documents.set(doc.doc_id, {
-            id: doc.doc_id,
-            title: doc.title,
-            source: doc.source,
-            metadata: doc.metadata,
-          });
-        }
-      }
-      return { row, chunks, documents };
-    }, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  /** Runs `body` in one REPEATABLE READ, READ ONLY transaction: everything it reads is one version. */
+  private async readTransaction<T>(body: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    return this.transaction(body, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   }
 
   /** The body of the write transaction. */
@@ -610,71 +824,93 @@ export class PostgresIndexStore implements IndexStore {
     const { key, mode, settings } = change;
     const tenant = key.tenantId;
     await lockIndex(client, key);
-    const found = await client.query<IndexRow>(
-      `SELECT ${META_COLUMNS} FROM lectern_indices WHERE tenant_id = $1 AND name = $2`,
-      [tenant, key.name],
-    );
-    const existing = found.rows[0] === undefined ? undefined : toMeta(found.rows[0]);
+    const existing = await selectMeta(client, key);
     if (mode === "create" && existing !== undefined) throw conflict(`${label(key)} already exists`);
     if (mode === "update" && existing === undefined) throw notFound(`${label(key)} not found`);
-    if (change.expectedVersion !== null && (existing?.version ?? 0) !== change.expectedVersion) {
-      throw new StaleVersionError(key, existing?.version, change.expectedVersion);
+    const existingVersion = existing === undefined ? undefined : Number(existing.version);
+    if (change.expectedVersion !== null && (existingVersion ?? 0) !== change.expectedVersion) {
+      throw new StaleVersionError(key, existingVersion, change.expectedVersion);
     }
 
-    const next = await client.query<{ version: string }>("SELECT nextval('lectern_version_seq') AS version");
-    const version = Number(next.rows[0]!.version);
+    const version = await nextVersion(client);
     const now = new Date().toISOString();
+    // The counters after the change, kept incrementally: no statement here reads the whole index.
+    const counts = { documents: 0, chunks: 0, bytes: 0, segments: 0, deleted: 0 };
     let id: string;
-    if (found.rows[0] === undefined) {
+    if (existing === undefined) {
       const inserted = await client.query<{ id: string }>(
         `INSERT INTO lectern_indices (tenant_id, name, scorer, chunk_size, overlap, documents_count,
-           chunks_count, vocabulary_size, size_bytes, version, created_at, updated_at, chunk_order, engine_index)
-         VALUES ($1, $2, $3, $4, $5, 0, 0, 0, 0, $6, $7, $7, '[]', '\\x') RETURNING id`,
+           chunks_count, vocabulary_size, size_bytes, version, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, 0, 0, 0, 0, $6, $7, $7) RETURNING id`,
         [tenant, key.name, settings.scorer, settings.chunkSize, settings.overlap, version, now],
       );
       id = inserted.rows[0]!.id;
     } else {
-      id = found.rows[0].id;
+      id = existing.id;
+      const args = [tenant, id];
       if (mode === "replace") {
-        await client.query("DELETE FROM lectern_chunks WHERE tenant_id = $1 AND index_id = $2", [tenant, id]);
-        await client.query("DELETE FROM lectern_documents WHERE tenant_id = $1 AND index_id = $2", [
-          tenant,
-          id,
-        ]);
+        await client.query("DELETE FROM lectern_tombstones WHERE tenant_id = $1 AND index_id = $2", args);
+        await client.query("DELETE FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2", args);
+        await client.query("DELETE FROM lectern_chunks WHERE tenant_id = $1 AND index_id = $2", args);
+        await client.query("DELETE FROM lectern_documents WHERE tenant_id = $1 AND index_id = $2", args);
       } else {
+        counts.documents = existing.documents_count;
+        counts.chunks = existing.chunks_count;
+        counts.bytes = Number(existing.size_bytes);
+        counts.segments = existing.segments_count;
+        counts.deleted = existing.deleted_chunks_count;
         const gone = [...new Set([...change.deleteDocumentIds, ...change.upsert.map((u) => u.document.id)])];
         if (gone.length > 0) {
           await client.query(
             "DELETE FROM lectern_chunks WHERE tenant_id = $1 AND index_id = $2 AND doc_id = ANY($3::text[])",
-            [tenant, id, gone],
+            [...args, gone],
           );
-          await client.query(
-            "DELETE FROM lectern_documents WHERE tenant_id = $1 AND index_id = $2 AND doc_id = ANY($3::text[])",
-            [tenant, id, gone],
+          const removed = await client.query<{ chunks_count: number; size_bytes: string }>(
+            `DELETE FROM lectern_documents WHERE tenant_id = $1 AND index_id = $2 AND doc_id = ANY($3::text[])
+             RETURNING chunks_count, size_bytes`,
+            [...args, gone],
           );
+          for (const document of removed.rows) {
+            counts.documents--;
+            counts.chunks -= document.chunks_count;
+            counts.bytes -= Number(document.size_bytes);
+          }
         }
       }
     }
 
-    await insertDocuments(client, tenant, id, change.upsert);
+    if (change.segment !== null) {
+      const bytes = asBuffer(change.segment.bytes);
+      await insertSegment(
+        client,
+        tenant,
+        id,
+        change.segment.id,
+        change.segment.documentCount,
+        version,
+        bytes,
+      );
+      counts.segments++;
+      counts.bytes += bytes.byteLength;
+    }
+    await insertTombstones(client, tenant, id, change.tombstones, version);
+    counts.deleted += change.tombstones.length;
 
-    const totals = await client.query<{ documents: string; chunks: string; bytes: string }>(
-      `SELECT count(*) AS documents, coalesce(sum(chunks_count), 0) AS chunks,
-         coalesce(sum(size_bytes), 0) AS bytes
-       FROM lectern_documents WHERE tenant_id = $1 AND index_id = $2`,
+    const added = await insertDocuments(client, tenant, id, change.upsert);
+    counts.documents += change.upsert.length;
+    counts.chunks += added.chunks;
+    counts.bytes += added.bytes;
+    const total = await client.query<{ documents: string }>(
+      "SELECT coalesce(sum(doc_count), 0) AS documents FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2",
       [tenant, id],
     );
-    const documentsCount = Number(totals.rows[0]!.documents);
-    const chunksCount = Number(totals.rows[0]!.chunks);
-    await checkChunkOrder(client, tenant, id, change.chunkOrder, chunksCount);
+    checkLiveCount(key, Number(total.rows[0]!.documents), counts.deleted, counts.chunks);
 
-    const chunkOrder = JSON.stringify(change.chunkOrder);
-    const engineIndex = asBuffer(change.engineIndex);
-    const sizeBytes = Number(totals.rows[0]!.bytes) + engineIndex.byteLength + utf8(chunkOrder);
     const updated = await client.query<IndexRow>(
       `UPDATE lectern_indices SET scorer = $3, chunk_size = $4, overlap = $5, documents_count = $6,
          chunks_count = $7, vocabulary_size = $8, size_bytes = $9, version = $10, updated_at = $11,
-         chunk_order = $12, engine_index = $13
+         next_key = $12, next_segment_id = $13, total_length = $14, segments_count = $15,
+         deleted_chunks_count = $16
        WHERE tenant_id = $1 AND id = $2
        RETURNING ${META_COLUMNS}`,
       [
@@ -683,19 +919,148 @@ export class PostgresIndexStore implements IndexStore {
         settings.scorer,
         settings.chunkSize,
         settings.overlap,
-        documentsCount,
-        chunksCount,
+        counts.documents,
+        counts.chunks,
         change.vocabularySize,
-        sizeBytes,
+        counts.bytes,
         version,
         now,
-        chunkOrder,
-        engineIndex,
+        change.engine.nextKey,
+        change.engine.nextSegmentId,
+        change.engine.totalLength,
+        counts.segments,
+        counts.deleted,
       ],
     );
     await notify(client, { tenantId: tenant, name: key.name, version });
     return toMeta(updated.rows[0]!);
   }
+
+  /** The body of the merge transaction. */
+  private async applyMerge(client: pg.PoolClient, change: MergeWrite): Promise<IndexMeta> {
+    const { key, segment } = change;
+    const tenant = key.tenantId;
+    await lockIndex(client, key);
+    const existing = await selectMeta(client, key);
+    if (existing === undefined) throw notFound(`${label(key)} not found`);
+    if (Number(existing.version) !== change.expectedVersion) {
+      throw new StaleVersionError(key, Number(existing.version), change.expectedVersion);
+    }
+    const id = existing.id;
+    const version = await nextVersion(client);
+    const args = [tenant, id, change.removedSegmentIds];
+
+    const removedTombstones =
+      (
+        await client.query(
+          "DELETE FROM lectern_tombstones WHERE tenant_id = $1 AND index_id = $2 AND segment_id = ANY($3::integer[])",
+          args,
+        )
+      ).rowCount ?? 0;
+    const removed = await client.query<{ doc_count: number; size: number }>(
+      `DELETE FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2 AND segment_id = ANY($3::integer[])
+       RETURNING doc_count, octet_length(bytes) AS size`,
+      args,
+    );
+    if (removed.rows.length !== change.removedSegmentIds.length) {
+      throw internal(`${label(key)} lacks a segment of the merge (${change.removedSegmentIds.join(", ")})`);
+    }
+    const removedDocuments = removed.rows.reduce((sum, row) => sum + row.doc_count, 0);
+    const removedBytes = removed.rows.reduce((sum, row) => sum + row.size, 0);
+    // The merged segment holds exactly the documents of the ones it replaces that were live when the
+    // merge started; those deleted since are its tombstones.
+    checkLiveCount(
+      key,
+      segment.documentCount,
+      change.tombstones.length,
+      removedDocuments - removedTombstones,
+    );
+    const bytes = asBuffer(segment.bytes);
+    await insertSegment(client, tenant, id, segment.id, segment.documentCount, version, bytes);
+    await insertTombstones(client, tenant, id, change.tombstones, version);
+
+    const updated = await client.query<IndexRow>(
+      `UPDATE lectern_indices SET size_bytes = $3, version = $4, updated_at = $5, next_key = $6,
+         next_segment_id = $7, total_length = $8, segments_count = $9, deleted_chunks_count = $10
+       WHERE tenant_id = $1 AND id = $2
+       RETURNING ${META_COLUMNS}`,
+      [
+        tenant,
+        id,
+        Number(existing.size_bytes) - removedBytes + bytes.byteLength,
+        version,
+        new Date().toISOString(),
+        change.engine.nextKey,
+        change.engine.nextSegmentId,
+        change.engine.totalLength,
+        existing.segments_count - change.removedSegmentIds.length + 1,
+        existing.deleted_chunks_count - removedTombstones + change.tombstones.length,
+      ],
+    );
+    await notify(client, { tenantId: tenant, name: key.name, version });
+    return toMeta(updated.rows[0]!);
+  }
+}
+
+async function selectMeta(client: pg.PoolClient, key: IndexKey): Promise<IndexRow | undefined> {
+  const { rows } = await client.query<IndexRow>(
+    `SELECT ${META_COLUMNS} FROM lectern_indices WHERE tenant_id = $1 AND name = $2`,
+    [key.tenantId, key.name],
+  );
+  return rows[0];
+}
+
+async function nextVersion(client: pg.PoolClient): Promise<number> {
+  const next = await client.query<{ version: string }>("SELECT nextval('lectern_version_seq') AS version");
+  return Number(next.rows[0]!.version);
+}
+
+async function insertSegment(
+  client: pg.PoolClient,
+  tenant: string,
+  indexId: string,
+  segmentId: number,
+  documentCount: number,
+  version: number,
+  bytes: Buffer,
+): Promise<void> {
+  await client.query(
+    `INSERT INTO lectern_segments (tenant_id, index_id, segment_id, doc_count, created_version, bytes)
+     VALUES ($1, $2, $3, $4, $5, $6)`,
+    [tenant, indexId, segmentId, documentCount, version, bytes],
+  );
+}
+
+/** Checks each tombstone's segment (it exists, the ordinal is in it), then inserts them in one statement. */
+async function insertTombstones(
+  client: pg.PoolClient,
+  tenant: string,
+  indexId: string,
+  tombstones: readonly Tombstone[],
+  version: number,
+): Promise<void> {
+  if (tombstones.length === 0) return;
+  const bySegment = groupTombstones(tombstones);
+  const { rows } = await client.query<{ segment_id: number; doc_count: number }>(
+    `SELECT segment_id, doc_count FROM lectern_segments
+     WHERE tenant_id = $1 AND index_id = $2 AND segment_id = ANY($3::integer[])`,
+    [tenant, indexId, [...bySegment.keys()]],
+  );
+  const documentCounts = new Map(rows.map((row) => [row.segment_id, row.doc_count]));
+  for (const [segmentId, ordinals] of bySegment) {
+    const documentCount = documentCounts.get(segmentId);
+    if (documentCount === undefined)
+      throw internal(`a tombstone names segment ${segmentId}, which the index lacks`);
+    const outside = ordinals.find((ordinal) => ordinal >= documentCount);
+    if (outside !== undefined) {
+      throw internal(`tombstone ${segmentId}/${outside} is beyond the segment's ${documentCount} documents`);
+    }
+  }
+  await client.query(
+    `INSERT INTO lectern_tombstones (tenant_id, index_id, segment_id, ordinal, created_version)
+     SELECT $1, $2, t.segment_id, t.ordinal, $5 FROM unnest($3::integer[], $4::integer[]) AS t (segment_id, ordinal)`,
+    [tenant, indexId, tombstones.map((t) => t.segmentId), tombstones.map((t) => t.ordinal), version],
+  );
 }
 
 /** Serialises writes of one index across every connection and replica, until COMMIT or ROLLBACK. */
@@ -714,7 +1079,7 @@ async function insertDocuments(
   tenant: string,
   indexId: string,
   upsert: IndexWrite["upsert"],
-): Promise<void> {
+): Promise<{ chunks: number; bytes: number }> {
   const docs = {
     ids: [] as string[],
     chunks: [] as number[],
@@ -723,6 +1088,7 @@ async function insertDocuments(
     sources: [] as Array<string | null>,
     metadata: [] as string[],
     texts: [] as string[],
+    hashes: [] as Array<string | null>,
   };
   const chunks = {
     docIds: [] as string[],
@@ -732,6 +1098,7 @@ async function insertDocuments(
     ends: [] as number[],
     metadata: [] as string[],
     texts: [] as string[],
+    keys: [] as number[],
   };
   let docBytes = 0;
   let chunkBytes = 0;
@@ -740,10 +1107,12 @@ async function insertDocuments(
     if (docs.ids.length === 0) return;
     await client.query(
       `INSERT INTO lectern_documents (tenant_id, index_id, doc_id, chunks_count, size_bytes, title, source,
-         metadata, text)
-       SELECT $1, $2, d.doc_id, d.chunks_count, d.size_bytes, d.title, d.source, d.metadata::json, d.text
-       FROM unnest($3::text[], $4::integer[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[])
-         AS d (doc_id, chunks_count, size_bytes, title, source, metadata, text)`,
+         metadata, text, content_hash)
+       SELECT $1, $2, d.doc_id, d.chunks_count, d.size_bytes, d.title, d.source, d.metadata::json, d.text,
+         d.content_hash
+       FROM unnest($3::text[], $4::integer[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[],
+         $10::text[])
+         AS d (doc_id, chunks_count, size_bytes, title, source, metadata, text, content_hash)`,
       [
         tenant,
         indexId,
@@ -754,6 +1123,7 @@ async function insertDocuments(
         docs.sources,
         docs.metadata,
         docs.texts,
+        docs.hashes,
       ],
     );
     for (const list of Object.values(docs)) list.length = 0;
@@ -763,10 +1133,12 @@ async function insertDocuments(
     if (chunks.ids.length === 0) return;
     await client.query(
       `INSERT INTO lectern_chunks (tenant_id, index_id, doc_id, seq, chunk_id, start_offset, end_offset,
-         metadata, text)
-       SELECT $1, $2, c.doc_id, c.seq, c.chunk_id, c.start_offset, c.end_offset, c.metadata::json, c.text
-       FROM unnest($3::text[], $4::integer[], $5::text[], $6::integer[], $7::integer[], $8::text[], $9::text[])
-         AS c (doc_id, seq, chunk_id, start_offset, end_offset, metadata, text)`,
+         metadata, text, engine_key)
+       SELECT $1, $2, c.doc_id, c.seq, c.chunk_id, c.start_offset, c.end_offset, c.metadata::json, c.text,
+         c.engine_key
+       FROM unnest($3::text[], $4::integer[], $5::text[], $6::integer[], $7::integer[], $8::text[], $9::text[],
+         $10::bigint[])
+         AS c (doc_id, seq, chunk_id, start_offset, end_offset, metadata, text, engine_key)`,
       [
         tenant,
         indexId,
@@ -777,6 +1149,7 @@ async function insertDocuments(
         chunks.ends,
         chunks.metadata,
         chunks.texts,
+        chunks.keys,
       ],
     );
     for (const list of Object.values(chunks)) list.length = 0;
@@ -795,6 +1168,7 @@ async function insertDocuments(
     docs.sources.push(document.source);
     docs.metadata.push(serialised.metadata);
     docs.texts.push(document.text);
+    docs.hashes.push(document.contentHash);
     docBytes += utf8(document.text) + utf8(serialised.metadata);
     if (docs.ids.length >= BATCH_ROWS || docBytes >= BATCH_BYTES) await flushDocuments();
   }
@@ -811,32 +1185,16 @@ async function insertDocuments(
       chunks.ends.push(chunk.end);
       chunks.metadata.push(serialised.chunkMetadata[i]!);
       chunks.texts.push(chunk.text);
+      chunks.keys.push(chunk.engineKey);
       chunkBytes += utf8(chunk.text) + utf8(serialised.chunkMetadata[i]!);
     });
     if (chunks.ids.length >= BATCH_ROWS || chunkBytes >= BATCH_BYTES) await flushChunks();
   }
   await flushChunks();
-}
-
-/** chunkOrder must list exactly the chunks the index holds after the change. */
-async function checkChunkOrder(
-  client: pg.PoolClient,
-  tenant: string,
-  indexId: string,
-  chunkOrder: string[],
-  chunksCount: number,
-): Promise<void> {
-  if (chunkOrder.length !== chunksCount) {
-    throw internal(`chunkOrder lists ${chunkOrder.length} chunks but the index holds ${chunksCount}`);
-  }
-  const wanted = new Set(chunkOrder);
-  const { rows } = await client.query<{ chunk_id: string }>(
-    "SELECT chunk_id FROM lectern_chunks WHERE tenant_id = $1 AND index_id = $2",
-    [tenant, indexId],
-  );
-  for (const { chunk_id: chunkId } of rows) {
-    if (!wanted.has(chunkId)) throw internal(`chunkOrder misses chunk "${chunkId}"`);
-  }
+  return {
+    chunks: upsert.reduce((sum, { chunks: documentChunks }) => sum + documentChunks.length, 0),
+    bytes: serialisedAll.reduce((sum, serialised) => sum + serialised.bytes, 0),
+  };
 }
 
 /**

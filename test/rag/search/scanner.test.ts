@@ -7,8 +7,8 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import { normaliseText, TOKEN_PATTERN, tokenize } from "../../../src/rag/search/analyzer.js";
-import { createAnalyzer, IndexBuilder } from "../../../src/rag/search/index.js";
-import { decodeIndex } from "../../../src/rag/search/serialization.js";
+import { createAnalyzer } from "../../../src/rag/search/index.js";
+import { SegmentWriter } from "../../../src/rag/search/indexer/segment-writer.js";
 import { hashWord, scanWords, WordScanner, WordTable } from "../../../src/rag/search/scanner.js";
 
 function random(seed: number): () => number {
@@ -125,7 +125,7 @@ describe("word scanner", () => {
     assert.equal(table.get("w1", 0, 2, hashWord("w1"), -2), -2);
   });
 
-  it("the builder indexes exactly the analyzer's terms (fast path and dictionary path)", () => {
+  it("the segment writer indexes exactly the analyzer's terms (fast path and dictionary path)", () => {
     const next = random(11);
     const texts = [
       ...Array.from({ length: 400 }, () => randomText(next, 1 + Math.floor(next() * 30))),
@@ -136,38 +136,24 @@ describe("word scanner", () => {
     ];
     for (const options of [{}, { stemming: false, stopWords: false }]) {
       const analyze = createAnalyzer(options);
-      const analysed = new IndexBuilder(options);
-      const verbatim = new IndexBuilder(options);
+      const analysed = new SegmentWriter(options);
+      const verbatim = new SegmentWriter(options);
       for (const text of texts) {
         analysed.add(text);
         verbatim.addTerms(analyze(text));
       }
-      const a = analysed.build({ scorer: "bm25" }).serialize();
-      const b = verbatim.build({ scorer: "bm25" }).serialize();
-      assert.deepEqual(a, b);
+      const keys = Uint32Array.from(texts, (_, i) => i);
+      assert.deepEqual(analysed.finish(keys, 1), verbatim.finish(keys, 1));
     }
   });
 
-  it("a builder keeps working after build() (the vocabulary is copied on write)", () => {
-    const builder = new IndexBuilder();
-    builder.add("alpha beta");
-    const first = builder.build({ scorer: "bm25" });
-    builder.add("gamma delta alpha");
-    const second = builder.build({ scorer: "bm25" });
-    assert.equal(first.vocabularySize, 2);
-    assert.equal(first.documentFrequency("gamma"), 0);
-    assert.deepEqual(first.search("gamma", { topK: 5 }), []);
-    assert.equal(second.vocabularySize, 4);
-    assert.equal(second.search("gamma", { topK: 5 })[0]?.ordinal, 1);
-  });
-
   it("keeps term frequencies ≥ 65,535 exact", () => {
-    const builder = new IndexBuilder();
+    const builder = new SegmentWriter();
     builder.add("rare");
     builder.addTerms(Array.from({ length: 70_000 }, () => "many"));
     builder.addTerms(["many", "rare"]);
     builder.addTerms(Array.from({ length: 65_535 }, () => "many"));
-    const { data } = decodeIndex(builder.build({ scorer: "bm25" }).serialize());
+    const data = builder.finish(Uint32Array.from([0, 1, 2, 3]), 1);
     const many = data.terms.indexOf("many");
     const start = data.termOffsets[many] ?? 0;
     assert.deepEqual([...data.termFreqs.subarray(start, start + 3)], [70_000, 1, 65_535]);

@@ -1,24 +1,39 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { DEFAULT_BM25, IndexBuilder, type SearchIndex } from "../../../src/rag/search/index.js";
+import {
+  DEFAULT_BM25,
+  IndexWriter,
+  SegmentedIndex,
+  type SearchIndexOptions,
+} from "../../../src/rag/search/index.js";
 
 /*
- * Three documents given as terms (no analysis), so every number below can be checked by hand:
+ * Three documents analysed verbatim (no stemming, no stop words), so every number below can be checked
+ * by hand:
  *   d0 = apple apple banana        (length 3)
  *   d1 = banana cherry             (length 2)
  *   d2 = cherry cherry cherry date (length 4)   N = 3, avgdl = 3
+ * Keys are 0, 1, 2 in that order.
  */
 const DOCS = [
   ["apple", "apple", "banana"],
   ["banana", "cherry"],
   ["cherry", "cherry", "cherry", "date"],
 ];
+const VERBATIM = { stemming: false, stopWords: false };
 
-function build(scorer: "tfidf" | "bm25", bm25?: { k1?: number; b?: number }): SearchIndex {
-  const builder = new IndexBuilder();
-  for (const terms of DOCS) builder.addTerms(terms);
-  return builder.build({ scorer, ...(bm25 && { bm25 }) });
+function indexOf(texts: readonly string[], options: SearchIndexOptions): SegmentedIndex {
+  const index = SegmentedIndex.create(options);
+  new IndexWriter(index).prepare({ add: texts }).apply();
+  return index;
+}
+
+function build(scorer: "tfidf" | "bm25", bm25?: { k1?: number; b?: number }): SegmentedIndex {
+  return indexOf(
+    DOCS.map((terms) => terms.join(" ")),
+    { scorer, analyzer: VERBATIM, ...(bm25 && { bm25 }) },
+  );
 }
 
 const close = (actual: number | undefined, expected: number, message?: string): void => {
@@ -28,69 +43,68 @@ const close = (actual: number | undefined, expected: number, message?: string): 
   );
 };
 
-describe("tfidf scorer", () => {
-  // Smoothed idf = ln((1 + N) / (1 + df)) + 1; sublinear tf = 1 + ln(tf).
+describe("tfidf scorer (pivoted length normalisation)", () => {
+  // Smoothed idf = ln((1 + N) / (1 + df)) + 1; factor (1 + ln tf) / (1 − s + s·√(dl/avgdl)), s = 0.75;
+  // query weight (1 + ln qtf)·idf²; score = Σ weight·factor / Σ weight·(max factor of the term).
   const idf1 = Math.log(4 / 2) + 1; // df = 1: apple, date
   const idf2 = Math.log(4 / 3) + 1; // df = 2: banana, cherry
-  const tf = (n: number): number => 1 + Math.log(n);
-  const d0 = { apple: tf(2) * idf1, banana: tf(1) * idf2 };
-  const d1 = { banana: tf(1) * idf2, cherry: tf(1) * idf2 };
-  const d2 = { cherry: tf(3) * idf2, date: tf(1) * idf1 };
-  const norm = (v: Record<string, number>): number => Math.hypot(...Object.values(v));
+  const lengths = [3, 2, 4];
+  const factor = (tf: number, d: number): number =>
+    (1 + Math.log(tf)) / (0.25 + 0.75 * Math.sqrt((lengths[d] ?? 0) / 3));
+  const weight = (qtf: number, idf: number): number => (1 + Math.log(qtf)) * idf * idf;
 
-  it("is the default scorer choice and exposes its stats", () => {
+  it("exposes its statistics", () => {
     const index = build("tfidf");
     assert.equal(index.scorer, "tfidf");
-    assert.equal(index.documentCount, 3);
+    assert.equal(index.liveDocumentCount, 3);
+    assert.equal(index.totalLength, 9);
     assert.equal(index.vocabularySize, 4);
     assert.equal(index.postingCount, 6);
     assert.equal(index.documentFrequency("cherry"), 2);
     assert.equal(index.documentFrequency("zebra"), 0);
   });
 
-  it("scores a one-term query with the cosine of the normalised vectors", () => {
+  it("scores a one-term query by its factor over the best factor", () => {
     const hits = build("tfidf").searchTerms(["banana"], { topK: 10 });
-    // The query vector has one component, so the cosine is w(banana, d) / ‖d‖.
-    const s0 = d0.banana / norm(d0);
-    const s1 = d1.banana / norm(d1);
-    assert.ok(s1 > s0);
+    // banana: d0 (tf 1, dl 3) and d1 (tf 1, dl 2); the shorter document wins and scores 1.
     assert.deepEqual(
-      hits.map((h) => h.ordinal),
+      hits.map((h) => h.key),
       [1, 0],
     );
-    close(hits[0]?.score, s1);
-    close(hits[1]?.score, s0);
+    close(hits[0]?.score, 1);
+    close(hits[1]?.score, factor(1, 0) / factor(1, 1));
   });
 
-  it("weights query terms by sublinear tf · idf and normalises the query", () => {
-    // Query: apple ×2, cherry ×1.
-    const q = { apple: tf(2) * idf1, cherry: tf(1) * idf2 };
-    const qn = norm(q);
+  it("weights query terms by (1 + ln qtf)·idf² and normalises by the best reachable score", () => {
+    // Query: apple ×2, cherry ×1. Best apple factor: d0; best cherry factor: max(d1 tf 1 dl 2, d2 tf 3 dl 4).
+    const wApple = weight(2, idf1);
+    const wCherry = weight(1, idf2);
+    const bound = wApple * factor(2, 0) + wCherry * Math.max(factor(1, 1), factor(3, 2));
     const expected = [
-      (q.apple * d0.apple) / (qn * norm(d0)),
-      (q.cherry * d1.cherry) / (qn * norm(d1)),
-      (q.cherry * d2.cherry) / (qn * norm(d2)),
+      (wApple * factor(2, 0)) / bound,
+      (wCherry * factor(1, 1)) / bound,
+      (wCherry * factor(3, 2)) / bound,
     ];
     const hits = build("tfidf").searchTerms(["apple", "cherry", "apple"], { topK: 3 });
     const order = [0, 1, 2].sort((a, b) => (expected[b] ?? 0) - (expected[a] ?? 0));
     assert.deepEqual(
-      hits.map((h) => h.ordinal),
+      hits.map((h) => h.key),
       order,
     );
-    for (const hit of hits) close(hit.score, expected[hit.ordinal] ?? NaN, `d${hit.ordinal}`);
+    for (const hit of hits) close(hit.score, expected[hit.key] ?? NaN, `d${hit.key}`);
   });
 
-  it("gives 1 to a document identical to the query", () => {
-    const hits = build("tfidf").searchTerms(["banana", "cherry"], { topK: 1 });
-    assert.equal(hits[0]?.ordinal, 1);
+  it("gives 1 to a document holding every query term at its best factor", () => {
+    const hits = build("tfidf").searchTerms(["cherry", "date"], { topK: 1 });
+    assert.equal(hits[0]?.key, 2);
     close(hits[0]?.score, 1);
   });
 
   it("ignores unknown query terms", () => {
     const index = build("tfidf");
     assert.deepEqual(
-      index.searchTerms(["banana", "zebra"], { topK: 3 }),
-      index.searchTerms(["banana"], { topK: 3 }),
+      index.searchTerms(["apple", "zebra"], { topK: 3 }),
+      index.searchTerms(["apple"], { topK: 3 }),
     );
     assert.deepEqual(index.searchTerms(["zebra"], { topK: 3 }), []);
   });
@@ -116,7 +130,7 @@ describe("bm25 scorer", () => {
     assert.ok(raw2 > raw1);
     const hits = build("bm25").searchTerms(["cherry"], { topK: 5 });
     assert.deepEqual(
-      hits.map((h) => h.ordinal),
+      hits.map((h) => h.key),
       [2, 1],
     );
     close(hits[0]?.score, 1);
@@ -136,10 +150,10 @@ describe("bm25 scorer", () => {
     const hits = index.searchTerms(["banana", "date", "banana"], { topK: 3 });
     const order = [0, 1, 2].sort((x, y) => (expected[y] ?? 0) - (expected[x] ?? 0));
     assert.deepEqual(
-      hits.map((h) => h.ordinal),
+      hits.map((h) => h.key),
       order,
     );
-    for (const hit of hits) close(hit.score, expected[hit.ordinal] ?? NaN, `d${hit.ordinal}`);
+    for (const hit of hits) close(hit.score, expected[hit.key] ?? NaN, `d${hit.key}`);
   });
 
   it("normalisation does not change the ranking (same order as raw BM25)", () => {
@@ -156,7 +170,7 @@ describe("bm25 scorer", () => {
     const hits = build("bm25").searchTerms(["apple", "cherry", "date"], { topK: 3 });
     const order = [0, 1, 2].sort((x, y) => raw(y) - raw(x));
     assert.deepEqual(
-      hits.map((h) => h.ordinal),
+      hits.map((h) => h.key),
       order,
     );
     for (const hit of hits) assert.ok(hit.score > 0 && hit.score <= 1);
@@ -165,7 +179,7 @@ describe("bm25 scorer", () => {
   it("rejects bad parameters", () => {
     assert.throws(() => build("bm25", { b: 1.5 }), RangeError);
     assert.throws(() => build("bm25", { k1: -1 }), RangeError);
-    assert.throws(() => new IndexBuilder().build({ scorer: "nope" as "bm25" }), RangeError);
+    assert.throws(() => SegmentedIndex.create({ scorer: "nope" as "bm25" }), RangeError);
   });
 });
 
@@ -177,17 +191,13 @@ describe("search options and edge cases", () => {
     "A garden full of roses.",
     "The dog and the cat sleep.",
   ];
-  const index = (scorer: "tfidf" | "bm25"): SearchIndex => {
-    const builder = new IndexBuilder();
-    for (const text of texts) builder.add(text);
-    return builder.build({ scorer });
-  };
+  const index = (scorer: "tfidf" | "bm25"): SegmentedIndex => indexOf(texts, { scorer });
 
   for (const scorer of ["tfidf", "bm25"] as const) {
     it(`${scorer}: analyses queries like documents`, () => {
       const hits = index(scorer).search("barking DOGS", { topK: 5 });
-      assert.equal(hits[0]?.ordinal, 1);
-      assert.deepEqual(hits.map((h) => h.ordinal).sort(), [1, 2, 4]);
+      assert.equal(hits[0]?.key, 1);
+      assert.deepEqual(hits.map((h) => h.key).sort(), [1, 2, 4]);
     });
 
     it(`${scorer}: empty, stop-word-only and unknown queries return []`, () => {
@@ -210,23 +220,22 @@ describe("search options and edge cases", () => {
         all.filter((h) => h.score >= threshold),
       );
       assert.deepEqual(idx.search("cat dog garden", { topK: 10, minScore: 1.01 }), []);
-      const even = (ordinal: number): boolean => ordinal % 2 === 0;
+      const even = (key: number): boolean => key % 2 === 0;
       assert.deepEqual(
         idx.search("cat dog garden", { topK: 10, accept: even }),
-        all.filter((h) => even(h.ordinal)),
+        all.filter((h) => even(h.key)),
       );
       assert.deepEqual(
-        idx.search("cat dog garden", { topK: 1, accept: (o) => o !== all[0]?.ordinal }),
+        idx.search("cat dog garden", { topK: 1, accept: (k) => k !== all[0]?.key }),
         all.slice(1, 2),
       );
     });
 
-    it(`${scorer}: breaks ties by lower ordinal`, () => {
-      const builder = new IndexBuilder();
-      for (let i = 0; i < 6; i++) builder.add(i % 2 === 0 ? "same words here" : "other text");
-      const hits = builder.build({ scorer }).search("words", { topK: 2 });
+    it(`${scorer}: breaks ties by lower key`, () => {
+      const six = Array.from({ length: 6 }, (_, i) => (i % 2 === 0 ? "same words here" : "other text"));
+      const hits = indexOf(six, { scorer }).search("words", { topK: 2 });
       assert.deepEqual(
-        hits.map((h) => h.ordinal),
+        hits.map((h) => h.key),
         [0, 2],
       );
       assert.equal(hits[0]?.score, hits[1]?.score);
@@ -266,48 +275,32 @@ describe("search options and edge cases", () => {
   });
 
   it("an empty index returns []", () => {
-    const idx = new IndexBuilder().build({ scorer: "bm25" });
-    assert.equal(idx.documentCount, 0);
+    const idx = SegmentedIndex.create({ scorer: "bm25" });
+    assert.equal(idx.liveDocumentCount, 0);
     assert.deepEqual(idx.search("anything", { topK: 3 }), []);
   });
 
   it("documents without terms are never returned", () => {
-    const builder = new IndexBuilder();
-    builder.add("");
-    builder.add("the of");
-    builder.add("real content");
     for (const scorer of ["tfidf", "bm25"] as const) {
       assert.deepEqual(
-        builder
-          .build({ scorer })
+        indexOf(["", "the of", "real content"], { scorer })
           .search("content", { topK: 5 })
-          .map((h) => h.ordinal),
+          .map((h) => h.key),
         [2],
       );
     }
   });
 
-  it("a builder can build several indexes and keep adding", () => {
-    const builder = new IndexBuilder();
-    builder.add("alpha beta");
-    const first = builder.build({ scorer: "tfidf" });
-    assert.equal(builder.add("beta gamma"), 1);
-    const second = builder.build({ scorer: "tfidf" });
-    assert.equal(first.documentCount, 1);
-    assert.equal(second.documentCount, 2);
-    assert.deepEqual(
-      second.search("beta", { topK: 5 }).map((h) => h.ordinal),
-      [0, 1],
-    );
+  it("an index of only term-less documents finds nothing", () => {
+    const idx = indexOf(["", "the of"], { scorer: "bm25" });
+    assert.equal(idx.totalLength, 0);
+    assert.deepEqual(idx.search("the", { topK: 3 }), []);
   });
 
-  it("uses the builder's analyzer and rejects a different one at build time", () => {
-    const builder = new IndexBuilder({ stemming: false });
-    builder.add("running dogs");
-    const idx = builder.build({ scorer: "bm25", analyzer: { stemming: false } });
+  it("uses the index's analyzer for documents and queries", () => {
+    const idx = indexOf(["running dogs"], { scorer: "bm25", analyzer: { stemming: false } });
     assert.deepEqual(idx.options.analyzer, { stemming: false, stopWords: true });
     assert.deepEqual(idx.search("run", { topK: 1 }), []);
     assert.equal(idx.search("running", { topK: 1 }).length, 1);
-    assert.throws(() => builder.build({ scorer: "bm25", analyzer: { stemming: true } }), /differs/);
   });
 });

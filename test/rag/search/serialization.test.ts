@@ -1,7 +1,11 @@
+/**
+ * Segment bytes: a versioned little-endian format; loading them gives identical results, from any view.
+ */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { IndexBuilder, SearchIndex } from "../../../src/rag/search/index.js";
+import { decodeSegment, encodeSegment } from "../../../src/rag/search/core/segment-codec.js";
+import { IndexWriter, SegmentedIndex, type SearchIndexOptions } from "../../../src/rag/search/index.js";
 
 const TEXTS = [
   "The quick brown fox jumps over the lazy dog.",
@@ -13,7 +17,7 @@ const TEXTS = [
 ];
 const QUERIES = ["fox", "lazy dog", "wolves domesticated", "北京", "the", "", "cat fox dog earth square"];
 
-function sameResults(a: SearchIndex, b: SearchIndex): void {
+function sameResults(a: SegmentedIndex, b: SegmentedIndex): void {
   for (const query of QUERIES) {
     for (const topK of [1, 3, 100]) {
       assert.deepEqual(b.search(query, { topK }), a.search(query, { topK }), `${query} @${topK}`);
@@ -21,92 +25,117 @@ function sameResults(a: SearchIndex, b: SearchIndex): void {
   }
 }
 
-describe("serialisation", () => {
+function build(options: SearchIndexOptions, texts: readonly string[]) {
+  const index = SegmentedIndex.create(options);
+  const write = new IndexWriter(index).prepare({ add: texts });
+  write.apply();
+  return { index, write, bytes: write.segment?.bytes ?? new Uint8Array(0) };
+}
+
+describe("segment bytes", () => {
   for (const scorer of ["tfidf", "bm25"] as const) {
-    it(`${scorer}: round trip gives identical hits and options`, () => {
-      const builder = new IndexBuilder({ stopWords: ["the", "are"] });
-      for (const text of TEXTS) builder.add(text);
-      const index = builder.build({ scorer, bm25: { k1: 1.5 } });
-      const bytes = index.serialize();
-      assert.ok(bytes instanceof Uint8Array);
-      assert.equal(new TextDecoder().decode(bytes.subarray(0, 4)), "LXSI");
-      const loaded = SearchIndex.deserialize(bytes);
+    it(`${scorer}: load gives identical hits and statistics`, () => {
+      const options = { scorer, bm25: { k1: 1.5 }, analyzer: { stopWords: ["the", "are"] } };
+      const { index, write, bytes } = build(options, TEXTS);
+      assert.equal(new TextDecoder().decode(bytes.subarray(0, 4)), "LXSG");
+      const loaded = SegmentedIndex.load(options, [{ bytes, deleted: [] }], write.state);
       assert.deepEqual(loaded.options, index.options);
       assert.equal(loaded.scorer, scorer);
-      assert.equal(loaded.documentCount, index.documentCount);
+      assert.equal(loaded.liveDocumentCount, index.liveDocumentCount);
       assert.equal(loaded.vocabularySize, index.vocabularySize);
       assert.equal(loaded.postingCount, index.postingCount);
+      assert.equal(loaded.totalLength, index.totalLength);
+      assert.deepEqual(loaded.segments(), index.segments());
       sameResults(index, loaded);
-      // Serialising again gives the same bytes.
-      assert.deepEqual(loaded.serialize(), bytes);
+      // Encoding the decoded data again gives the same bytes.
+      const { id, data } = decodeSegment(bytes);
+      assert.deepEqual(encodeSegment(id, data), bytes);
     });
   }
 
+  it("loads tombstoned ordinals: deleted documents neither match nor count", () => {
+    const { bytes, write } = build({ scorer: "bm25" }, TEXTS);
+    const loaded = SegmentedIndex.load({ scorer: "bm25" }, [{ bytes, deleted: [0, 4] }], write.state);
+    const fresh = build(
+      { scorer: "bm25" },
+      TEXTS.filter((_, i) => i !== 0 && i !== 4),
+    ).index;
+    assert.equal(loaded.liveDocumentCount, 4);
+    assert.equal(loaded.deletedDocumentCount, 2);
+    assert.equal(loaded.totalLength, fresh.totalLength);
+    assert.equal(loaded.documentFrequency("fox"), 1);
+    assert.equal(loaded.locate(0), undefined);
+    assert.deepEqual(loaded.locate(1), { segmentId: 0, ordinal: 1 });
+    assert.deepEqual(
+      loaded.search("fox", { topK: 5 }).map((hit) => hit.key),
+      [1],
+    );
+  });
+
   it("reads from an unaligned view and does not depend on the caller's buffer afterwards", () => {
-    const builder = new IndexBuilder();
-    for (const text of TEXTS) builder.add(text);
-    const index = builder.build({ scorer: "bm25" });
-    const bytes = index.serialize();
+    const { index, bytes, write } = build({ scorer: "bm25" }, TEXTS);
     const buffer = new Uint8Array(bytes.byteLength + 3);
     buffer.set(bytes, 3);
-    const loaded = SearchIndex.deserialize(buffer.subarray(3));
+    const loaded = SegmentedIndex.load(
+      { scorer: "bm25" },
+      [{ bytes: buffer.subarray(3), deleted: [] }],
+      write.state,
+    );
     buffer.fill(0);
     sameResults(index, loaded);
   });
 
-  it("handles term frequencies above 65535 and terms given verbatim", () => {
-    const builder = new IndexBuilder();
-    builder.addTerms(new Array<string>(70_000).fill("x"));
-    builder.addTerms(["x", "new\nline", "", "é"]);
-    const index = builder.build({ scorer: "tfidf" });
-    const loaded = SearchIndex.deserialize(index.serialize());
-    for (const terms of [["x"], ["new\nline"], [""], ["é", "x"]]) {
-      assert.deepEqual(loaded.searchTerms(terms, { topK: 5 }), index.searchTerms(terms, { topK: 5 }));
-    }
-    assert.equal(loaded.searchTerms(["x"], { topK: 5 }).length, 2);
+  it("reads a Node Buffer (a view into a larger ArrayBuffer, as fs and SQLite return)", () => {
+    const texts = Array.from(
+      { length: 200 },
+      (_, i) => `document ${i} about topic ${i % 7} and more words ${i * 13}`,
+    );
+    const { index, bytes, write } = build({ scorer: "bm25" }, texts);
+    const backing = Buffer.alloc(bytes.byteLength + 16);
+    const view = backing.subarray(8, 8 + bytes.byteLength);
+    view.set(bytes);
+    const loaded = SegmentedIndex.load({ scorer: "bm25" }, [{ bytes: view, deleted: [] }], write.state);
+    assert.deepEqual(loaded.search("topic 3 words", { topK: 5 }), index.search("topic 3 words", { topK: 5 }));
   });
 
-  it("round-trips an empty index", () => {
-    const loaded = SearchIndex.deserialize(new IndexBuilder().build({ scorer: "tfidf" }).serialize());
-    assert.equal(loaded.documentCount, 0);
+  it("keeps term frequencies above 65,535 exact", () => {
+    const texts = ["rare", "many ".repeat(70_000), "many rare", "many ".repeat(65_535)];
+    const { bytes } = build({ scorer: "tfidf" }, texts);
+    const { data } = decodeSegment(bytes);
+    const many = data.terms.indexOf("mani");
+    const start = data.termOffsets[many] ?? 0;
+    assert.deepEqual([...data.termFreqs.subarray(start, start + 3)], [70_000, 1, 65_535]);
+    assert.ok(data.termFreqs instanceof Uint32Array);
+  });
+
+  it("an empty index has no segment and finds nothing", () => {
+    const index = SegmentedIndex.create({ scorer: "tfidf" });
+    const write = new IndexWriter(index).prepare({ add: [] });
+    assert.equal(write.segment, null);
+    write.apply();
+    const loaded = SegmentedIndex.load({ scorer: "tfidf" }, [], write.state);
+    assert.equal(loaded.liveDocumentCount, 0);
     assert.deepEqual(loaded.search("x", { topK: 1 }), []);
   });
 
   it("rejects damaged or foreign data", () => {
-    const builder = new IndexBuilder();
-    for (const text of TEXTS) builder.add(text);
-    const bytes = builder.build({ scorer: "bm25" }).serialize();
-    assert.throws(() => SearchIndex.deserialize(new Uint8Array(10)), /corrupt/);
-    assert.throws(
-      () => SearchIndex.deserialize(new TextEncoder().encode("not an index at all, really")),
-      /magic/,
-    );
-    assert.throws(() => SearchIndex.deserialize(bytes.subarray(0, bytes.length - 1)), /corrupt/);
+    const { bytes } = build({ scorer: "bm25" }, TEXTS);
+    const load = (b: Uint8Array) =>
+      SegmentedIndex.load({ scorer: "bm25" }, [{ bytes: b, deleted: [] }], { nextKey: 6, nextSegmentId: 1 });
+    assert.throws(() => load(new Uint8Array(10)), /corrupt/);
+    assert.throws(() => load(new TextEncoder().encode("not a segment at all, really, not at all")), /magic/);
+    assert.throws(() => load(bytes.subarray(0, bytes.length - 1)), /corrupt/);
     const future = bytes.slice();
     new DataView(future.buffer).setUint32(4, 99, true);
-    assert.throws(() => SearchIndex.deserialize(future), /version 99/);
+    assert.throws(() => load(future), /version 99/);
     const scrambled = bytes.slice();
-    // Overwrite the first document ordinals (right after the term dictionary offsets) with garbage.
-    const view = new DataView(scrambled.buffer);
-    const vocabularySize = view.getUint32(12, true);
-    const optionsLength = view.getUint32(24, true);
-    const postingsStart = 32 + ((optionsLength + 3) & ~3) + 4 * vocabularySize + 4 * (vocabularySize + 1);
-    view.setUint32(postingsStart, 0xffffff, true);
-    assert.throws(() => SearchIndex.deserialize(scrambled), /corrupt/);
-  });
-});
-
-describe("deserialising from a Node Buffer", () => {
-  it("reads a Buffer (a view into a larger ArrayBuffer, as fs and SQLite return) like a Uint8Array", () => {
-    const builder = new IndexBuilder();
-    for (let i = 0; i < 200; i++) builder.add(`document ${i} about topic ${i % 7} and more words ${i * 13}`);
-    const index = builder.build({ scorer: "bm25" });
-    const bytes = index.serialize();
-    // A Buffer whose bytes start 8 bytes into a larger ArrayBuffer.
-    const backing = Buffer.alloc(bytes.byteLength + 16);
-    const view = backing.subarray(8, 8 + bytes.byteLength);
-    view.set(bytes);
-    const loaded = SearchIndex.deserialize(view);
-    assert.deepEqual(loaded.search("topic 3 words", { topK: 5 }), index.search("topic 3 words", { topK: 5 }));
+    // Overwrite the first key with one larger than the second: keys must ascend.
+    new DataView(scrambled.buffer).setUint32(40, 0xffffff, true);
+    assert.throws(() => load(scrambled), /corrupt/);
+    assert.throws(
+      () =>
+        SegmentedIndex.load({ scorer: "bm25" }, [{ bytes, deleted: [6] }], { nextKey: 6, nextSegmentId: 1 }),
+      RangeError,
+    );
   });
 });

@@ -16,21 +16,21 @@ function random(seed: number): () => number {
 }
 
 describe("TopK", () => {
-  it("matches a full sort (score desc, ordinal asc) on random data with ties", () => {
+  it("matches a full sort (score desc, key asc) on random data with ties", () => {
     const next = random(42);
     for (let round = 0; round < 300; round++) {
       const n = Math.floor(next() * 200);
       const k = 1 + Math.floor(next() * 30);
       const distinct = 1 + Math.floor(next() * 20); // few distinct scores → many ties
-      const items = Array.from({ length: n }, (_, ordinal) => ({
-        ordinal,
+      const items = Array.from({ length: n }, (_, key) => ({
+        key,
         score: Math.floor(next() * distinct) / distinct,
       }));
       // Offer in a shuffled order: the result must not depend on it.
       const shuffled = [...items].sort(() => next() - 0.5);
       const heap = new TopK(k);
-      for (const item of shuffled) heap.offer(item.ordinal, item.score);
-      const expected = [...items].sort((a, b) => b.score - a.score || a.ordinal - b.ordinal).slice(0, k);
+      for (const item of shuffled) heap.offer(item.key, item.score);
+      const expected = [...items].sort((a, b) => b.score - a.score || a.key - b.key).slice(0, k);
       assert.equal(heap.size, expected.length);
       assert.deepEqual(heap.drain(), expected, `round ${round}`);
       assert.equal(heap.size, 0);
@@ -44,13 +44,13 @@ describe("TopK", () => {
     assert.equal(heap.offer(3, 0.7), true);
     assert.equal(heap.threshold, 0.5);
     assert.equal(heap.wouldAccept(9, 0.4), false);
-    assert.equal(heap.wouldAccept(9, 0.5), false); // tie, higher ordinal loses
-    assert.equal(heap.wouldAccept(1, 0.5), true); // tie, lower ordinal wins
+    assert.equal(heap.wouldAccept(9, 0.5), false); // tie, higher key loses
+    assert.equal(heap.wouldAccept(1, 0.5), true); // tie, lower key wins
     assert.equal(heap.offer(9, 0.4), false);
     assert.equal(heap.offer(1, 0.5), true);
     assert.deepEqual(heap.drain(), [
-      { ordinal: 3, score: 0.7 },
-      { ordinal: 1, score: 0.5 },
+      { key: 3, score: 0.7 },
+      { key: 1, score: 0.5 },
     ]);
   });
 

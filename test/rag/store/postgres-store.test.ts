@@ -11,22 +11,52 @@ import pg from "pg";
 import { ApiError } from "../../../src/core/errors.js";
 import { StaleVersionError } from "../../../src/rag/store/common.js";
 import { CHANGE_CHANNEL, PG_MIGRATIONS, PostgresIndexStore } from "../../../src/rag/store/postgres-store.js";
-import type { ChangeFeed, IndexChange, IndexKey } from "../../../src/rag/store/types.js";
+import type {
+  ChangeFeed,
+  IndexChange,
+  IndexKey,
+  IndexMeta,
+  IndexWrite,
+} from "../../../src/rag/store/types.js";
 import { createTestDatabase, postgresUnavailable, type TestDatabase } from "../../helpers/pg.js";
 import {
+  IndexModel,
+  SETTINGS,
   entry,
-  fakeEngineIndex,
+  fakeSegmentBytes,
   makeDocument,
   makeEntries,
   makeWrite,
-  orderAfterUpdate,
 } from "../../helpers/store-fixtures.js";
 import { storeContract } from "./store-contract.js";
 
 const unavailable = await postgresUnavailable();
 const KEY: IndexKey = { tenantId: "default", name: "shared" };
 
-async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000) {
+/**
+ * An append of one document computed from the stored state alone (engine counters of `meta`), as a
+ * replica that holds `meta.version` would prepare it: a new segment with one key, no tombstones.
+ */
+function appendOne(meta: IndexMeta, id: string): IndexWrite {
+  const [document] = [entry(makeDocument(id, `Document ${id} about locks.`))];
+  const key = meta.engine.nextKey;
+  const segmentId = meta.engine.nextSegmentId;
+  return {
+    key: { tenantId: meta.tenantId, name: meta.name },
+    mode: "update",
+    settings: SETTINGS,
+    upsert: [{ document: document!.document, chunks: [{ ...document!.chunks[0]!, engineKey: key }] }],
+    deleteDocumentIds: [],
+    segment: { id: segmentId, documentCount: 1, bytes: fakeSegmentBytes(segmentId, [key]) },
+    tombstones: [],
+    engine: { nextKey: key + 1, nextSegmentId: segmentId + 1, totalLength: meta.engine.totalLength + 1 },
+    vocabularySize: 42,
+    expectedVersion: meta.version,
+  };
+}
+
+/** Polls `condition`; the timeout only turns a hang into a message, it is no timing assertion. */
+async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 60_000) {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -83,7 +113,13 @@ if (unavailable !== null) {
         );
         assert.deepEqual(
           tables.rows.map((r) => r.table_name),
-          ["lectern_chunks", "lectern_documents", "lectern_indices"],
+          [
+            "lectern_chunks",
+            "lectern_documents",
+            "lectern_indices",
+            "lectern_segments",
+            "lectern_tombstones",
+          ],
         );
         await opened[0]!.write(makeWrite(KEY, "create", makeEntries(2)));
         // Opening again applies nothing and keeps the data.
@@ -118,12 +154,21 @@ if (unavailable !== null) {
       assert.equal(await writer.deleteIndex(KEY), true);
       assert.equal(await writer.deleteIndex(KEY), false);
       await until(() => changes.length >= 3, "three notifications");
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      assert.deepEqual(changes, [
-        { tenantId: "default", name: "shared", version: v1 },
-        { tenantId: "default", name: "shared", version: v2 },
-        { tenantId: "default", name: "shared", version: null },
-      ]);
+      // Notifications arrive in commit order: once a later write's has come, no earlier one is still due.
+      const sentinel: IndexKey = { tenantId: "default", name: "sentinel" };
+      await writer.write(makeWrite(sentinel, "create", makeEntries(1)));
+      await until(
+        () => changes.some((change) => change.name === sentinel.name),
+        "the sentinel's notification",
+      );
+      assert.deepEqual(
+        changes.filter((change) => change.name === KEY.name),
+        [
+          { tenantId: "default", name: "shared", version: v1 },
+          { tenantId: "default", name: "shared", version: v2 },
+          { tenantId: "default", name: "shared", version: null },
+        ],
+      );
       feed.close();
     });
 
@@ -165,17 +210,8 @@ if (unavailable !== null) {
       const base = await a.write(makeWrite(KEY, "create", makeEntries(1, { prefix: "base-" })));
 
       // Both read version `base`, both write: exactly one wins, the other is told its read is stale.
-      const attempt = async (store: PostgresIndexStore, prefix: string) => {
-        const previous = await store.loadChunks(KEY);
-        const upsert = makeEntries(1, { prefix });
-        return store.write(
-          makeWrite(KEY, "update", upsert, {
-            chunkOrder: orderAfterUpdate(previous, upsert),
-            expectedVersion: base.version,
-          }),
-        );
-      };
-      const outcomes = await Promise.allSettled([attempt(a, "a-"), attempt(b, "b-")]);
+      const attempt = async (store: PostgresIndexStore, id: string) => store.write(appendOne(base, id));
+      const outcomes = await Promise.allSettled([attempt(a, "a-0"), attempt(b, "b-0")]);
       assert.equal(outcomes.filter((o) => o.status === "fulfilled").length, 1);
       const rejected = outcomes.find((o) => o.status === "rejected") as PromiseRejectedResult;
       assert.ok(rejected.reason instanceof StaleVersionError);
@@ -183,46 +219,186 @@ if (unavailable !== null) {
 
       // Read-modify-write under withWriteLock from two stores at once: nothing is lost, no conflict.
       const append = (store: PostgresIndexStore, id: string) =>
-        store.withWriteLock(KEY, async () => {
-          const meta = (await store.getMeta(KEY))!;
-          const previous = await store.loadChunks(KEY);
-          const upsert = [entry(makeDocument(id, `Document ${id} about locks.`))];
-          return store.write(
-            makeWrite(KEY, "update", upsert, {
-              chunkOrder: orderAfterUpdate(previous, upsert),
-              expectedVersion: meta.version,
-            }),
-          );
-        });
+        store.withWriteLock(KEY, async () => store.write(appendOne((await store.getMeta(KEY))!, id)));
       const ids = Array.from({ length: 16 }, (_, i) => `locked-${i}`);
       await Promise.all(ids.map((id, i) => append(i % 2 === 0 ? a : b, id)));
-      const snapshot = (await a.loadSnapshot(KEY))!;
-      for (const id of ids) assert.ok(snapshot.documents.has(id), id);
-      assert.equal(snapshot.meta.documentsCount, 2 + ids.length);
+      for (const id of ids) assert.ok(await a.hasDocument(KEY, id), id);
+      const stored = (await a.loadIndex(KEY))!;
+      assert.equal(stored.meta.documentsCount, 2 + ids.length);
+      assert.equal(stored.segments.length, 2 + ids.length);
+      assert.deepEqual(
+        stored.segments.map((segment) => segment.id),
+        Array.from({ length: 2 + ids.length }, (_, i) => i),
+      );
     });
 
-    it("never mixes two versions in a snapshot read during concurrent writes", async () => {
+    it("tells replicas which version changed; loadChanges gives them only the new segment and tombstones", async () => {
+      const db = await fresh();
+      const writer = await open(db.url);
+      const replica = await open(db.url);
+      const changes: IndexChange[] = [];
+      const feed = replica.subscribe((change) => changes.push(change));
+      await until(() => feed.live, "the LISTEN connection");
+      const model = new IndexModel();
+      const commit = async <T extends { apply(): void }>(prepared: T, run: (p: T) => Promise<IndexMeta>) => {
+        const meta = await run(prepared);
+        prepared.apply();
+        await until(
+          () => changes.some((c) => c.version === meta.version),
+          `the notification of ${meta.version}`,
+        );
+        return meta;
+      };
+      const v1 = await commit(model.prepare(KEY, "create", makeEntries(20, { prefix: "a-" })), (p) =>
+        writer.write(p.change),
+      );
+      // The replica loads everything once, then only deltas.
+      const loaded = (await replica.loadIndex(KEY))!;
+      assert.equal(loaded.meta.version, v1.version);
+
+      const append = model.prepare(KEY, "update", makeEntries(2, { prefix: "b-" }), {
+        deleteDocumentIds: ["a-3"],
+      });
+      const v2 = await commit(append, (p) => writer.write(p.change));
+      const delta = (await replica.loadChanges(KEY, v1.version))!;
+      assert.equal(delta.meta.version, v2.version);
+      assert.deepEqual(
+        delta.addedSegments.map((segment) => segment.id),
+        [append.change.segment!.id],
+      );
+      assert.equal(delta.bytesLoaded, append.change.segment!.bytes.byteLength);
+      assert.deepEqual(delta.tombstones, append.change.tombstones);
+      assert.deepEqual(delta.liveSegmentIds, [0, 1]);
+
+      const merged = model.merge(KEY, [0, 1], v2.version);
+      const v3 = await commit(merged, (p) => writer.commitMerge(p.change));
+      const afterMerge = (await replica.loadChanges(KEY, v2.version))!;
+      assert.equal(afterMerge.meta.version, v3.version);
+      assert.deepEqual(afterMerge.liveSegmentIds, [merged.change.segment.id]);
+      assert.equal(afterMerge.addedSegments.length, 1);
+      assert.equal(afterMerge.bytesLoaded, merged.change.segment.bytes.byteLength);
+      feed.close();
+    });
+
+    it("brings an old-format database (one engine blob, a chunk order) to segments without losing a chunk", async () => {
+      const db = await fresh();
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      const entries = makeEntries(3);
+      const chunks = entries.flatMap((e) => e.chunks);
+      const chunkOrder = chunks.map((c) => c.chunkId).reverse();
+      try {
+        // The schema as the previous release left it: the first migration only, an index in the old format.
+        await client.query(
+          "CREATE TABLE lectern_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+        );
+        await client.query(PG_MIGRATIONS[0]!.sql);
+        await client.query("INSERT INTO lectern_schema_migrations (version, name) VALUES (1, $1)", [
+          PG_MIGRATIONS[0]!.name,
+        ]);
+        await client.query("SELECT setval('lectern_version_seq', 7)");
+        const { rows } = await client.query<{ id: string }>(
+          `INSERT INTO lectern_indices (tenant_id, name, scorer, chunk_size, overlap, documents_count, chunks_count,
+             vocabulary_size, size_bytes, version, created_at, updated_at, chunk_order, engine_index)
+           VALUES ('t', 'old', 'bm25', 200, 20, 3, $1, 50, 123456, 7, now(), now(), $2, '\\x0102') RETURNING id`,
+          [chunks.length, JSON.stringify(chunkOrder)],
+        );
+        const id = rows[0]!.id;
+        for (const { document, chunks: documentChunks } of entries) {
+          await client.query(
+            `INSERT INTO lectern_documents (tenant_id, index_id, doc_id, chunks_count, size_bytes, title, source, metadata, text)
+             VALUES ('t', $1, $2, $3, 100, NULL, NULL, '{}', $4)`,
+            [id, document.id, documentChunks.length, document.text],
+          );
+          for (const chunk of documentChunks) {
+            await client.query(
+              `INSERT INTO lectern_chunks (tenant_id, index_id, doc_id, seq, chunk_id, start_offset, end_offset, metadata, text)
+               VALUES ('t', $1, $2, $3, $4, $5, $6, $7, $8)`,
+              [
+                id,
+                document.id,
+                chunk.seq,
+                chunk.chunkId,
+                chunk.start,
+                chunk.end,
+                JSON.stringify(chunk.metadata),
+                chunk.text,
+              ],
+            );
+          }
+        }
+      } finally {
+        await client.end();
+      }
+      const store = await open(db.url);
+      const key = { tenantId: "t", name: "old" };
+      const stored = (await store.loadIndex(key))!;
+      assert.deepEqual(stored.segments, []);
+      assert.equal(stored.meta.chunksCount, chunks.length);
+      assert.equal(stored.meta.version, 7);
+      assert.deepEqual(stored.meta.engine, { nextKey: chunks.length, nextSegmentId: 0, totalLength: 0 });
+      assert.equal(stored.meta.sizeBytes, 300);
+      const hits = await store.getChunks(
+        key,
+        chunkOrder.map((_, k) => k),
+      );
+      assert.deepEqual(
+        hits.map((h) => h.chunkId),
+        chunkOrder,
+      );
+      const reindexed = await store.write({
+        key,
+        mode: "update",
+        settings: SETTINGS,
+        upsert: [],
+        deleteDocumentIds: [],
+        segment: { id: 0, documentCount: chunks.length, bytes: new Uint8Array([1, 2, 3]) },
+        tombstones: [],
+        engine: { nextKey: chunks.length, nextSegmentId: 1, totalLength: 99 },
+        vocabularySize: 50,
+        expectedVersion: 7,
+      });
+      assert.equal(reindexed.segmentsCount, 1);
+      assert.equal(reindexed.sizeBytes, 303);
+    });
+
+    it("never mixes two versions in a loadIndex read during concurrent writes and merges", async () => {
       const db = await fresh();
       const writer = await open(db.url);
       const reader = await open(db.url);
-      await writer.write(makeWrite(KEY, "create", makeEntries(30, { seed: 0 })));
+      const model = new IndexModel();
+      const first = model.prepare(KEY, "create", makeEntries(30, { seed: 0 }));
+      await writer.write(first.change);
+      first.apply();
       let writing = true;
       const writes = (async () => {
         for (let round = 1; round <= 15; round++) {
-          await writer.write(makeWrite(KEY, "replace", makeEntries(30 + round, { seed: round })));
+          const version = (await writer.getMeta(KEY))!.version;
+          const prepared =
+            round % 4 === 0
+              ? model.merge(KEY, [...model.segments.keys()], version)
+              : model.prepare(KEY, "update", makeEntries(2, { prefix: `r${round}-`, seed: round }), {
+                  deleteDocumentIds: [`doc-${round}`],
+                });
+          await ("removedSegmentIds" in prepared.change
+            ? writer.commitMerge(prepared.change)
+            : writer.write(prepared.change));
+          prepared.apply();
         }
         writing = false;
       })();
       let reads = 0;
       while (writing) {
-        const snapshot = (await reader.loadSnapshot(KEY))!;
-        // The fake engine index encodes the chunk order it was written with.
-        assert.deepEqual(
-          Buffer.from(snapshot.engineIndex),
-          Buffer.from(fakeEngineIndex(snapshot.chunks.map((c) => c.chunkId))),
-        );
-        assert.equal(snapshot.chunks.length, snapshot.meta.chunksCount);
-        assert.equal(snapshot.documents.size, snapshot.meta.documentsCount);
+        const stored = (await reader.loadIndex(KEY))!;
+        // The fake segment bytes name their keys: segments, tombstones and counters must agree.
+        let live = 0;
+        for (const segment of stored.segments) {
+          const { keys } = JSON.parse(Buffer.from(segment.bytes).toString()) as { keys: number[] };
+          assert.equal(keys.length, segment.documentCount);
+          live += segment.documentCount - segment.deleted.length;
+        }
+        assert.equal(live, stored.meta.chunksCount);
+        assert.equal(stored.segments.length, stored.meta.segmentsCount);
         reads++;
       }
       await writes;

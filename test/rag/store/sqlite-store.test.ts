@@ -1,20 +1,14 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
 
 import Database from "better-sqlite3";
 
 import { MIGRATIONS, SQLITE_FILE_NAME, SqliteIndexStore } from "../../../src/rag/store/sqlite-store.js";
-import type { IndexKey } from "../../../src/rag/store/types.js";
-import { makeEntries, makeWrite } from "../../helpers/store-fixtures.js";
+import { IndexModel, makeEntries, makeWrite } from "../../helpers/store-fixtures.js";
 import { storeContract } from "./store-contract.js";
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
-const CRASH_WRITER = path.join(ROOT, "test/helpers/sqlite-crash-writer.ts");
 
 const tempDirs: string[] = [];
 function tempDir(): string {
@@ -50,7 +44,7 @@ describe("SqliteIndexStore", () => {
       .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
       .pluck()
       .all();
-    assert.deepEqual(tables, ["chunks", "documents", "indices", "store_state"]);
+    assert.deepEqual(tables, ["chunks", "documents", "indices", "segments", "store_state", "tombstones"]);
     db.close();
   });
 
@@ -70,125 +64,151 @@ describe("SqliteIndexStore", () => {
     assert.throws(() => SqliteIndexStore.open(dir), /newer than this program/);
   });
 
-  it("writes 5,183 documents and ~10,000 chunks in one fast transaction", async (t) => {
+  it("brings an old-format database (one engine blob, a chunk order) to segments without losing a chunk", async () => {
     const dir = tempDir();
-    const store = SqliteIndexStore.open(dir);
-    const settings = { scorer: "bm25" as const, chunkSize: 1000, overlap: 128 };
-    const entries = makeEntries(5183, { length: 1500, settings, seed: 3 });
-    const change = makeWrite({ tenantId: "default", name: "big" }, "create", entries, { settings });
-    // A realistic engine index size.
-    change.engineIndex = new Uint8Array(4 * 1024 * 1024).fill(7);
-    const started = performance.now();
-    const meta = await store.write(change);
-    const writeMs = performance.now() - started;
-    assert.equal(meta.documentsCount, 5183);
-    assert.ok(meta.chunksCount >= 10_000, `${meta.chunksCount} chunks`);
-
-    const loadStarted = performance.now();
-    const snapshot = await store.loadSnapshot({ tenantId: "default", name: "big" });
-    const loadMs = performance.now() - loadStarted;
-    assert.equal(snapshot!.chunks.length, meta.chunksCount);
-
-    const deleteStarted = performance.now();
-    assert.equal(await store.deleteIndex({ tenantId: "default", name: "big" }), true);
-    const deleteMs = performance.now() - deleteStarted;
-    await store.close();
-
-    t.diagnostic(
-      `wrote 5183 docs / ${meta.chunksCount} chunks in ${writeMs.toFixed(0)} ms, ` +
-        `snapshot in ${loadMs.toFixed(0)} ms, delete in ${deleteMs.toFixed(0)} ms`,
-    );
-    assert.ok(writeMs < 3000, `write took ${writeMs.toFixed(0)} ms`);
-  });
-
-  it("survives a writer killed with SIGKILL mid-write: the index is exactly the earlier version", async (t) => {
-    const dir = tempDir();
-    const key: IndexKey = { tenantId: "default", name: "crash" };
-    let store = SqliteIndexStore.open(dir);
-    await store.write(makeWrite(key, "create", makeEntries(50)));
-    const observe = async (s: SqliteIndexStore) => {
-      const snapshot = await s.loadSnapshot(key);
-      return {
-        meta: snapshot!.meta,
-        chunks: snapshot!.chunks,
-        documents: [...snapshot!.documents.keys()].sort(),
-      };
-    };
-    let expected = await observe(store);
-    await store.close();
-
-    const DOCUMENTS = 4000;
-    let interrupted = 0;
-    // The last writer gets time to commit, so the committed path is checked too.
-    const delays = [0, 10, 30, 80, 10_000];
-    for (const [round, delay] of delays.entries()) {
-      const { done } = await runAndKill(dir, key, DOCUMENTS, round, delay);
-      store = SqliteIndexStore.open(dir);
-      assert.equal(store.integrityCheck(), "ok", `round ${round}`);
-      const state = await observe(store);
-      if (done !== null) {
-        // Committed before the kill: the new version, whole.
-        assert.equal(state.meta.version, done, `round ${round}`);
-        assert.equal(state.meta.documentsCount, DOCUMENTS);
-        assert.equal(state.chunks.length, state.meta.chunksCount);
-        assert.ok(state.documents.every((id) => id.startsWith(`crash-${round}-`)));
-        expected = state;
-      } else if (state.meta.version === expected.meta.version) {
-        assert.deepEqual(state, expected, `round ${round}`);
-        interrupted++;
-      } else {
-        // Killed between COMMIT and printing "done": still a whole new version.
-        assert.equal(state.meta.documentsCount, DOCUMENTS);
-        assert.equal(state.chunks.length, state.meta.chunksCount);
-        expected = state;
+    // A database as the previous release left it: only the first migration, an index in the old format.
+    const db = new Database(path.join(dir, SQLITE_FILE_NAME));
+    db.exec(MIGRATIONS[0]!);
+    db.pragma("user_version = 1");
+    const entries = makeEntries(3);
+    const chunks = entries.flatMap((e) => e.chunks);
+    const chunkOrder = chunks.map((c) => c.chunkId).reverse();
+    db.prepare(
+      `INSERT INTO indices (id, tenant_id, name, scorer, chunk_size, overlap, documents_count, chunks_count,
+         vocabulary_size, size_bytes, version, created_at, updated_at, chunk_order, engine_index)
+       VALUES (1, 't', 'old', 'bm25', 200, 20, 3, ?, 50, 123456, 7, '2026-01-01T00:00:00.000Z',
+         '2026-01-02T00:00:00.000Z', ?, x'0102')`,
+    ).run(chunks.length, JSON.stringify(chunkOrder));
+    db.prepare("UPDATE store_state SET last_version = 7").run();
+    for (const { document, chunks: documentChunks } of entries) {
+      db.prepare(
+        `INSERT INTO documents (index_id, doc_id, chunks_count, size_bytes, title, source, metadata, text)
+         VALUES (1, ?, ?, 100, NULL, NULL, '{}', ?)`,
+      ).run(document.id, documentChunks.length, document.text);
+      for (const chunk of documentChunks) {
+        db.prepare(
+          `INSERT INTO chunks (index_id, doc_id, seq, chunk_id, start_offset, end_offset, metadata, text)
+           VALUES (1, ?, ?, ?, ?, ?, ?, ?)`,
+        ).run(
+          document.id,
+          chunk.seq,
+          chunk.chunkId,
+          chunk.start,
+          chunk.end,
+          JSON.stringify(chunk.metadata),
+          chunk.text,
+        );
       }
-      await store.close();
     }
-    t.diagnostic(`${interrupted} of ${delays.length} writers were killed before their commit`);
-    assert.ok(interrupted >= 1, "no writer was interrupted; make the write bigger");
-    assert.ok(interrupted < delays.length, "no writer committed; is the crash writer broken?");
+    db.close();
 
-    // The store still takes writes after all that.
-    store = SqliteIndexStore.open(dir);
-    const meta = await store.write(
-      makeWrite(key, "replace", makeEntries(3), { expectedVersion: expected.meta.version }),
+    const store = SqliteIndexStore.open(dir);
+    assert.equal(store.integrityCheck(), "ok");
+    const key = { tenantId: "t", name: "old" };
+    const stored = await store.loadIndex(key);
+    // No segment yet, chunks there: the service re-indexes it from its chunk texts.
+    assert.deepEqual(stored!.segments, []);
+    assert.equal(stored!.meta.chunksCount, chunks.length);
+    assert.equal(stored!.meta.segmentsCount, 0);
+    assert.equal(stored!.meta.version, 7);
+    assert.deepEqual(stored!.meta.engine, { nextKey: chunks.length, nextSegmentId: 0, totalLength: 0 });
+    // Size: the documents' bytes only (the old blob and order are gone).
+    assert.equal(stored!.meta.sizeBytes, 300);
+    // Engine key = the chunk's position in the old order.
+    const hits = await store.getChunks(
+      key,
+      chunkOrder.map((_, k) => k),
     );
-    assert.equal(meta.documentsCount, 3);
+    assert.deepEqual(
+      hits.map((h) => h.chunkId),
+      chunkOrder,
+    );
+    const raw = new Database(path.join(dir, SQLITE_FILE_NAME), { readonly: true });
+    const indexColumns = (raw.pragma("table_info(indices)") as Array<{ name: string }>).map((c) => c.name);
+    raw.close();
+    assert.ok(!indexColumns.includes("engine_index") && !indexColumns.includes("chunk_order"));
+
+    // The re-index: one segment over the existing chunks, then ordinary writes.
+    const reindex = await store.write({
+      key,
+      mode: "update",
+      settings: { scorer: "bm25", chunkSize: 200, overlap: 20 },
+      upsert: [],
+      deleteDocumentIds: [],
+      segment: { id: 0, documentCount: chunks.length, bytes: new Uint8Array([1, 2, 3]) },
+      tombstones: [],
+      engine: { nextKey: chunks.length, nextSegmentId: 1, totalLength: 99 },
+      vocabularySize: 50,
+      expectedVersion: 7,
+    });
+    assert.equal(reindex.segmentsCount, 1);
+    assert.equal(reindex.sizeBytes, 303);
     assert.equal(store.integrityCheck(), "ok");
     await store.close();
   });
-});
 
-/** Runs the crash writer, SIGKILLs it `delayMs` after it reported "ready"; returns the version it reported committed, if any. */
-function runAndKill(
-  dataDir: string,
-  key: IndexKey,
-  documents: number,
-  seed: number,
-  delayMs: number,
-): Promise<{ done: number | null }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", CRASH_WRITER, dataDir, key.tenantId, key.name, String(documents), String(seed)],
-      { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let out = "";
-    let err = "";
-    let timer: NodeJS.Timeout | undefined;
-    child.stdout.setEncoding("utf8").on("data", (data: string) => {
-      out += data;
-      if (timer === undefined && out.includes("ready\n")) {
-        timer = setTimeout(() => child.kill("SIGKILL"), delayMs);
+  it("runs the hot statements of writes and queries as indexed lookups, never a scan of the index", async () => {
+    const store = SqliteIndexStore.open(tempDir());
+    const plans = store.queryPlans();
+    await store.close();
+    const expectations: Record<string, RegExp> = {
+      getChunks: /SEARCH c USING INDEX chunks_by_engine_key \(index_id=\? AND engine_key=\?\)/,
+      insertTombstones: /SCAN t VIRTUAL TABLE/,
+      updateIndex: /SEARCH indices USING INTEGER PRIMARY KEY/,
+      deleteDocument: /SEARCH documents USING INDEX \S+ \(index_id=\? AND doc_id=\?\)/,
+      deleteDocumentChunks:
+        /SEARCH chunks USING COVERING INDEX chunks_by_document \(index_id=\? AND doc_id=\?\)/,
+      segmentDocumentCount: /SEARCH segments USING INDEX \S+ \(index_id=\? AND segment_id=\?\)/,
+      segmentDocumentTotal: /SEARCH segments USING INDEX \S+ \(index_id=\?\)/,
+      tombstonesSince:
+        /SEARCH tombstones USING COVERING INDEX tombstones_by_version \(index_id=\? AND created_version>\?\)/,
+      segmentTombstones: /SEARCH tombstones USING PRIMARY KEY \(index_id=\? AND segment_id=\?\)/,
+    };
+    for (const [name, plan] of Object.entries(plans)) {
+      // The only scans allowed are of the statement's own JSON argument (json_each).
+      for (const step of plan) {
+        if (step.startsWith("SCAN")) assert.match(step, /VIRTUAL TABLE/, `${name}: ${plan.join("; ")}`);
       }
-    });
-    child.stderr.setEncoding("utf8").on("data", (data: string) => (err += data));
-    child.on("error", reject);
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      const done = /done (\d+)/.exec(out);
-      if (signal !== "SIGKILL" && code !== 0) reject(new Error(`crash writer failed (${code}): ${err}`));
-      else resolve({ done: done ? Number(done[1]) : null });
-    });
+      const expected = expectations[name];
+      if (expected)
+        assert.ok(
+          plan.some((step) => expected.test(step)),
+          `${name}: ${plan.join("; ")}`,
+        );
+    }
+    // Plain single-row inserts have no plan steps at all.
+    assert.deepEqual(plans.insertSegment, []);
+    assert.deepEqual(plans.insertChunk, []);
   });
-}
+
+  it("writes 5,183 documents and ~10,000 chunks in one transaction, and appends to them by segments", async (t) => {
+    const dir = tempDir();
+    const store = SqliteIndexStore.open(dir);
+    const key = { tenantId: "default", name: "big" };
+    const settings = { scorer: "bm25" as const, chunkSize: 1000, overlap: 128 };
+    const model = new IndexModel();
+    const created = model.prepare(key, "create", makeEntries(5183, { length: 1500, settings, seed: 3 }), {
+      settings,
+    });
+    const meta = await store.write(created.change);
+    created.apply();
+    assert.equal(meta.documentsCount, 5183);
+    assert.ok(meta.chunksCount >= 10_000, `${meta.chunksCount} chunks`);
+
+    const appended = model.prepare(key, "update", makeEntries(5, { prefix: "more-", settings }), {
+      settings,
+      deleteDocumentIds: ["doc-17"],
+    });
+    const after = await store.write(appended.change);
+    appended.apply();
+    assert.equal(after.documentsCount, 5183 + 5 - 1);
+    assert.equal(after.segmentsCount, 2);
+    const changes = await store.loadChanges(key, meta.version);
+    assert.equal(changes!.addedSegments.length, 1);
+    assert.equal(changes!.bytesLoaded, appended.change.segment!.bytes.byteLength);
+    assert.equal(await store.deleteIndex(key), true);
+    assert.equal(store.integrityCheck(), "ok");
+    await store.close();
+    t.diagnostic(`${meta.chunksCount} chunks, then an append of ${appended.change.upsert.length} documents`);
+  });
+});

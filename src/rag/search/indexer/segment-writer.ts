@@ -1,5 +1,5 @@
 /**
- * Accumulates documents into flat typed arrays, then lays the postings out term by term (CSR) in
+ * SegmentWriter: texts → one segment's raw data. Accumulates documents into flat typed arrays, then lays the postings out term by term (CSR) in
  * `build()`. Adding is O(terms); building is two linear passes (a counting sort by term id).
  *
  * Memory: a posting costs 6 bytes while building (term id + frequency, in fixed-size pages, so growing
@@ -13,14 +13,12 @@ import {
   needsDictionarySegmentation,
   normaliseText,
   resolveAnalyzerOptions,
-  sameAnalyzerOptions,
   segmentWords,
-} from "./analyzer.js";
-import type { ResolvedAnalyzerOptions } from "./analyzer.js";
-import { hashWord, WordScanner, WordTable } from "./scanner.js";
-import type { IndexData } from "./scoring.js";
-import { SearchIndex } from "./search-index.js";
-import type { AnalyzerOptions, SearchIndexOptions } from "./types.js";
+} from "../analyzer.js";
+import type { ResolvedAnalyzerOptions } from "../analyzer.js";
+import type { SegmentData } from "../core/segment.js";
+import { hashWord, WordScanner, WordTable } from "../scanner.js";
+import type { AnalyzerOptions } from "../types.js";
 
 /** A Uint32Array that grows by doubling. */
 class GrowableUint32 {
@@ -78,26 +76,18 @@ function detach(word: string): string {
 }
 
 /**
- * Builds a {@link SearchIndex}.
- *
- * @example
- * const builder = new IndexBuilder();
- * builder.add("Cats purr when content");   // ordinal 0
- * builder.add("Dogs bark at the postman"); // ordinal 1
- * const index = builder.build({ scorer: "bm25" });
- * index.search("barking dog", { topK: 5 }); // → [{ ordinal: 1, score: 1 }]
+ * Builds one segment's data from texts (local ordinals in the order of `add`, local term ids in order of
+ * first occurrence).
  */
-export class IndexBuilder {
+export class SegmentWriter {
   /** The analyzer options every `add(text)` (and later every query) uses. */
   readonly analyzerOptions: Readonly<ResolvedAnalyzerOptions>;
   private readonly wordFilter: (word: string) => string | null;
   /** Normalised word → term id, or −1 for a stop word. */
   private readonly words = new WordTable(WORD_CACHE_LIMIT);
   private readonly scanner = new WordScanner();
-  /** The vocabulary. Shared with the last built index until a new term arrives (then copied). */
-  private termIds = new Map<string, number>();
-  private terms: string[] = [];
-  private vocabularyShared = false;
+  private readonly termIds = new Map<string, number>();
+  private readonly terms: string[] = [];
   private readonly documentFrequencies = new GrowableUint32();
   private readonly docLengths = new GrowableUint32();
   /** Postings in document order: document d owns [docStarts[d], docStarts[d+1]). */
@@ -156,14 +146,31 @@ export class IndexBuilder {
     return this.addTermIds(ids.array, ids.length);
   }
 
+  /** Sum of the added documents' lengths. */
+  get totalLength(): number {
+    let total = 0;
+    const lengths = this.docLengths.array;
+    for (let d = 0; d < this.docLengths.length; d++) total += lengths[d] ?? 0;
+    return total;
+  }
+
+  /** The documents' lengths, in order of `add`. */
+  documentLengths(): Uint32Array {
+    return this.docLengths.toArray();
+  }
+
+  /** The distinct terms and, for each, how many documents hold it. */
+  *termDocumentFrequencies(): IterableIterator<[string, number]> {
+    const df = this.documentFrequencies.array;
+    for (let t = 0; t < this.terms.length; t++) yield [this.terms[t] ?? "", df[t] ?? 0];
+  }
+
   /**
-   * Creates an index of the documents added so far. The builder is left unchanged: it can take more
-   * documents and build again (e.g. one index per scorer).
+   * The segment data of the documents added so far; document i gets key `keys[i]` (ascending).
+   * The writer must not be used afterwards (the data shares its term list).
    */
-  build(options: SearchIndexOptions): SearchIndex {
-    if (options.analyzer !== undefined && !sameAnalyzerOptions(options.analyzer, this.analyzerOptions)) {
-      throw new Error("build(): options.analyzer differs from the analyzer the builder was created with");
-    }
+  finish(keys: Uint32Array, referenceAverageLength: number): SegmentData {
+    if (keys.length !== this.documentCount) throw new Error("SegmentWriter.finish: one key per document");
     const vocabularySize = this.terms.length;
     const postingCount = this.postingCount;
     const df = this.documentFrequencies.array;
@@ -195,15 +202,15 @@ export class IndexBuilder {
         termFreqs[slot] = tf === BIG_FREQUENCY ? (bigFrequencies.get(p) ?? tf) : tf;
       }
     }
-    this.vocabularyShared = true;
-    const data: IndexData = {
-      terms: this.terms,
+    return {
+      keys,
       docLengths: this.docLengths.toArray(),
+      terms: this.terms,
       termOffsets,
       docIds,
       termFreqs,
+      referenceAverageLength,
     };
-    return new SearchIndex({ ...options, analyzer: this.analyzerOptions }, data, this.termIds);
   }
 
   /** Appends the term ids of the words the scanner finds in a normalised text. */
@@ -235,12 +242,6 @@ export class IndexBuilder {
   private termId(term: string): number {
     let id = this.termIds.get(term);
     if (id === undefined) {
-      if (this.vocabularyShared) {
-        // The last built index uses these; copy before changing them.
-        this.termIds = new Map(this.termIds);
-        this.terms = this.terms.slice();
-        this.vocabularyShared = false;
-      }
       id = this.terms.length;
       const owned = detach(term);
       this.terms.push(owned);

@@ -28,12 +28,12 @@
  * and scores) are identical to exhaustive scoring.
  */
 
-import { BLOCK_SHIFT, BLOCK_SIZE, sublinearTf, type IndexData, type ScoringModel } from "./scoring.js";
-import { TopK } from "./topk.js";
-import type { SearchHit } from "./types.js";
+import { BLOCK_SHIFT, BLOCK_SIZE, sublinearTf } from "../scoring.js";
+import type { TopK } from "../topk.js";
+import type { Segment } from "./segment.js";
 
 /** Bounds are multiplied by this before being compared, so rounding can never prune a real hit. */
-const SLACK = 1 + 1e-9;
+export const SLACK = 1 + 1e-9;
 const END = Number.MAX_SAFE_INTEGER;
 /** Documents per window (default). */
 export const WINDOW = 4096;
@@ -65,13 +65,23 @@ export interface MaxScoreScratch {
   readonly partial: Float64Array;
   /** Window-local offsets of the documents found in the window. */
   readonly found: Int32Array;
+  /** Per-term state of a segment's search (reused: no allocation per segment). */
+  readonly perTerm: Float64Array;
+  readonly perTermInt: Int32Array;
 }
+
+/** Per-term arrays (Float64) in `perTerm`, per-term arrays (Int32) in `perTermInt`: at most this many terms. */
+const MAX_TERMS = 64;
+const FLOAT_ARRAYS = 12;
+const INT_ARRAYS = 3;
 
 export function newMaxScoreScratch(window = WINDOW): MaxScoreScratch {
   return {
     window,
     partial: new Float64Array(window),
     found: new Int32Array(window),
+    perTerm: new Float64Array(FLOAT_ARRAYS * MAX_TERMS),
+    perTermInt: new Int32Array(INT_ARRAYS * MAX_TERMS),
   };
 }
 
@@ -96,39 +106,53 @@ export function advanceTo(docIds: Uint32Array, from: number, end: number, target
   return high;
 }
 
-/**
- * The top-k hits of a query given as term ids and their normalised query weights, in the exhaustive
- * path's term order (which fixes the summation order). Same result as the exhaustive path.
- */
-export function maxScoreTopK(
-  data: IndexData,
-  model: ScoringModel,
-  termIds: readonly number[],
-  queryWeights: readonly number[],
-  topK: number,
-  minScore: number,
-  accept: ((ordinal: number) => boolean) | undefined,
-  scratch: MaxScoreScratch,
-): SearchHit[] {
-  const { termOffsets, docIds, termFreqs } = data;
-  const { maxFactors, blockStarts, blockMaxima } = model;
-  const n = termIds.length;
-  const documentCount = data.docLengths.length;
-  const lengthNorms = model.kind === "bm25" ? model.lengthNorms : undefined;
-  const inverseNorms = model.kind === "tfidf" ? model.inverseNorms : undefined;
+/** One segment's part of a query: its local terms and their bounds, in the query's term order. */
+export interface SegmentQuery {
+  readonly segment: Segment;
+  /** Local term ids of the query terms the segment holds, in query-term order. */
+  readonly terms: readonly number[];
+  /** Their normalised query weights. */
+  readonly weights: readonly number[];
+  /** Their exact max factors over the segment's live postings. */
+  readonly maxFactors: readonly number[];
+  /** Multiplier making the block maxima (made at the segment's reference avgdl) bounds at today's avgdl. */
+  readonly blockScale: number;
+}
 
-  // Per term, in canonical (query) order.
-  const weight = new Float64Array(n);
-  const upper = new Float64Array(n); // global bound
-  const local = new Float64Array(n); // window bound
-  const start = new Float64Array(n);
-  const position = new Float64Array(n);
-  const end = new Float64Array(n);
-  const firstBlock = new Float64Array(n); // index in blockMaxima, −1 when the list is a single block
+/**
+ * Adds one segment's hits to `heap` (shared across segments, so θ carries over), skipping documents that
+ * provably cannot get in. Each kept document gets exactly the exhaustive path's score.
+ */
+export function maxScoreSegment(
+  query: SegmentQuery,
+  bm25: boolean,
+  norms: Float64Array,
+  heap: TopK,
+  minScore: number,
+  accept: ((key: number) => boolean) | undefined,
+  scratch: MaxScoreScratch,
+): void {
+  const { segment, terms: termIds, weights: queryWeights, maxFactors, blockScale } = query;
+  const { termOffsets, docIds, termFreqs, docLengths, keys, blockStarts, blockMaxima } = segment;
+  const deletedBits = segment.live.deletedBits;
+  const n = termIds.length;
+  const documentCount = segment.documentCount;
+
+  if (n > MAX_TERMS) throw new RangeError(`pruned search takes at most ${MAX_TERMS} terms`);
+  const { perTerm, perTermInt } = scratch;
+  const floats = (k: number): Float64Array => perTerm.subarray(k * MAX_TERMS, k * MAX_TERMS + n);
+  const ints = (k: number): Int32Array => perTermInt.subarray(k * MAX_TERMS, k * MAX_TERMS + n);
+  const weight = floats(0);
+  const upper = floats(1); // global bound
+  const local = floats(2); // window bound
+  const start = floats(3);
+  const position = floats(4);
+  const end = floats(5);
+  const firstBlock = floats(6); // index in blockMaxima, −1 when the list is a single block
   for (let i = 0; i < n; i++) {
     const t = termIds[i] ?? 0;
     weight[i] = queryWeights[i] ?? 0;
-    upper[i] = (weight[i] ?? 0) * (maxFactors[t] ?? 0);
+    upper[i] = (weight[i] ?? 0) * (maxFactors[i] ?? 0);
     const from = termOffsets[t] ?? 0;
     const to = termOffsets[t + 1] ?? 0;
     start[i] = from;
@@ -136,28 +160,41 @@ export function maxScoreTopK(
     end[i] = to;
     firstBlock[i] = to - from > BLOCK_SIZE ? (blockStarts[t] ?? 0) : -1;
   }
-  // Terms by global bound, ascending, and by window bound (recomputed per window).
-  const globalOrder = Array.from({ length: n }, (_, i) => i).sort(
-    (a, b) => (upper[a] ?? 0) - (upper[b] ?? 0) || a - b,
-  );
-  const globalPrefix = new Float64Array(n);
+  // Terms by global bound, ascending (insertion sort: n is small; ties keep query order).
+  const globalOrder = ints(0);
+  for (let j = 0; j < n; j++) {
+    let k = j;
+    while (k > 0 && (upper[globalOrder[k - 1] ?? 0] ?? 0) > (upper[j] ?? 0)) {
+      globalOrder[k] = globalOrder[k - 1] ?? 0;
+      k--;
+    }
+    globalOrder[k] = j;
+  }
+  const globalPrefix = floats(7);
   let sum = 0;
   for (let j = 0; j < n; j++) globalPrefix[j] = sum += upper[globalOrder[j] ?? 0] ?? 0;
-  const order = new Int32Array(n); // window-local order: slot → term
-  const rank = new Int32Array(n); // term → slot
-  const localPrefix = new Float64Array(n);
-  const windowFirst = new Float64Array(n); // first posting ≥ window start
-  const probe = new Float64Array(n); // cursors for exact rescoring
+  const order = ints(1); // window-local order: slot → term
+  const rank = ints(2); // term → slot
+  const localPrefix = floats(8);
+  const windowFirst = floats(9); // first posting ≥ window start
+  const probe = floats(10); // cursors for exact rescoring
 
   const { partial, found, window } = scratch;
 
   pruningCounters.queries++;
-  const heap = new TopK(Math.max(1, Math.min(topK, documentCount)));
   const capacity = heap.capacity;
-  let beat = -Infinity; // the k-th best score once k hits are kept: a newcomer must beat it
+  let beat = heap.threshold; // a newcomer must beat it
   const canEnter = (x: number): boolean => {
     const inflated = x * SLACK;
     return inflated >= minScore && inflated > beat;
+  };
+  const isDeleted = (d: number): boolean =>
+    deletedBits !== null && ((deletedBits[d >>> 5] ?? 0) & (1 << (d & 31))) !== 0;
+  /** weight × factor of posting p of document d: the same expression as the exhaustive path. */
+  const contribution = (w: number, p: number, d: number): number => {
+    const tf = termFreqs[p] ?? 1;
+    const norm = norms[docLengths[d] ?? 0] ?? 1;
+    return w * (bm25 ? tf / (tf + norm) : sublinearTf(tf) / norm);
   };
   let globalEssential = 0; // globalOrder[0 … globalEssential) are non-essential
   while (globalEssential < n && !canEnter(globalPrefix[globalEssential] ?? 0)) globalEssential++;
@@ -167,6 +204,14 @@ export function maxScoreTopK(
     if (p < (end[i] ?? 0) && (docIds[p] ?? 0) < target) {
       position[i] = advanceTo(docIds, p, end[i] ?? 0, target);
     }
+  };
+  const offer = (d: number, score: number): void => {
+    if (score > 1) score = 1; // rounding can push a perfect match a few ulps past 1
+    const key = keys[d] ?? 0;
+    if (score < minScore || !heap.wouldAccept(key, score)) return;
+    if (accept !== undefined && !accept(key)) return;
+    heap.offer(key, score);
+    if (heap.size === capacity) beat = heap.threshold;
   };
 
   while (globalEssential < n) {
@@ -193,7 +238,7 @@ export function maxScoreTopK(
       let factor = 0;
       if (p < to && (docIds[p] ?? 0) < windowEnd) {
         const block = firstBlock[i] ?? -1;
-        if (block < 0) factor = maxFactors[termIds[i] ?? 0] ?? 0;
+        if (block < 0) factor = maxFactors[i] ?? 0;
         else {
           const from = start[i] ?? 0;
           let b = (p - from) >>> BLOCK_SHIFT;
@@ -204,6 +249,7 @@ export function maxScoreTopK(
             b++;
             blockFirst += BLOCK_SIZE;
           }
+          factor = Math.min(factor * blockScale, maxFactors[i] ?? 0);
         }
       }
       local[i] = (weight[i] ?? 0) * factor;
@@ -233,9 +279,9 @@ export function maxScoreTopK(
     while (essential < n && !canEnter(localPrefix[essential] ?? 0)) essential++;
 
     // Essential terms, term-at-a-time in query-term order, into window-local accumulators. A block of
-    // postings whose maximum, with every other term at its window bound, cannot beat θ is skipped: its
-    // documents cannot get in. With no non-essential term and no skipped block the sums are then exactly
-    // the exhaustive path's; otherwise the survivors are rescored exactly below.
+    // postings whose maximum, with every other term at its window bound, cannot beat θ is skipped. With
+    // no non-essential term and no skipped block the sums are then exactly the exhaustive path's;
+    // otherwise the survivors are rescored exactly below.
     let foundCount = 0;
     let skippedBlocks = false;
     for (let i = 0; i < n; i++) {
@@ -253,7 +299,7 @@ export function maxScoreTopK(
         if (block >= 0) {
           const b = (p - from) >>> BLOCK_SHIFT;
           stop = Math.min(to, from + (b + 1) * BLOCK_SIZE);
-          if (!canEnter(w * (blockMaxima[block + b] ?? 0) + others)) {
+          if (!canEnter(w * (blockMaxima[block + b] ?? 0) * blockScale + others)) {
             skippedBlocks = true;
             pruningCounters.skippedBlocks++;
             // Skip the block, but not past the window: later documents get later windows' bounds.
@@ -269,8 +315,8 @@ export function maxScoreTopK(
         for (; p < stop; p++) {
           const d = docIds[p] ?? 0;
           if (d >= windowEnd) break;
-          const tf = termFreqs[p] ?? 1;
-          const c = lengthNorms !== undefined ? (w * tf) / (tf + (lengthNorms[d] ?? 0)) : w * sublinearTf(tf);
+          if (isDeleted(d)) continue;
+          const c = contribution(w, p, d);
           const offset = d - windowStart;
           const previous = partial[offset] ?? 0;
           if (previous === 0) found[foundCount++] = offset;
@@ -286,15 +332,9 @@ export function maxScoreTopK(
     if (essential === 0 && !skippedBlocks) {
       for (let f = 0; f < foundCount; f++) {
         const offset = found[f] ?? 0;
-        const d = windowStart + offset;
-        let score = partial[offset] ?? 0;
+        const score = partial[offset] ?? 0;
         partial[offset] = 0;
-        if (inverseNorms !== undefined) score *= inverseNorms[d] ?? 0;
-        if (score > 1) score = 1;
-        if (score < minScore || !heap.wouldAccept(d, score)) continue;
-        if (accept !== undefined && !accept(d)) continue;
-        heap.offer(d, score);
-        if (heap.size === capacity) beat = heap.threshold;
+        offer(windowStart + offset, score);
       }
     } else {
       pruningCounters.prunedWindows++;
@@ -309,25 +349,19 @@ export function maxScoreTopK(
         if (score === 0) continue;
         partial[offset] = 0;
         const d = windowStart + offset;
-        const scale = inverseNorms === undefined ? 1 : (inverseNorms[d] ?? 0);
         // Complete with the non-essential terms, largest bound first, while the document can still get in.
         let alive = true;
         for (let j = essential - 1; j >= 0; j--) {
-          if (!canEnter(score * scale + (localPrefix[j] ?? 0))) {
+          if (!canEnter(score + (localPrefix[j] ?? 0))) {
             alive = false;
             break;
           }
           const i = order[j] ?? 0;
           seek(i, d);
           const p = position[i] ?? 0;
-          if (p < (end[i] ?? 0) && docIds[p] === d) {
-            const w = weight[i] ?? 0;
-            const tf = termFreqs[p] ?? 1;
-            score +=
-              lengthNorms !== undefined ? (w * tf) / (tf + (lengthNorms[d] ?? 0)) : w * sublinearTf(tf);
-          }
+          if (p < (end[i] ?? 0) && docIds[p] === d) score += contribution(weight[i] ?? 0, p, d);
         }
-        if (!alive || !canEnter(score * scale)) continue;
+        if (!alive || !canEnter(score)) continue;
         pruningCounters.rescored++;
         // A likely hit: recompute its score with the exhaustive path's exact arithmetic, contributions
         // summed in query-term order.
@@ -339,24 +373,13 @@ export function maxScoreTopK(
             p = advanceTo(docIds, probe[i] ?? 0, end[i] ?? 0, d);
             probe[i] = p;
           }
-          if (p < (end[i] ?? 0) && docIds[p] === d) {
-            const w = weight[i] ?? 0;
-            const tf = termFreqs[p] ?? 1;
-            score +=
-              lengthNorms !== undefined ? (w * tf) / (tf + (lengthNorms[d] ?? 0)) : w * sublinearTf(tf);
-          }
+          if (p < (end[i] ?? 0) && docIds[p] === d) score += contribution(weight[i] ?? 0, p, d);
         }
-        if (inverseNorms !== undefined) score *= scale;
-        if (score > 1) score = 1;
-        if (score < minScore || !heap.wouldAccept(d, score)) continue;
-        if (accept !== undefined && !accept(d)) continue;
-        heap.offer(d, score);
-        if (heap.size === capacity) beat = heap.threshold;
+        offer(d, score);
       }
     }
     while (globalEssential < n && !canEnter(globalPrefix[globalEssential] ?? 0)) globalEssential++;
     // Every list moves past the window (the non-essential ones may have stopped inside it).
     for (let i = 0; i < n; i++) seek(i, windowEnd);
   }
-  return heap.drain();
 }

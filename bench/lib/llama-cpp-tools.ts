@@ -1,0 +1,141 @@
+/**
+ * llama.cpp's own tools for the side-by-side benchmark (bench/llama-server.ts): `llama-server`, the
+ * reference, and `llama-quantize`, which makes a model of real size from a synthetic F32 one. Both
+ * are built from the very llama.cpp release node-llama-cpp ships (its git bundle in
+ * node_modules/node-llama-cpp/llama/gitRelease.bundle), so the two servers run the same kernels.
+ *
+ * They are built once into a cache folder outside the repository (LECTERN_LLAMA_CACHE, by default
+ * ~/.cache/lectern-llama) and reused from there: never committed, never built when the app runs. The
+ * build takes about 10 minutes on 2 cores; its output goes to <cache>/*.log.
+ */
+import { spawn } from "node:child_process";
+import { createWriteStream, existsSync, mkdirSync, renameSync, rmSync, statSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { repoRoot } from "./bench-env.js";
+import { syntheticModel, syntheticModelName, type SyntheticShape } from "./synthetic-gguf.js";
+
+export const llamaCacheDir = path.resolve(
+  process.env.LECTERN_LLAMA_CACHE ?? path.join(os.homedir(), ".cache/lectern-llama"),
+);
+const sourceDir = path.join(llamaCacheDir, "src");
+const buildDir = path.join(sourceDir, "build");
+const modelsDir = path.join(llamaCacheDir, "models");
+
+/** Qwen2.5-0.5B's shape (its vocabulary aside): 24 layers, 896 wide, grouped-query attention. */
+export const QWEN_0_5B_SHAPE: SyntheticShape = {
+  embedding: 896,
+  feedForward: 4864,
+  layers: 24,
+  heads: 14,
+  kvHeads: 2,
+};
+
+/** Qwen2.5-1.5B's shape. */
+export const QWEN_1_5B_SHAPE: SyntheticShape = {
+  embedding: 1536,
+  feedForward: 8960,
+  layers: 28,
+  heads: 12,
+  kvHeads: 2,
+};
+
+export interface LlamaTools {
+  server: string;
+  quantize: string;
+}
+
+/** Runs a command with its output appended to `logFile`; rejects on a non-zero exit. */
+function run(command: string, args: string[], cwd: string, logFile: string): Promise<void> {
+  const log = createWriteStream(logFile, { flags: "a" });
+  log.write(`$ ${command} ${args.join(" ")}\n`);
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+    child.stdout.pipe(log, { end: false });
+    child.stderr.pipe(log, { end: false });
+    child.once("error", reject);
+    child.once("exit", (code) => {
+      log.end(`exit ${code}\n`);
+      if (code === 0) resolve();
+      else reject(new Error(`${command} ${args.join(" ")} exited with ${code}; see ${logFile}`));
+    });
+  });
+}
+
+/** `llama-server` and `llama-quantize` of the bundled release, built into the cache when missing. */
+export async function ensureLlamaTools(log: (line: string) => void = console.log): Promise<LlamaTools> {
+  const tools = {
+    server: path.join(buildDir, "bin/llama-server"),
+    quantize: path.join(buildDir, "bin/llama-quantize"),
+  };
+  if (existsSync(tools.server) && existsSync(tools.quantize)) return tools;
+  mkdirSync(llamaCacheDir, { recursive: true });
+  if (!existsSync(path.join(sourceDir, "CMakeLists.txt"))) {
+    const bundle = path.join(repoRoot, "node_modules/node-llama-cpp/llama/gitRelease.bundle");
+    if (!existsSync(bundle)) throw new Error(`no llama.cpp source: ${bundle} is missing (run npm ci)`);
+    log(`cloning llama.cpp from ${path.relative(repoRoot, bundle)} into ${sourceDir}`);
+    rmSync(sourceDir, { recursive: true, force: true });
+    await run(
+      "git",
+      ["clone", "--quiet", bundle, sourceDir],
+      llamaCacheDir,
+      path.join(llamaCacheDir, "clone.log"),
+    );
+  }
+  log(`building llama-server and llama-quantize in ${buildDir} (about 10 minutes on 2 cores)`);
+  await run(
+    "cmake",
+    [
+      "-B",
+      "build",
+      "-DLLAMA_CURL=OFF",
+      "-DLLAMA_BUILD_TESTS=OFF",
+      "-DLLAMA_BUILD_EXAMPLES=OFF",
+      "-DCMAKE_BUILD_TYPE=Release",
+    ],
+    sourceDir,
+    path.join(llamaCacheDir, "cmake.log"),
+  );
+  await run(
+    "cmake",
+    [
+      "--build",
+      "build",
+      "--config",
+      "Release",
+      "-j",
+      String(os.availableParallelism()),
+      "--target",
+      "llama-server",
+      "llama-quantize",
+    ],
+    sourceDir,
+    path.join(llamaCacheDir, "build.log"),
+  );
+  return tools;
+}
+
+/**
+ * A Q4_K_M model of `shape` in the cache (random weights, `tokenizerModel`'s vocabulary), made once:
+ * the F32 file is written, quantised with llama-quantize, then deleted.
+ */
+export async function quantizedSyntheticModel(
+  tools: LlamaTools,
+  tokenizerModel: string,
+  shape: SyntheticShape,
+  log: (line: string) => void = console.log,
+): Promise<string> {
+  const options = { dir: modelsDir, plainByteTokens: true };
+  const f32Name = syntheticModelName(shape, options);
+  const file = path.join(modelsDir, f32Name.replace(/\.gguf$/, "-Q4_K_M.gguf"));
+  if (existsSync(file)) return file;
+  mkdirSync(modelsDir, { recursive: true });
+  log(`writing the F32 model ${f32Name}`);
+  const f32 = await syntheticModel(tokenizerModel, shape, options);
+  log(`quantising it to Q4_K_M (${(statSync(f32).size / 1024 ** 3).toFixed(2)} GB F32)`);
+  const partial = `${file}.partial`;
+  await run(tools.quantize, [f32, partial, "Q4_K_M"], modelsDir, path.join(llamaCacheDir, "quantize.log"));
+  renameSync(partial, file);
+  rmSync(f32);
+  return file;
+}

@@ -1,0 +1,129 @@
+/**
+ * Bounds on what extracting text from files may cost: how much a file may inflate to, how much text
+ * it and the whole request may yield, a PDF's page count, an HTML page's nesting, and how many files
+ * are parsed at once (the rest wait in a bounded queue; past it, 429 with Retry-After).
+ */
+import type { Config } from "../../core/config.js";
+import { ApiError } from "../../core/errors.js";
+
+export interface IngestLimits {
+  /** Bytes a .docx's ZIP entries or a PDF's compressed streams may inflate to (MAX_EXTRACTED_BYTES). */
+  maxExtractedBytes: number;
+  /** Characters of text one file may yield (MAX_FILE_CHARS). */
+  maxFileChars: number;
+  /** Characters of text one request may carry in all (MAX_BUILD_CHARS). */
+  maxRequestChars: number;
+  /** Pages of one PDF (MAX_PDF_PAGES). */
+  maxPdfPages: number;
+  /** Element nesting depth of one HTML file (MAX_HTML_DEPTH). */
+  maxHtmlDepth: number;
+}
+
+/** What a route needs to load files: the bounds, and the gate every request's parsing goes through. */
+export interface Ingest {
+  limits: IngestLimits;
+  gate: ParseGate;
+}
+
+/** Generous bounds for callers without a config (the CLI reading local files). */
+export const DEFAULT_INGEST_LIMITS: IngestLimits = {
+  maxExtractedBytes: 256 * 1024 * 1024,
+  maxFileChars: 64 * 1024 * 1024,
+  maxRequestChars: 1_000_000_000,
+  maxPdfPages: 10_000,
+  maxHtmlDepth: 256,
+};
+
+/** 413 naming the file and the variable that bounds it, in the contract's error shape. */
+export function fileTooLarge(fileName: string, why: string, variable: string, limit: number): ApiError {
+  return new ApiError(
+    413,
+    "payload_too_large",
+    `File "${fileName}": ${why}; the limit is ${limit} (${variable})`,
+    [{ file: fileName, reason: why, limit, setting: variable }],
+  );
+}
+
+/** Adds each file's text to a request's total and refuses the file that takes it past the cap. */
+export class RequestTextBudget {
+  private used = 0;
+
+  constructor(private readonly limits: IngestLimits) {}
+
+  add(fileName: string, chars: number): void {
+    this.used += chars;
+    if (this.used > this.limits.maxRequestChars) {
+      throw new ApiError(
+        413,
+        "payload_too_large",
+        `File "${fileName}" takes the request's text to ${this.used} characters; the limit is ${this.limits.maxRequestChars} (MAX_BUILD_CHARS). Split it into appends.`,
+        [{ file: fileName, limit: this.limits.maxRequestChars, setting: "MAX_BUILD_CHARS" }],
+      );
+    }
+  }
+}
+
+/**
+ * Admits at most `concurrency` parses at once; up to `queueLength` more wait in arrival order. A
+ * request that finds the queue full gets 429 with Retry-After instead of holding memory while it
+ * waits: parsing is what costs memory, so bounding it bounds the process.
+ */
+export class ParseGate {
+  private running = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(
+    private readonly concurrency: number,
+    private readonly queueLength: number,
+    private readonly retryAfterSeconds = 2,
+  ) {}
+
+  /** Runs `parse` once a slot is free. */
+  async run<T>(parse: () => Promise<T>): Promise<T> {
+    await this.acquire();
+    try {
+      return await parse();
+    } finally {
+      this.release();
+    }
+  }
+
+  private acquire(): Promise<void> {
+    if (this.running < this.concurrency) {
+      this.running++;
+      return Promise.resolve();
+    }
+    if (this.waiting.length >= this.queueLength) {
+      return Promise.reject(
+        new ApiError(
+          429,
+          "queue_full",
+          `${this.concurrency} uploads are being parsed and ${this.waiting.length} wait (MAX_CONCURRENT_PARSES, MAX_PARSE_QUEUE); retry shortly`,
+          [],
+          { "retry-after": String(this.retryAfterSeconds) },
+        ),
+      );
+    }
+    // The slot is handed over directly by release(), so `running` stays counted meanwhile.
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  private release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.running--;
+  }
+}
+
+export function ingestFromConfig(config: Config): Ingest {
+  return {
+    limits: {
+      maxExtractedBytes: config.maxExtractedBytes,
+      maxFileChars: config.maxFileChars,
+      maxRequestChars: config.maxBuildChars,
+      maxPdfPages: config.maxPdfPages,
+      maxHtmlDepth: config.maxHtmlDepth,
+    },
+    gate: new ParseGate(config.maxConcurrentParses, config.maxParseQueue),
+  };
+}

@@ -1,0 +1,191 @@
+/**
+ * Top-k search over all segments of an index with the index-wide live statistics. One heap is shared by
+ * the segments, so θ (the score a newcomer must beat) carries from one segment to the next; each segment
+ * is searched either exhaustively (term-at-a-time) or with MaxScore pruning (`maxscore.ts`).
+ *
+ * Every document's score is `Σ_i w_i · factor_i` summed in query-term order from 0, with
+ * `w_i = weight_i / U(q)`, whatever the path or the segment layout: scores are bitwise reproducible.
+ */
+
+import { boundScale, sublinearTf, termWeight, type ScorerParameters } from "../scoring.js";
+import { TopK } from "../topk.js";
+import type { SearchHit } from "../types.js";
+import {
+  maxScoreSegment,
+  newMaxScoreScratch,
+  SLACK,
+  type MaxScoreScratch,
+  type SegmentQuery,
+} from "./maxscore.js";
+import type { Segment } from "./segment.js";
+import type { TermDictionary } from "./term-dictionary.js";
+
+/** Queries with more distinct terms than this are scored exhaustively (pruning rarely pays for them). */
+const MAX_PRUNED_TERMS = 64;
+
+/**
+ * Below this many postings (summed over the query terms) scoring them all costs well under a tenth of a
+ * millisecond and pruning's bookkeeping cannot win: such queries are scored exhaustively unless pruning
+ * is asked for (`exhaustive: false`).
+ */
+export const PRUNING_MIN_POSTINGS = 16_384;
+
+/** What a search needs from the index. */
+export interface SearchContext {
+  readonly scorer: ScorerParameters;
+  readonly segments: readonly Segment[];
+  readonly dictionary: TermDictionary;
+  readonly liveDocumentCount: number;
+  readonly averageLength: number;
+  /** Length norms at `averageLength` for every dl any segment holds. */
+  readonly norms: Float64Array;
+}
+
+export interface ResolvedSearchOptions {
+  readonly topK: number;
+  readonly minScore: number;
+  readonly accept: ((key: number) => boolean) | undefined;
+  readonly exhaustive: boolean | undefined;
+}
+
+/** Per-search buffers, reused between searches (a nested search from `accept` allocates its own). */
+export class SearchScratch {
+  accumulators = new Float64Array(0);
+  touched = new Uint32Array(0);
+  readonly pruning: MaxScoreScratch = newMaxScoreScratch();
+
+  reserve(documentCount: number): void {
+    if (this.accumulators.length < documentCount) {
+      this.accumulators = new Float64Array(documentCount);
+      this.touched = new Uint32Array(documentCount);
+    }
+  }
+}
+
+export function searchSegments(
+  context: SearchContext,
+  terms: readonly string[],
+  options: ResolvedSearchOptions,
+  scratch: SearchScratch,
+): SearchHit[] {
+  const { scorer, segments, dictionary, liveDocumentCount, norms } = context;
+  const { topK, minScore, accept, exhaustive } = options;
+  if (liveDocumentCount === 0 || !(context.averageLength > 0)) return [];
+  const queryFrequencies = new Map<string, number>(); // first-occurrence order fixes the summation order
+  for (const term of terms) queryFrequencies.set(term, (queryFrequencies.get(term) ?? 0) + 1);
+  const termIds: number[] = [];
+  const weights: number[] = [];
+  for (const [term, qtf] of queryFrequencies) {
+    const id = dictionary.idOf(term);
+    if (id === undefined) continue;
+    const df = dictionary.documentFrequency(id);
+    if (df === 0) continue;
+    termIds.push(id);
+    weights.push(termWeight(scorer, qtf, liveDocumentCount, df));
+  }
+  const n = termIds.length;
+  if (n === 0) return [];
+  const bm25 = scorer.kind === "bm25";
+
+  // Per segment, the local terms and their exact live max factors; globally, the max per term.
+  const globalMax = new Float64Array(n);
+  const perSegment: { segment: Segment; slots: number[]; terms: number[]; maxFactors: number[] }[] = [];
+  let postings = 0;
+  for (const segment of segments) {
+    const slots: number[] = [];
+    const localTerms: number[] = [];
+    const maxFactors: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const t = segment.localTerm(termIds[i] ?? 0);
+      if (t < 0) continue;
+      const max = segment.liveMaxFactor(t, bm25, norms);
+      if (max === 0) continue; // every posting deleted
+      slots.push(i);
+      localTerms.push(t);
+      maxFactors.push(max);
+      if (max > (globalMax[i] ?? 0)) globalMax[i] = max;
+      postings += (segment.termOffsets[t + 1] ?? 0) - (segment.termOffsets[t] ?? 0);
+    }
+    if (slots.length > 0) perSegment.push({ segment, slots, terms: localTerms, maxFactors });
+  }
+  let bound = 0;
+  for (let i = 0; i < n; i++) bound += (weights[i] ?? 0) * (globalMax[i] ?? 0);
+  const normalised = weights.map((weight) => weight / bound);
+
+  const prune =
+    n <= MAX_PRUNED_TERMS &&
+    (exhaustive === false || (exhaustive === undefined && postings > PRUNING_MIN_POSTINGS));
+  const heap = new TopK(Math.max(1, Math.min(topK, liveDocumentCount)));
+  // Largest segments first: θ rises early, so the smaller ones prune more. (The heap's order is total,
+  // so the order of the segments cannot change the hits.)
+  perSegment.sort((a, b) => b.segment.documentCount - a.segment.documentCount);
+  for (const { segment, slots, terms: localTerms, maxFactors } of perSegment) {
+    const segmentWeights = slots.map((i) => normalised[i] ?? 0);
+    if (prune) {
+      // A segment whose best possible score cannot get in is skipped whole (cheap for small segments).
+      let bound = 0;
+      for (let j = 0; j < maxFactors.length; j++) bound += (segmentWeights[j] ?? 0) * (maxFactors[j] ?? 0);
+      const inflated = bound * SLACK;
+      if (inflated < minScore || !(inflated > heap.threshold)) continue;
+      const query: SegmentQuery = {
+        segment,
+        terms: localTerms,
+        weights: segmentWeights,
+        maxFactors,
+        blockScale: boundScale(scorer, context.averageLength, segment.referenceAverageLength),
+      };
+      maxScoreSegment(query, bm25, norms, heap, minScore, accept, scratch.pruning);
+    } else {
+      exhaustiveSegment(segment, localTerms, segmentWeights, bm25, norms, heap, minScore, accept, scratch);
+    }
+  }
+  return heap.drain();
+}
+
+/** Term-at-a-time: every live posting of every query term is scored. */
+function exhaustiveSegment(
+  segment: Segment,
+  localTerms: readonly number[],
+  weights: readonly number[],
+  bm25: boolean,
+  norms: Float64Array,
+  heap: TopK,
+  minScore: number,
+  accept: ((key: number) => boolean) | undefined,
+  scratch: SearchScratch,
+): void {
+  scratch.reserve(segment.documentCount);
+  const { accumulators, touched } = scratch;
+  const { termOffsets, docIds, termFreqs, docLengths, keys } = segment;
+  const deletedBits = segment.live.deletedBits;
+  let touchedCount = 0;
+  try {
+    // Every contribution is > 0, so a zero accumulator means "untouched".
+    for (let i = 0; i < localTerms.length; i++) {
+      const t = localTerms[i] ?? 0;
+      const w = weights[i] ?? 0;
+      const end = termOffsets[t + 1] ?? 0;
+      for (let p = termOffsets[t] ?? 0; p < end; p++) {
+        const d = docIds[p] ?? 0;
+        if (deletedBits !== null && ((deletedBits[d >>> 5] ?? 0) & (1 << (d & 31))) !== 0) continue;
+        const tf = termFreqs[p] ?? 1;
+        const norm = norms[docLengths[d] ?? 0] ?? 1;
+        const previous = accumulators[d] ?? 0;
+        if (previous === 0) touched[touchedCount++] = d;
+        accumulators[d] = previous + w * (bm25 ? tf / (tf + norm) : sublinearTf(tf) / norm);
+      }
+    }
+    // `accept` (possibly costly) is only asked about hits that would get in.
+    for (let j = 0; j < touchedCount; j++) {
+      const d = touched[j] ?? 0;
+      let score = accumulators[d] ?? 0;
+      if (score > 1) score = 1; // rounding can push a perfect match a few ulps past 1
+      const key = keys[d] ?? 0;
+      if (score < minScore || !heap.wouldAccept(key, score)) continue;
+      if (accept !== undefined && !accept(key)) continue;
+      heap.offer(key, score);
+    }
+  } finally {
+    for (let j = 0; j < touchedCount; j++) accumulators[touched[j] ?? 0] = 0;
+  }
+}

@@ -1,0 +1,215 @@
+/**
+ * Binary format of one segment (all integers little-endian; every section 4-byte aligned):
+ *
+ * | size   | content                                                          |
+ * |--------|------------------------------------------------------------------|
+ * | 4      | magic "LXSG"                                                     |
+ * | 4      | u32 format version (1)                                           |
+ * | 4      | u32 documentCount N                                              |
+ * | 4      | u32 term count V                                                 |
+ * | 4      | u32 posting count P                                              |
+ * | 4      | u32 bytes per term frequency (2 or 4)                            |
+ * | 4      | u32 byte length of the dictionary text (UTF-8)                   |
+ * | 4      | u32 segment id                                                   |
+ * | 8      | f64 reference average length (the avgdl its bounds were made at) |
+ * | 4N     | u32 keys, ascending                                              |
+ * | 4N     | u32 document lengths                                             |
+ * | 4V     | u32 term end offsets in the dictionary text (UTF-16 units)       |
+ * | 4V+4   | u32 term → first posting (CSR offsets)                           |
+ * | 4P     | u32 posting → local ordinal (ascending within a term)            |
+ * | 2P/4P  | u16/u32 posting → term frequency, zero-padded to 4               |
+ * | …      | dictionary text: all terms concatenated, UTF-8                   |
+ *
+ * Only raw data is stored; bounds, frontiers and the term lookup are recomputed on load, by the same
+ * code as for a freshly written segment, so results are identical.
+ */
+
+import type { SegmentData } from "./segment.js";
+
+const MAGIC = 0x4753584c; // "LXSG" read as a little-endian u32
+export const SEGMENT_FORMAT_VERSION = 1;
+const HEADER_BYTES = 40;
+
+const IS_LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+function padded(length: number): number {
+  return (length + 3) & ~3;
+}
+
+function bytesOf(array: Uint16Array | Uint32Array): Uint8Array {
+  return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+}
+
+function corrupt(reason: string): Error {
+  return new Error(`segment bytes are corrupt: ${reason}`);
+}
+
+function assertLittleEndian(): void {
+  if (!IS_LITTLE_ENDIAN) throw new Error("segment codec: big-endian platforms are not supported");
+}
+
+export function encodeSegment(segmentId: number, data: SegmentData): Uint8Array {
+  assertLittleEndian();
+  const { keys, docLengths, terms, termOffsets, docIds, termFreqs } = data;
+  const dictionaryBytes = new TextEncoder().encode(terms.join(""));
+  const termEnds = new Uint32Array(terms.length);
+  let end = 0;
+  for (let t = 0; t < terms.length; t++) termEnds[t] = end += (terms[t] ?? "").length;
+  const sections = [keys, docLengths, termEnds, termOffsets, docIds, termFreqs].map(bytesOf);
+  let total = HEADER_BYTES;
+  for (const section of sections) total += padded(section.byteLength);
+  total += dictionaryBytes.byteLength;
+  const out = new Uint8Array(total);
+  const view = new DataView(out.buffer);
+  const header = [
+    MAGIC,
+    SEGMENT_FORMAT_VERSION,
+    keys.length,
+    terms.length,
+    docIds.length,
+    termFreqs.BYTES_PER_ELEMENT,
+    dictionaryBytes.byteLength,
+    segmentId,
+  ];
+  header.forEach((value, i) => view.setUint32(4 * i, value, true));
+  view.setFloat64(32, data.referenceAverageLength, true);
+  let offset = HEADER_BYTES;
+  for (const section of sections) {
+    out.set(section, offset);
+    offset += padded(section.byteLength);
+  }
+  out.set(dictionaryBytes, offset);
+  return out;
+}
+
+/**
+ * Decodes segment bytes and checks their consistency. With `adopt`, 4-byte-aligned bytes are not copied:
+ * the arrays are views into them (the caller must not change them afterwards); otherwise, and for
+ * unaligned bytes, every section is copied.
+ */
+export function decodeSegment(bytes: Uint8Array, adopt = false): { id: number; data: SegmentData } {
+  assertLittleEndian();
+  if (!(bytes instanceof Uint8Array)) throw new TypeError("segment bytes must be a Uint8Array");
+  if (bytes.byteLength < HEADER_BYTES) throw corrupt("shorter than the header");
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const u32 = (i: number): number => view.getUint32(4 * i, true);
+  if (u32(0) !== MAGIC) throw corrupt("not a Lectern segment (bad magic)");
+  if (u32(1) !== SEGMENT_FORMAT_VERSION) {
+    throw new Error(`segment format version ${u32(1)} is not supported (expected ${SEGMENT_FORMAT_VERSION})`);
+  }
+  const documentCount = u32(2);
+  const termCount = u32(3);
+  const postingCount = u32(4);
+  const tfBytes = u32(5);
+  const dictionaryLength = u32(6);
+  const referenceAverageLength = view.getFloat64(32, true);
+  if (tfBytes !== 2 && tfBytes !== 4) throw corrupt(`term frequency width ${tfBytes}`);
+  if (!(referenceAverageLength > 0)) throw corrupt("reference average length");
+  let offset = HEADER_BYTES;
+  const views = adopt && bytes.byteOffset % 4 === 0;
+  const take = (length: number): Uint8Array => {
+    if (offset + length > bytes.byteLength) throw corrupt("truncated");
+    if (views) {
+      const view = new Uint8Array(bytes.buffer, bytes.byteOffset + offset, length);
+      offset += padded(length);
+      return view;
+    }
+    // A copy in a fresh, aligned buffer (a Node Buffer's slice() would be a view into its pool).
+    const slice = new Uint8Array(length);
+    slice.set(bytes.subarray(offset, offset + length));
+    offset += padded(length);
+    return slice;
+  };
+  const u32Array = (count: number): Uint32Array => {
+    const section = take(4 * count);
+    return new Uint32Array(section.buffer, section.byteOffset, count);
+  };
+  const keys = u32Array(documentCount);
+  const docLengths = u32Array(documentCount);
+  const termEnds = u32Array(termCount);
+  const termOffsets = u32Array(termCount + 1);
+  const docIds = u32Array(postingCount);
+  const tfSection = take(tfBytes * postingCount);
+  const termFreqs =
+    tfBytes === 2
+      ? new Uint16Array(tfSection.buffer, tfSection.byteOffset, postingCount)
+      : new Uint32Array(tfSection.buffer, tfSection.byteOffset, postingCount);
+  if (offset - padded(dictionaryLength) > bytes.byteLength) throw corrupt("truncated");
+  const dictionary = new TextDecoder("utf-8", { fatal: true }).decode(
+    bytes.subarray(offset, offset + dictionaryLength),
+  );
+  if (offset + dictionaryLength !== bytes.byteLength) throw corrupt("length mismatch");
+  const terms: string[] = new Array<string>(termCount);
+  let start = 0;
+  for (let t = 0; t < termCount; t++) {
+    const end = termEnds[t] ?? 0;
+    if (end <= start || end > dictionary.length) throw corrupt("term offsets");
+    terms[t] = dictionary.slice(start, end);
+    start = end;
+  }
+  if (start !== dictionary.length) throw corrupt("dictionary length");
+  for (let d = 1; d < documentCount; d++) {
+    if ((keys[d] ?? 0) <= (keys[d - 1] ?? 0)) throw corrupt("keys not ascending");
+  }
+  if (termOffsets[0] !== 0 || termOffsets[termCount] !== postingCount) throw corrupt("term offsets");
+  for (let t = 0; t < termCount; t++) {
+    const from = termOffsets[t] ?? 0;
+    const to = termOffsets[t + 1] ?? 0;
+    if (to <= from) throw corrupt("empty or unordered postings list");
+    let previous = -1;
+    for (let p = from; p < to; p++) {
+      const d = docIds[p] ?? 0;
+      if (d <= previous || d >= documentCount) throw corrupt("postings");
+      if ((termFreqs[p] ?? 0) < 1) throw corrupt("term frequency");
+      previous = d;
+    }
+  }
+  return {
+    id: u32(7),
+    data: { keys, docLengths, terms, termOffsets, docIds, termFreqs, referenceAverageLength },
+  };
+}
+
+/** Rewrites the segment id in encoded bytes (a merge learns its id only when it is committed). */
+export function setSegmentId(bytes: Uint8Array, segmentId: number): void {
+  new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).setUint32(28, segmentId, true);
+}
+
+/**
+ * The arrays of bytes this engine wrote itself (a merge result), as views into them: no copy, no checks,
+ * no term strings (the index knows the terms' global ids already). `bytes` must be 4-byte aligned.
+ */
+export function viewSegment(bytes: Uint8Array): Omit<SegmentData, "terms"> & { termCount: number } {
+  if (bytes.byteOffset % 4 !== 0) throw new Error("viewSegment: bytes must be 4-byte aligned");
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const u32 = (i: number): number => view.getUint32(4 * i, true);
+  if (u32(0) !== MAGIC || u32(1) !== SEGMENT_FORMAT_VERSION) throw corrupt("not a segment of this version");
+  const documentCount = u32(2);
+  const termCount = u32(3);
+  const postingCount = u32(4);
+  const tfBytes = u32(5);
+  let offset = bytes.byteOffset + HEADER_BYTES;
+  const u32Array = (count: number): Uint32Array => {
+    const array = new Uint32Array(bytes.buffer, offset, count);
+    offset += 4 * count;
+    return array;
+  };
+  const keys = u32Array(documentCount);
+  const docLengths = u32Array(documentCount);
+  offset += 4 * termCount; // term ends (the terms themselves are not needed)
+  const termOffsets = u32Array(termCount + 1);
+  const docIds = u32Array(postingCount);
+  const termFreqs =
+    tfBytes === 2
+      ? new Uint16Array(bytes.buffer, offset, postingCount)
+      : new Uint32Array(bytes.buffer, offset, postingCount);
+  return {
+    keys,
+    docLengths,
+    termOffsets,
+    docIds,
+    termFreqs,
+    referenceAverageLength: view.getFloat64(32, true),
+    termCount,
+  };
+}

@@ -1,0 +1,454 @@
+/**
+ * A segment: an immutable batch of documents with its own CSR postings (term-major, local ordinals in
+ * ascending key order) plus what is derived from them when it is loaded: the term lookup by global id,
+ * per-block factor bounds for pruning, and per term the Pareto frontier of (tf, dl) over live postings.
+ * Only its tombstones (`live`) and lazily recomputed frontiers change after construction.
+ *
+ * Memory: 6 bytes per posting, 8 per document, about 24 per (segment, term) plus frontier points; no
+ * strings (terms live once, in the index-wide {@link TermDictionary}).
+ */
+
+import { BLOCK_SHIFT, BLOCK_SIZE, factorOf, lengthNorm, type ScorerParameters } from "../scoring.js";
+import { LiveDocs } from "./live-docs.js";
+import { indexOfSorted } from "./sorted.js";
+import type { TermDictionary } from "./term-dictionary.js";
+
+/** A segment's raw data, as stored in its bytes. */
+export interface SegmentData {
+  /** Local ordinal → key, ascending. */
+  readonly keys: Uint32Array;
+  /** Local ordinal → number of terms after analysis. */
+  readonly docLengths: Uint32Array;
+  /** Local term id → term. */
+  readonly terms: readonly string[];
+  /** Local term t's postings are [termOffsets[t], termOffsets[t + 1]). */
+  readonly termOffsets: Uint32Array;
+  /** Posting → local ordinal, ascending within a term. */
+  readonly docIds: Uint32Array;
+  /** Posting → term frequency (≥ 1). */
+  readonly termFreqs: Uint16Array | Uint32Array;
+  /** The avgdl the block bounds are computed at (any positive value is correct). */
+  readonly referenceAverageLength: number;
+}
+
+/** Points (tf, dl) of a frontier, tf descending, dl strictly descending. */
+interface Frontier {
+  readonly tf: Uint32Array;
+  readonly dl: Uint32Array;
+}
+
+class GrowableUint32 {
+  array = new Uint32Array(256);
+  length = 0;
+  push(value: number): void {
+    if (this.length === this.array.length) {
+      const next = new Uint32Array(this.array.length * 2);
+      next.set(this.array);
+      this.array = next;
+    }
+    this.array[this.length++] = value;
+  }
+  toArray(): Uint32Array {
+    return this.array.slice(0, this.length);
+  }
+}
+
+/** Scratch for frontier computation: min dl per tf. */
+let minLengthByTf = new Uint32Array(1024);
+const NONE = 0xffffffff;
+
+/**
+ * Appends to (outTf, outDl) the Pareto frontier of the live postings [from, to): the (tf, dl) pairs not
+ * dominated by another posting with higher-or-equal tf and lower-or-equal dl. Evaluating the factor (up
+ * in tf, down in dl) on them gives the exact maximum over the list for any avgdl.
+ */
+function appendFrontier(
+  docIds: Uint32Array,
+  termFreqs: Uint16Array | Uint32Array,
+  docLengths: Uint32Array,
+  deletedBits: Uint32Array | null,
+  from: number,
+  to: number,
+  outTf: GrowableUint32,
+  outDl: GrowableUint32,
+): void {
+  if (to - from === 1) {
+    const d = docIds[from] ?? 0;
+    if (deletedBits !== null && ((deletedBits[d >>> 5] ?? 0) & (1 << (d & 31))) !== 0) return;
+    outTf.push(termFreqs[from] ?? 1);
+    outDl.push(docLengths[d] ?? 0);
+    return;
+  }
+  let maxTf = 0;
+  for (let p = from; p < to; p++) {
+    const d = docIds[p] ?? 0;
+    if (deletedBits !== null && ((deletedBits[d >>> 5] ?? 0) & (1 << (d & 31))) !== 0) continue;
+    const tf = termFreqs[p] ?? 1;
+    if (tf > maxTf) maxTf = tf;
+  }
+  if (maxTf === 0) return;
+  if (maxTf <= 4 * (to - from) + 256) {
+    if (minLengthByTf.length <= maxTf) minLengthByTf = new Uint32Array(2 * maxTf + 2);
+    const minLength = minLengthByTf;
+    minLength.fill(NONE, 0, maxTf + 1);
+    for (let p = from; p < to; p++) {
+      const d = docIds[p] ?? 0;
+      if (deletedBits !== null && ((deletedBits[d >>> 5] ?? 0) & (1 << (d & 31))) !== 0) continue;
+      const tf = termFreqs[p] ?? 1;
+      const dl = docLengths[d] ?? 0;
+      if (dl < (minLength[tf] ?? NONE)) minLength[tf] = dl;
+    }
+    let best = NONE + 1;
+    for (let tf = maxTf; tf >= 1; tf--) {
+      const dl = minLength[tf] ?? NONE;
+      if (dl !== NONE && dl < best) {
+        outTf.push(tf);
+        outDl.push(dl);
+        best = dl;
+      }
+    }
+    return;
+  }
+  // Few postings with huge frequencies: sort the pairs instead.
+  const pairs: [number, number][] = [];
+  for (let p = from; p < to; p++) {
+    const d = docIds[p] ?? 0;
+    if (deletedBits !== null && ((deletedBits[d >>> 5] ?? 0) & (1 << (d & 31))) !== 0) continue;
+    pairs.push([termFreqs[p] ?? 1, docLengths[d] ?? 0]);
+  }
+  pairs.sort((a, b) => b[0] - a[0] || a[1] - b[1]);
+  let best = Infinity;
+  for (const [tf, dl] of pairs) {
+    if (dl < best) {
+      outTf.push(tf);
+      outDl.push(dl);
+      best = dl;
+    }
+  }
+}
+
+/** What is derived from a segment's data when it is loaded (or merged, on the worker thread). */
+export interface SegmentDerived {
+  /** Local term → global term id. */
+  readonly termIds: Uint32Array;
+  readonly sortedTermIds: Uint32Array;
+  readonly sortedLocalTerms: Uint32Array;
+  readonly maxDocumentLength: number;
+  readonly blockStarts: Uint32Array;
+  readonly blockMaxima: Float64Array;
+  readonly frontierOffsets: Uint32Array;
+  readonly frontierTf: Uint32Array;
+  readonly frontierDl: Uint32Array;
+}
+
+/**
+ * The term lookup by global id, the block bounds at the reference avgdl and the (tf, dl) frontiers over
+ * the postings of documents not in `deletedBits`.
+ */
+export function deriveSegment(
+  data: Omit<SegmentData, "terms">,
+  termIds: Uint32Array,
+  scorer: ScorerParameters,
+  deletedBits: Uint32Array | null,
+): SegmentDerived {
+  const termCount = termIds.length;
+  // Sorted by global id: (id, local) packed into one float and sorted natively when it fits 53 bits.
+  const sortedLocalTerms = new Uint32Array(termCount);
+  const sortedTermIds = new Uint32Array(termCount);
+  if (termCount < 1 << 21) {
+    const packed = new Float64Array(termCount);
+    for (let t = 0; t < termCount; t++) packed[t] = (termIds[t] ?? 0) * (1 << 21) + t;
+    packed.sort();
+    for (let i = 0; i < termCount; i++) {
+      const value = packed[i] ?? 0;
+      const local = value % (1 << 21);
+      sortedLocalTerms[i] = local;
+      sortedTermIds[i] = termIds[local] ?? 0;
+    }
+  } else {
+    const order = Array.from({ length: termCount }, (_, t) => t).sort(
+      (a, b) => (termIds[a] ?? 0) - (termIds[b] ?? 0),
+    );
+    order.forEach((t, i) => {
+      sortedLocalTerms[i] = t;
+      sortedTermIds[i] = termIds[t] ?? 0;
+    });
+  }
+  let maxLength = 0;
+  for (const dl of data.docLengths) if (dl > maxLength) maxLength = dl;
+
+  // Block bounds at the reference avgdl.
+  const { termOffsets, docIds, termFreqs, docLengths } = data;
+  const blockStarts = new Uint32Array(termCount + 1);
+  let blocks = 0;
+  for (let t = 0; t < termCount; t++) {
+    blockStarts[t] = blocks;
+    const df = (termOffsets[t + 1] ?? 0) - (termOffsets[t] ?? 0);
+    if (df > BLOCK_SIZE) blocks += (df + BLOCK_SIZE - 1) >>> BLOCK_SHIFT;
+  }
+  blockStarts[termCount] = blocks;
+  const blockMaxima = new Float64Array(blocks);
+  const bm25 = scorer.kind === "bm25";
+  const norms = new Float64Array(maxLength + 1);
+  for (let dl = 0; dl <= maxLength; dl++) norms[dl] = lengthNorm(scorer, dl, data.referenceAverageLength);
+  for (let t = 0; t < termCount; t++) {
+    const start = termOffsets[t] ?? 0;
+    const end = termOffsets[t + 1] ?? 0;
+    if (end - start <= BLOCK_SIZE) continue;
+    let block = blockStarts[t] ?? 0;
+    for (let blockStart = start; blockStart < end; blockStart += BLOCK_SIZE, block++) {
+      const blockEnd = Math.min(end, blockStart + BLOCK_SIZE);
+      let best = 0;
+      for (let p = blockStart; p < blockEnd; p++) {
+        const f = factorOf(bm25, termFreqs[p] ?? 1, norms[docLengths[docIds[p] ?? 0] ?? 0] ?? 1);
+        if (f > best) best = f;
+      }
+      blockMaxima[block] = best;
+    }
+  }
+
+  // Frontiers over live postings.
+  const frontierOffsets = new Uint32Array(termCount + 1);
+  const outTf = new GrowableUint32();
+  const outDl = new GrowableUint32();
+  for (let t = 0; t < termCount; t++) {
+    frontierOffsets[t] = outTf.length;
+    appendFrontier(
+      docIds,
+      termFreqs,
+      docLengths,
+      deletedBits,
+      termOffsets[t] ?? 0,
+      termOffsets[t + 1] ?? 0,
+      outTf,
+      outDl,
+    );
+  }
+  frontierOffsets[termCount] = outTf.length;
+  return {
+    termIds,
+    sortedTermIds,
+    sortedLocalTerms,
+    maxDocumentLength: maxLength,
+    blockStarts,
+    blockMaxima,
+    frontierOffsets,
+    frontierTf: outTf.toArray(),
+    frontierDl: outDl.toArray(),
+  };
+}
+
+export class Segment {
+  readonly keys: Uint32Array;
+  readonly docLengths: Uint32Array;
+  readonly termOffsets: Uint32Array;
+  readonly docIds: Uint32Array;
+  readonly termFreqs: Uint16Array | Uint32Array;
+  readonly referenceAverageLength: number;
+  /** Local term → global term id. */
+  readonly termIds: Uint32Array;
+  /** Global ids, ascending, and the local term of each: the lookup by global id. */
+  private readonly sortedTermIds: Uint32Array;
+  private readonly sortedLocalTerms: Uint32Array;
+  readonly maxDocumentLength: number;
+  /** Local term → its first block in `blockMaxima` (blocks only for lists longer than BLOCK_SIZE). */
+  readonly blockStarts: Uint32Array;
+  /** Per block of BLOCK_SIZE postings, the max factor at the reference avgdl. */
+  readonly blockMaxima: Float64Array;
+  private readonly frontierOffsets: Uint32Array;
+  private readonly frontierTf: Uint32Array;
+  private readonly frontierDl: Uint32Array;
+  /** Terms whose frontier lost a point to a delete (recomputed when next needed), and recomputed ones. */
+  private readonly staleFrontiers = new Set<number>();
+  private readonly recomputedFrontiers = new Map<number, Frontier>();
+
+  /** A segment from its data: tombstones applied, derived arrays computed. */
+  static build(
+    id: number,
+    data: Omit<SegmentData, "terms">,
+    termIds: Uint32Array,
+    scorer: ScorerParameters,
+    deleted: Iterable<number>,
+    byteLength: number,
+  ): Segment {
+    const live = new LiveDocs(data.keys.length);
+    for (const ordinal of deleted) live.delete(ordinal);
+    return new Segment(id, data, deriveSegment(data, termIds, scorer, live.deletedBits), live, byteLength);
+  }
+
+  /**
+   * @param derived from {@link deriveSegment}; its frontiers must exclude the documents `live` deletes,
+   *   or be marked stale with {@link Segment.markFrontiersStale}
+   * @param byteLength the size of the segment's bytes
+   */
+  constructor(
+    readonly id: number,
+    data: Omit<SegmentData, "terms">,
+    derived: SegmentDerived,
+    readonly live: LiveDocs,
+    readonly byteLength: number,
+  ) {
+    this.keys = data.keys;
+    this.docLengths = data.docLengths;
+    this.termOffsets = data.termOffsets;
+    this.docIds = data.docIds;
+    this.termFreqs = data.termFreqs;
+    this.referenceAverageLength = data.referenceAverageLength;
+    this.termIds = derived.termIds;
+    this.sortedTermIds = derived.sortedTermIds;
+    this.sortedLocalTerms = derived.sortedLocalTerms;
+    this.maxDocumentLength = derived.maxDocumentLength;
+    this.blockStarts = derived.blockStarts;
+    this.blockMaxima = derived.blockMaxima;
+    this.frontierOffsets = derived.frontierOffsets;
+    this.frontierTf = derived.frontierTf;
+    this.frontierDl = derived.frontierDl;
+  }
+
+  /** Marks stale the frontiers of the terms of these (deleted) documents: one pass over the postings. */
+  markFrontiersStale(ordinals: readonly number[]): void {
+    if (ordinals.length === 0) return;
+    const wanted = new Uint32Array((this.documentCount + 31) >>> 5);
+    for (const d of ordinals) wanted[d >>> 5] = (wanted[d >>> 5] ?? 0) | (1 << (d & 31));
+    const { termOffsets, docIds } = this;
+    for (let t = 0; t < this.termCount; t++) {
+      const end = termOffsets[t + 1] ?? 0;
+      for (let p = termOffsets[t] ?? 0; p < end; p++) {
+        const d = docIds[p] ?? 0;
+        if (((wanted[d >>> 5] ?? 0) & (1 << (d & 31))) !== 0) {
+          this.staleFrontiers.add(t);
+          break;
+        }
+      }
+    }
+  }
+
+  get documentCount(): number {
+    return this.keys.length;
+  }
+
+  get postingCount(): number {
+    return this.docIds.length;
+  }
+
+  get termCount(): number {
+    return this.termIds.length;
+  }
+
+  /** The local term of global term id `termId`, or −1 if this segment does not hold it. */
+  localTerm(termId: number): number {
+    const position = indexOfSorted(this.sortedTermIds, termId);
+    return position < 0 ? -1 : (this.sortedLocalTerms[position] ?? 0);
+  }
+
+  /** The local ordinal of `key`, or −1. */
+  ordinalOf(key: number): number {
+    return indexOfSorted(this.keys, key);
+  }
+
+  /** Term frequency of local term `t` in document `ordinal` (0 when absent). */
+  frequency(t: number, ordinal: number): number {
+    const { docIds } = this;
+    let low = this.termOffsets[t] ?? 0;
+    let high = this.termOffsets[t + 1] ?? 0;
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if ((docIds[middle] ?? 0) < ordinal) low = middle + 1;
+      else high = middle;
+    }
+    return low < (this.termOffsets[t + 1] ?? 0) && docIds[low] === ordinal ? (this.termFreqs[low] ?? 0) : 0;
+  }
+
+  /** Live postings of local term `t`. */
+  liveFrequency(t: number): number {
+    const from = this.termOffsets[t] ?? 0;
+    const to = this.termOffsets[t + 1] ?? 0;
+    const bits = this.live.deletedBits;
+    if (bits === null) return to - from;
+    let count = 0;
+    for (let p = from; p < to; p++) {
+      const d = this.docIds[p] ?? 0;
+      if (((bits[d >>> 5] ?? 0) & (1 << (d & 31))) === 0) count++;
+    }
+    return count;
+  }
+
+  private frontier(t: number): Frontier {
+    const recomputed = this.recomputedFrontiers.get(t);
+    if (recomputed !== undefined && !this.staleFrontiers.has(t)) return recomputed;
+    if (this.staleFrontiers.has(t)) {
+      const outTf = new GrowableUint32();
+      const outDl = new GrowableUint32();
+      appendFrontier(
+        this.docIds,
+        this.termFreqs,
+        this.docLengths,
+        this.live.deletedBits,
+        this.termOffsets[t] ?? 0,
+        this.termOffsets[t + 1] ?? 0,
+        outTf,
+        outDl,
+      );
+      const frontier = { tf: outTf.toArray(), dl: outDl.toArray() };
+      this.staleFrontiers.delete(t);
+      this.recomputedFrontiers.set(t, frontier);
+      return frontier;
+    }
+    const from = this.frontierOffsets[t] ?? 0;
+    const to = this.frontierOffsets[t + 1] ?? 0;
+    return { tf: this.frontierTf.subarray(from, to), dl: this.frontierDl.subarray(from, to) };
+  }
+
+  /** The exact max factor over the live postings of local term `t` (0 if none), at these length norms. */
+  liveMaxFactor(t: number, bm25: boolean, norms: Float64Array): number {
+    let best = 0;
+    if (this.staleFrontiers.size === 0 && this.recomputedFrontiers.size === 0) {
+      // Fast path (no delete has touched a frontier): read the stored frontier in place.
+      const { frontierTf, frontierDl } = this;
+      const end = this.frontierOffsets[t + 1] ?? 0;
+      for (let i = this.frontierOffsets[t] ?? 0; i < end; i++) {
+        const f = factorOf(bm25, frontierTf[i] ?? 1, norms[frontierDl[i] ?? 0] ?? 1);
+        if (f > best) best = f;
+      }
+      return best;
+    }
+    const { tf, dl } = this.frontier(t);
+    for (let i = 0; i < tf.length; i++) {
+      const f = factorOf(bm25, tf[i] ?? 1, norms[dl[i] ?? 0] ?? 1);
+      if (f > best) best = f;
+    }
+    return best;
+  }
+
+  /** Tombstones a document; `localTerms` and `frequencies` are its terms here, for the frontiers it may leave. */
+  deleteDocument(ordinal: number, localTerms: readonly number[], frequencies: readonly number[]): void {
+    if (!this.live.delete(ordinal)) throw new RangeError(`ordinal ${ordinal} is already deleted`);
+    const dl = this.docLengths[ordinal] ?? 0;
+    for (let k = 0; k < localTerms.length; k++) {
+      const t = localTerms[k] ?? 0;
+      if (this.staleFrontiers.has(t)) continue;
+      const { tf, dl: lengths } = this.frontier(t);
+      const frequency = frequencies[k] ?? 0;
+      for (let i = 0; i < tf.length; i++) {
+        if (tf[i] === frequency && lengths[i] === dl) {
+          this.staleFrontiers.add(t);
+          break;
+        }
+      }
+    }
+  }
+
+  /** The raw data, with term strings from the dictionary (for encoding). */
+  toData(dictionary: TermDictionary): SegmentData {
+    const terms = Array.from(this.termIds, (id) => dictionary.termOf(id));
+    return {
+      keys: this.keys,
+      docLengths: this.docLengths,
+      terms,
+      termOffsets: this.termOffsets,
+      docIds: this.docIds,
+      termFreqs: this.termFreqs,
+      referenceAverageLength: this.referenceAverageLength,
+    };
+  }
+}

@@ -1,0 +1,433 @@
+/**
+ * SegmentedIndex: an ordered set of immutable segments, a tombstone bitset per segment, and the
+ * collection statistics over live documents only (live count, total length, live df per term), kept
+ * incrementally so that scores and ranking are exactly those of a fresh build over the live documents.
+ *
+ * Changes come from an {@link IndexWriter} (a batch: one new segment + tombstones), from a committed
+ * merge ({@link SegmentedIndex.prepareMerge}) or from a replica catch-up ({@link SegmentedIndex.applyChanges}).
+ */
+
+import {
+  createAnalyzer,
+  resolveAnalyzerOptions,
+  type Analyzer,
+  type ResolvedAnalyzerOptions,
+} from "../analyzer.js";
+import {
+  resolveBm25,
+  SCORER_NAMES,
+  tabulateLengthNorms,
+  type LengthNorms,
+  type ScorerParameters,
+} from "../scoring.js";
+import type {
+  Bm25Parameters,
+  IndexState,
+  ScorerName,
+  SearchHit,
+  SearchIndexOptions,
+  SearchOptions,
+  SegmentInfo,
+  StoredSegment,
+  Tombstone,
+} from "../types.js";
+import { prepareMerge, type MergeResult, type PreparedMerge } from "../indexer/merge.js";
+import { decodeSegment } from "./segment-codec.js";
+import { Segment, type SegmentData } from "./segment.js";
+import { searchSegments, SearchScratch, type ResolvedSearchOptions } from "./searcher.js";
+import { TermDictionary } from "./term-dictionary.js";
+
+/** {@link SearchIndexOptions} with every default filled in. */
+export interface ResolvedSearchIndexOptions {
+  readonly scorer: ScorerName;
+  /** The BM25 parameters (resolved even for tfidf indexes, where they are unused). */
+  readonly bm25: Readonly<Bm25Parameters>;
+  readonly analyzer: Readonly<ResolvedAnalyzerOptions>;
+}
+
+export function resolveIndexOptions(options: SearchIndexOptions): ResolvedSearchIndexOptions {
+  if (options === null || typeof options !== "object") throw new TypeError("index options must be an object");
+  if (!SCORER_NAMES.includes(options.scorer)) {
+    throw new RangeError(
+      `unknown scorer ${JSON.stringify(options.scorer)}; use one of ${SCORER_NAMES.join(", ")}`,
+    );
+  }
+  return {
+    scorer: options.scorer,
+    bm25: resolveBm25(options.bm25),
+    analyzer: resolveAnalyzerOptions(options.analyzer),
+  };
+}
+
+function validateState(state: IndexState): IndexState {
+  const { nextKey, nextSegmentId } = state;
+  for (const [name, value] of [
+    ["nextKey", nextKey],
+    ["nextSegmentId", nextSegmentId],
+  ] as const) {
+    if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) {
+      throw new RangeError(`index state: ${name} must be a u32, got ${String(value)}`);
+    }
+  }
+  return { nextKey, nextSegmentId };
+}
+
+function validateSearchOptions(options: SearchOptions): ResolvedSearchOptions {
+  if (options === null || typeof options !== "object")
+    throw new TypeError("search options must be an object");
+  const { topK, minScore = 0, accept, exhaustive } = options;
+  if (!Number.isInteger(topK) || topK < 1)
+    throw new RangeError(`topK must be an integer ≥ 1, got ${String(topK)}`);
+  if (typeof minScore !== "number" || Number.isNaN(minScore)) {
+    throw new RangeError(`minScore must be a number, got ${String(minScore)}`);
+  }
+  if (accept !== undefined && typeof accept !== "function") throw new TypeError("accept must be a function");
+  if (exhaustive !== undefined && typeof exhaustive !== "boolean")
+    throw new TypeError("exhaustive must be a boolean");
+  return { topK, minScore, accept, exhaustive };
+}
+
+/** A document to delete, found and checked (see `IndexWriter`). */
+export interface DocumentDeletion {
+  readonly segment: Segment;
+  readonly ordinal: number;
+  /** Its local terms in the segment and their frequencies. */
+  readonly localTerms: readonly number[];
+  readonly frequencies: readonly number[];
+}
+
+export class SegmentedIndex {
+  readonly options: ResolvedSearchIndexOptions;
+  /** @internal The index-wide term table. */
+  readonly dictionary = new TermDictionary();
+  /** @internal What the scorer maths need. */
+  readonly scorerParameters: ScorerParameters;
+  private segmentList: Segment[] = [];
+  private live = 0;
+  private deleted = 0;
+  private total = 0;
+  private postings = 0;
+  private counters: IndexState = { nextKey: 0, nextSegmentId: 0 };
+  /** @internal Bumped by every change; prepared writes and merges check it. */
+  version = 0;
+  private readonly analyzer: Analyzer;
+  private norms: LengthNorms | undefined;
+  private maxDocumentLength = 0;
+  private scratch: SearchScratch | undefined;
+  private searching = false;
+
+  private constructor(options: SearchIndexOptions) {
+    this.options = resolveIndexOptions(options);
+    this.scorerParameters = {
+      kind: this.options.scorer,
+      k1: this.options.bm25.k1,
+      b: this.options.bm25.b,
+    };
+    this.analyzer = createAnalyzer(this.options.analyzer);
+  }
+
+  /** An empty index. */
+  static create(options: SearchIndexOptions): SegmentedIndex {
+    return new SegmentedIndex(options);
+  }
+
+  /**
+   * From persisted segments (in the given order) and their tombstoned ordinals. Segment bytes that are
+   * 4-byte aligned are used in place, not copied (halves the memory a load needs): do not change them.
+   */
+  static load(
+    options: SearchIndexOptions,
+    segments: ReadonlyArray<StoredSegment>,
+    state: IndexState,
+  ): SegmentedIndex {
+    const index = new SegmentedIndex(options);
+    index.applyChanges({ addSegments: segments, removeSegmentIds: [], tombstones: [], state });
+    return index;
+  }
+
+  get scorer(): ScorerName {
+    return this.options.scorer;
+  }
+
+  get liveDocumentCount(): number {
+    return this.live;
+  }
+
+  get deletedDocumentCount(): number {
+    return this.deleted;
+  }
+
+  /** Sum of the live documents' lengths (terms after analysis). */
+  get totalLength(): number {
+    return this.total;
+  }
+
+  /** Distinct terms with live df > 0. */
+  get vocabularySize(): number {
+    return this.dictionary.vocabularySize;
+  }
+
+  /** Postings held in memory, deleted documents' included. */
+  get postingCount(): number {
+    return this.postings;
+  }
+
+  get state(): IndexState {
+    return { ...this.counters };
+  }
+
+  segments(): SegmentInfo[] {
+    return this.segmentList.map((segment) => ({
+      id: segment.id,
+      documentCount: segment.documentCount,
+      deletedCount: segment.live.deletedCount,
+      byteLength: segment.byteLength,
+    }));
+  }
+
+  /** @internal */
+  segmentById(id: number): Segment | undefined {
+    return this.segmentList.find((segment) => segment.id === id);
+  }
+
+  /** Analyses text exactly as documents and queries are analysed. */
+  analyze(text: string): string[] {
+    return this.analyzer(text);
+  }
+
+  /** Live document frequency of an analysed term. */
+  documentFrequency(term: string): number {
+    const id = this.dictionary.idOf(term);
+    return id === undefined ? 0 : this.dictionary.documentFrequency(id);
+  }
+
+  /** Where a live document is (undefined for unknown or deleted keys). */
+  locate(key: number): Tombstone | undefined {
+    for (const segment of this.segmentList) {
+      const ordinal = segment.ordinalOf(key);
+      if (ordinal >= 0)
+        return segment.live.isDeleted(ordinal) ? undefined : { segmentId: segment.id, ordinal };
+    }
+    return undefined;
+  }
+
+  /**
+   * Ranks live documents for a free-text query. At most `topK` hits, best first; equal scores by
+   * ascending key. An empty query, or one of only stop words or unknown terms, returns [].
+   */
+  search(query: string, options: SearchOptions): SearchHit[] {
+    return this.searchTerms(this.analyzer(query), options);
+  }
+
+  /** Like {@link SegmentedIndex.search} for analysed terms (repeats count as query term frequency). */
+  searchTerms(terms: readonly string[], options: SearchOptions): SearchHit[] {
+    const resolved = validateSearchOptions(options);
+    if (this.live === 0 || this.total === 0) return [];
+    const averageLength = this.total / this.live;
+    let norms = this.norms;
+    if (
+      norms === undefined ||
+      norms.averageLength !== averageLength ||
+      norms.table.length <= this.maxDocumentLength
+    ) {
+      norms = this.norms = tabulateLengthNorms(this.scorerParameters, averageLength, this.maxDocumentLength);
+    }
+    // A nested search (from `accept`) gets its own buffers.
+    const reentrant = this.searching;
+    const scratch = reentrant ? new SearchScratch() : (this.scratch ??= new SearchScratch());
+    this.searching = true;
+    try {
+      return searchSegments(
+        {
+          scorer: this.scorerParameters,
+          segments: this.segmentList,
+          dictionary: this.dictionary,
+          liveDocumentCount: this.live,
+          averageLength,
+          norms: norms.table,
+        },
+        terms,
+        resolved,
+        scratch,
+      );
+    } catch (error) {
+      // An exception from `accept` can leave partial sums behind: start the next search afresh.
+      if (!reentrant) this.scratch = undefined;
+      throw error;
+    } finally {
+      if (!reentrant) this.searching = false;
+    }
+  }
+
+  /**
+   * Replica catch-up: applies segments and tombstones committed elsewhere (same semantics as load,
+   * aligned segment bytes included: they are used in place).
+   */
+  applyChanges(change: {
+    addSegments: ReadonlyArray<StoredSegment>;
+    removeSegmentIds: readonly number[];
+    tombstones: readonly Tombstone[];
+    state: IndexState;
+  }): void {
+    const state = validateState(change.state);
+    // Decode everything first, so that corrupt bytes change nothing.
+    const decoded = change.addSegments.map(({ bytes, deleted }) => ({
+      ...decodeSegment(bytes, true),
+      deleted: [...deleted],
+      byteLength: bytes.byteLength,
+    }));
+    for (const id of change.removeSegmentIds) {
+      if (this.segmentById(id) === undefined) throw new RangeError(`segment ${id} is not in the index`);
+    }
+    const ids = new Set(this.segmentList.map((segment) => segment.id));
+    for (const id of change.removeSegmentIds) ids.delete(id);
+    for (const { id } of decoded) {
+      if (ids.has(id)) throw new RangeError(`segment ${id} is already in the index`);
+      ids.add(id);
+    }
+    for (const { segmentId } of change.tombstones) {
+      if (!ids.has(segmentId)) throw new RangeError(`tombstone for segment ${segmentId}, not in the index`);
+    }
+    for (const id of change.removeSegmentIds) this.detachSegment(this.segmentById(id) as Segment);
+    for (const { id, data, deleted, byteLength } of decoded)
+      this.attachSegment(id, data, deleted, byteLength);
+    const bySegment = new Map<number, number[]>();
+    for (const { segmentId, ordinal } of change.tombstones) {
+      const list = bySegment.get(segmentId) ?? [];
+      list.push(ordinal);
+      bySegment.set(segmentId, list);
+    }
+    for (const [segmentId, ordinals] of bySegment) {
+      this.deleteOrdinals(this.segmentById(segmentId) as Segment, ordinals);
+    }
+    this.counters = state;
+    this.version++;
+  }
+
+  /**
+   * A merged segment computed in the background, turned into a commit against the current state: deletes
+   * since its snapshot become its tombstones. Throws if a merged segment is no longer in the index.
+   */
+  prepareMerge(result: MergeResult): PreparedMerge {
+    return prepareMerge(this, result);
+  }
+
+  /** @internal Adds a segment (its live postings count in the statistics). */
+  attachSegment(
+    id: number,
+    data: SegmentData,
+    deleted: Iterable<number>,
+    byteLength: number,
+    countStatistics = true,
+  ): Segment {
+    const termIds = Uint32Array.from(data.terms, (term) => this.dictionary.acquire(term));
+    const segment = Segment.build(id, data, termIds, this.scorerParameters, deleted, byteLength);
+    this.insertSegment(segment, this.segmentList.length, countStatistics);
+    return segment;
+  }
+
+  /** @internal Inserts a built segment whose terms the dictionary already holds. */
+  insertSegment(segment: Segment, position: number, countStatistics: boolean): void {
+    if (!countStatistics) this.dictionary.retainAll(segment.termIds);
+    this.segmentList.splice(position, 0, segment);
+    this.postings += segment.postingCount;
+    this.deleted += segment.live.deletedCount;
+    if (segment.maxDocumentLength > this.maxDocumentLength)
+      this.maxDocumentLength = segment.maxDocumentLength;
+    if (!countStatistics) return;
+    this.live += segment.live.liveCount;
+    for (let t = 0; t < segment.termCount; t++) {
+      const live = segment.liveFrequency(t);
+      if (live > 0) this.dictionary.addDocumentFrequency(segment.termIds[t] ?? 0, live);
+    }
+    const { docLengths } = segment;
+    for (let d = 0; d < segment.documentCount; d++) {
+      if (!segment.live.isDeleted(d)) this.total += docLengths[d] ?? 0;
+    }
+  }
+
+  /** @internal Removes a segment; its live postings leave the statistics unless `countStatistics` is false. */
+  detachSegment(segment: Segment, countStatistics = true): void {
+    const position = this.segmentList.indexOf(segment);
+    if (position < 0) throw new Error("segment is not in the index");
+    this.segmentList.splice(position, 1);
+    this.postings -= segment.postingCount;
+    this.deleted -= segment.live.deletedCount;
+    if (countStatistics) {
+      this.live -= segment.live.liveCount;
+      for (let t = 0; t < segment.termCount; t++) {
+        const live = segment.liveFrequency(t);
+        if (live > 0) this.dictionary.addDocumentFrequency(segment.termIds[t] ?? 0, -live);
+      }
+      const { docLengths } = segment;
+      for (let d = 0; d < segment.documentCount; d++) {
+        if (!segment.live.isDeleted(d)) this.total -= docLengths[d] ?? 0;
+      }
+    }
+    this.dictionary.releaseAll(segment.termIds);
+    if (segment.maxDocumentLength === this.maxDocumentLength) {
+      this.maxDocumentLength = 0;
+      for (const other of this.segmentList) {
+        if (other.maxDocumentLength > this.maxDocumentLength)
+          this.maxDocumentLength = other.maxDocumentLength;
+      }
+    }
+  }
+
+  /** @internal Tombstones one checked document (its terms known). */
+  deleteDocument(deletion: DocumentDeletion): void {
+    const { segment, ordinal, localTerms, frequencies } = deletion;
+    segment.deleteDocument(ordinal, localTerms, frequencies);
+    for (const t of localTerms) this.dictionary.addDocumentFrequency(segment.termIds[t] ?? 0, -1);
+    this.live--;
+    this.deleted++;
+    this.total -= segment.docLengths[ordinal] ?? 0;
+  }
+
+  /**
+   * @internal Tombstones ordinals without their texts (replicas): one pass over the segment's postings
+   * finds their terms. Ordinals already deleted are skipped.
+   */
+  deleteOrdinals(segment: Segment, ordinals: readonly number[]): void {
+    const fresh = new Set<number>();
+    for (const ordinal of ordinals) {
+      if (!Number.isInteger(ordinal) || ordinal < 0 || ordinal >= segment.documentCount) {
+        throw new RangeError(`tombstone ordinal ${ordinal} is outside segment ${segment.id}`);
+      }
+      if (!segment.live.isDeleted(ordinal)) fresh.add(ordinal);
+    }
+    if (fresh.size === 0) return;
+    const byOrdinal = new Map<number, { terms: number[]; frequencies: number[] }>();
+    const wanted = new Uint32Array((segment.documentCount + 31) >>> 5);
+    for (const ordinal of fresh) {
+      byOrdinal.set(ordinal, { terms: [], frequencies: [] });
+      wanted[ordinal >>> 5] = (wanted[ordinal >>> 5] ?? 0) | (1 << (ordinal & 31));
+    }
+    const { termOffsets, docIds, termFreqs } = segment;
+    for (let t = 0; t < segment.termCount; t++) {
+      const end = termOffsets[t + 1] ?? 0;
+      for (let p = termOffsets[t] ?? 0; p < end; p++) {
+        const d = docIds[p] ?? 0;
+        if (((wanted[d >>> 5] ?? 0) & (1 << (d & 31))) === 0) continue;
+        const entry = byOrdinal.get(d);
+        if (entry !== undefined) {
+          entry.terms.push(t);
+          entry.frequencies.push(termFreqs[p] ?? 1);
+        }
+      }
+    }
+    for (const [ordinal, { terms, frequencies }] of byOrdinal) {
+      this.deleteDocument({ segment, ordinal, localTerms: terms, frequencies });
+    }
+  }
+
+  /** @internal */
+  setState(state: IndexState): void {
+    this.counters = validateState(state);
+  }
+
+  /** @internal The segments, in order. */
+  get segmentsInOrder(): readonly Segment[] {
+    return this.segmentList;
+  }
+}

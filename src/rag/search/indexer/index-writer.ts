@@ -1,0 +1,144 @@
+/**
+ * IndexWriter: turns a batch (texts to add, documents to delete) into a {@link PreparedWrite}: the new
+ * segment's bytes, the tombstones and the statistics after the write, computed without changing the
+ * index. The caller commits them to its store, then `apply()`s them (writes are serialised by the caller).
+ */
+
+import { encodeSegment } from "../core/segment-codec.js";
+import type { DocumentDeletion, SegmentedIndex } from "../core/segmented-index.js";
+import type { IndexState, SegmentRecord, Tombstone } from "../types.js";
+import { SegmentWriter } from "./segment-writer.js";
+
+export interface PreparedWrite {
+  /** Keys given to `add`, in order. */
+  readonly keys: readonly number[];
+  /** The new segment, null when nothing was added. */
+  readonly segment: SegmentRecord | null;
+  /** Documents this write deletes. */
+  readonly tombstones: readonly Tombstone[];
+  /** State after the write. */
+  readonly state: IndexState;
+  readonly liveDocumentCount: number;
+  readonly totalLength: number;
+  readonly vocabularySize: number;
+  /** Makes the write visible; throws if the index changed since `prepare`. */
+  apply(): void;
+}
+
+export class IndexWriter {
+  constructor(readonly index: SegmentedIndex) {}
+
+  /**
+   * `delete`: live documents by key, each with the exact text it was added with (re-analysed to subtract
+   * its terms; its stored length and term frequencies are checked). Unknown or deleted key: RangeError.
+   */
+  prepare(batch: {
+    add?: readonly string[];
+    delete?: ReadonlyArray<{ key: number; text: string }>;
+  }): PreparedWrite {
+    const index = this.index;
+    const dictionary = index.dictionary;
+    const version = index.version;
+    const before = index.state;
+    const texts = batch.add ?? [];
+    const deletes = batch.delete ?? [];
+
+    // Deletions: find and check every document first.
+    const deletions: DocumentDeletion[] = [];
+    const seen = new Set<number>();
+    let liveDocumentCount = index.liveDocumentCount;
+    let totalLength = index.totalLength;
+    const dfDelta = new Map<string, number>();
+    for (const { key, text } of deletes) {
+      if (seen.has(key)) throw new RangeError(`key ${key} is deleted twice in one batch`);
+      seen.add(key);
+      const location = index.locate(key);
+      if (location === undefined) throw new RangeError(`key ${key} is not a live document`);
+      const segment = index.segmentById(location.segmentId);
+      if (segment === undefined) throw new Error("index: located segment is missing");
+      const { ordinal } = location;
+      const counts = new Map<string, number>();
+      let length = 0;
+      for (const term of index.analyze(text)) {
+        counts.set(term, (counts.get(term) ?? 0) + 1);
+        length++;
+      }
+      if (length !== segment.docLengths[ordinal]) {
+        throw new Error(`delete key ${key}: the text does not match the indexed document (length differs)`);
+      }
+      const localTerms: number[] = [];
+      const frequencies: number[] = [];
+      for (const [term, tf] of counts) {
+        const id = dictionary.idOf(term);
+        const t = id === undefined ? -1 : segment.localTerm(id);
+        if (t < 0 || segment.frequency(t, ordinal) !== tf) {
+          throw new Error(`delete key ${key}: the text does not match the indexed document`);
+        }
+        localTerms.push(t);
+        frequencies.push(tf);
+        dfDelta.set(term, (dfDelta.get(term) ?? 0) - 1);
+      }
+      deletions.push({ segment, ordinal, localTerms, frequencies });
+      liveDocumentCount--;
+      totalLength -= length;
+    }
+
+    // Additions: one segment, keys from the counter.
+    let segment: SegmentRecord | null = null;
+    let segmentData: ReturnType<SegmentWriter["finish"]> | null = null;
+    const keys: number[] = [];
+    const state: IndexState = { ...before };
+    if (texts.length > 0) {
+      if (before.nextKey + texts.length > 0xffffffff) throw new RangeError("index: keys exhausted (u32)");
+      const writer = new SegmentWriter(index.options.analyzer);
+      for (const text of texts) writer.add(text);
+      for (const [term, df] of writer.termDocumentFrequencies())
+        dfDelta.set(term, (dfDelta.get(term) ?? 0) + df);
+      liveDocumentCount += texts.length;
+      totalLength += writer.totalLength;
+      const segmentKeys = new Uint32Array(texts.length);
+      for (let i = 0; i < texts.length; i++) {
+        segmentKeys[i] = before.nextKey + i;
+        keys.push(before.nextKey + i);
+      }
+      const reference = liveDocumentCount > 0 && totalLength > 0 ? totalLength / liveDocumentCount : 1;
+      segmentData = writer.finish(segmentKeys, reference);
+      const id = before.nextSegmentId;
+      segment = { id, documentCount: texts.length, bytes: encodeSegment(id, segmentData) };
+      state.nextKey = before.nextKey + texts.length;
+      state.nextSegmentId = id + 1;
+    }
+
+    let vocabularySize = index.vocabularySize;
+    for (const [term, delta] of dfDelta) {
+      if (delta === 0) continue;
+      const id = dictionary.idOf(term);
+      const dfBefore = id === undefined ? 0 : dictionary.documentFrequency(id);
+      const dfAfter = dfBefore + delta;
+      if (dfBefore === 0 && dfAfter > 0) vocabularySize++;
+      else if (dfBefore > 0 && dfAfter === 0) vocabularySize--;
+    }
+    const tombstones = deletions.map(({ segment: { id }, ordinal }) => ({ segmentId: id, ordinal }));
+    let applied = false;
+    return {
+      keys,
+      segment,
+      tombstones,
+      state,
+      liveDocumentCount,
+      totalLength,
+      vocabularySize,
+      apply(): void {
+        if (applied) throw new Error("this write was already applied");
+        if (index.version !== version) throw new Error("the index changed since this write was prepared");
+        if (segment !== null && segmentData !== null) {
+          index.attachSegment(segment.id, segmentData, [], segment.bytes.byteLength);
+        }
+        for (const deletion of deletions) index.deleteDocument(deletion);
+        index.setState(state);
+        index.version++;
+        applied = true;
+      },
+    };
+  }
+}

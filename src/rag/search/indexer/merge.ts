@@ -1,0 +1,317 @@
+/**
+ * Running and committing merges. A merge works on a snapshot (segment data + tombstones at that moment),
+ * inline ({@link mergeNow}) or on a worker thread ({@link mergeInBackground}); the index stays fully
+ * usable meanwhile. {@link prepareMerge} turns the result into a commit against the index as it is then:
+ * deletes that happened meanwhile become tombstones of the merged segment.
+ */
+
+import { Worker } from "node:worker_threads";
+import { LiveDocs } from "../core/live-docs.js";
+import { setSegmentId, viewSegment } from "../core/segment-codec.js";
+import type { SegmentedIndex } from "../core/segmented-index.js";
+import { Segment, type SegmentDerived } from "../core/segment.js";
+import { indexOfSorted } from "../core/sorted.js";
+import type { IndexState, SegmentRecord, Tombstone } from "../types.js";
+import { runMergeJob, type MergeJob, type MergeOutput } from "./merger.js";
+
+/** A merged segment computed from a snapshot (opaque to callers). */
+export interface MergeResult {
+  /** @internal */
+  readonly sourceIds: readonly number[];
+  /** @internal Per source, the ordinals deleted at snapshot time (ascending). */
+  readonly snapshotDeleted: readonly Uint32Array[];
+  /** @internal The merged segment's bytes (segment id patched when committed). */
+  readonly bytes: Uint8Array;
+  /** @internal Its term lookup, bounds and frontiers (computed with the merge, off the event loop). */
+  readonly derived: SegmentDerived;
+}
+
+export interface PreparedMerge {
+  /** The merged segment (new id from state.nextSegmentId). */
+  readonly segment: SegmentRecord;
+  readonly removedSegmentIds: readonly number[];
+  /** In the merged segment: documents deleted while it merged. */
+  readonly tombstones: readonly Tombstone[];
+  readonly state: IndexState;
+  /** Swaps the segments in memory; throws if the index changed since `prepareMerge`. */
+  apply(): void;
+}
+
+type Snapshot = { job: MergeJob; deleted: Uint32Array[] };
+type Source = Segment;
+
+/** The segments to merge, checked (given once each, all in the index). */
+function sourcesOf(index: SegmentedIndex, segmentIds: readonly number[]): Source[] {
+  if (segmentIds.length === 0) throw new RangeError("merge: no segments given");
+  if (new Set(segmentIds).size !== segmentIds.length) throw new RangeError("merge: a segment is given twice");
+  return segmentIds.map((id) => {
+    const segment = index.segmentById(id);
+    if (segment === undefined) throw new RangeError(`merge: segment ${id} is not in the index`);
+    return segment;
+  });
+}
+
+/** One source as of now: copies of its arrays (memcpy: it stays in use meanwhile) and its tombstones. */
+function copySource(segment: Source): { entry: MergeJob["segments"][number]; deleted: Uint32Array } {
+  const deleted = segment.live.deletedOrdinals();
+  return {
+    entry: {
+      data: {
+        keys: segment.keys.slice(),
+        docLengths: segment.docLengths.slice(),
+        termOffsets: segment.termOffsets.slice(),
+        docIds: segment.docIds.slice(),
+        termFreqs: segment.termFreqs.slice(),
+        referenceAverageLength: segment.referenceAverageLength,
+      },
+      termIds: segment.termIds.slice(),
+      deleted: deleted.slice(),
+    },
+    deleted,
+  };
+}
+
+/** The union of the sources' global term ids, ascending (the worker matches terms by global id). */
+function unionOfTermIds(segments: readonly Source[]): Uint32Array {
+  let maxId = 0;
+  for (const segment of segments) for (const id of segment.termIds) if (id > maxId) maxId = id;
+  const held = new Uint8Array(maxId + 1);
+  let count = 0;
+  for (const segment of segments) {
+    for (const id of segment.termIds) {
+      if (held[id] === 0) count++;
+      held[id] = 1;
+    }
+  }
+  const ids = new Uint32Array(count);
+  for (let id = 0, i = 0; id <= maxId; id++) if (held[id] === 1) ids[i++] = id;
+  return ids;
+}
+
+/** Appends the strings of `ids[from, to)` to `strings` and their running ends to `ends`. */
+function appendTermStrings(
+  index: SegmentedIndex,
+  ids: Uint32Array,
+  from: number,
+  to: number,
+  strings: string[],
+  ends: Uint32Array,
+): void {
+  let end = from === 0 ? 0 : (ends[from - 1] ?? 0);
+  for (let i = from; i < to; i++) {
+    const term = index.dictionary.termOf(ids[i] ?? 0);
+    strings.push(term);
+    ends[i] = end += term.length;
+  }
+}
+
+function averageLengthOf(index: SegmentedIndex): number {
+  const averageLength = index.liveDocumentCount > 0 ? index.totalLength / index.liveDocumentCount : 0;
+  return averageLength > 0 ? averageLength : 1;
+}
+
+/** The merge job for these segments as they are now (their bytes, tombstones and term ids), in one go. */
+function snapshot(index: SegmentedIndex, segmentIds: readonly number[]): Snapshot {
+  const segments = sourcesOf(index, segmentIds);
+  const referenceAverageLength = averageLengthOf(index);
+  const copies = segments.map(copySource);
+  const ids = unionOfTermIds(segments);
+  const strings: string[] = [];
+  const ends = new Uint32Array(ids.length);
+  appendTermStrings(index, ids, 0, ids.length, strings, ends);
+  return snapshotOf(index, copies, { ids, text: strings.join(""), ends }, referenceAverageLength);
+}
+
+/** The merge job of copied sources and their term strings, with each source's tombstones at copy time. */
+function snapshotOf(
+  index: SegmentedIndex,
+  copies: ReadonlyArray<ReturnType<typeof copySource>>,
+  terms: MergeJob["terms"],
+  referenceAverageLength: number,
+): Snapshot {
+  return {
+    job: {
+      segments: copies.map(({ entry }) => entry),
+      terms,
+      referenceAverageLength,
+      scorer: index.scorerParameters,
+    },
+    deleted: copies.map(({ deleted }) => deleted),
+  };
+}
+
+/** Term strings looked up per event-loop turn while snapshotting in steps. */
+const TERMS_PER_STEP = 65_536;
+
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * The same snapshot taken in steps, one source segment (or TERMS_PER_STEP term strings) per event-loop
+ * turn, so that queries and writes run in between (#14: a merge must not block longer than a commit).
+ * Consistent because a segment's arrays never change once built and each source's tombstones are taken
+ * with its copy (`prepareMerge` turns later deletes into tombstones, per source). A source that leaves the
+ * index meanwhile fails the merge: its term ids may have been released and reused.
+ */
+async function snapshotInSteps(index: SegmentedIndex, segmentIds: readonly number[]): Promise<Snapshot> {
+  const segments = sourcesOf(index, segmentIds);
+  const referenceAverageLength = averageLengthOf(index);
+  const stillThere = (): void => {
+    for (const segment of segments) {
+      if (index.segmentById(segment.id) !== segment)
+        throw new Error(`merge: segment ${segment.id} left the index while it was being snapshotted`);
+    }
+  };
+  const copies: ReturnType<typeof copySource>[] = [];
+  for (const segment of segments) {
+    if (copies.length > 0) {
+      await nextTurn();
+      stillThere();
+    }
+    copies.push(copySource(segment));
+  }
+  await nextTurn();
+  stillThere();
+  const ids = unionOfTermIds(segments);
+  const strings: string[] = [];
+  const ends = new Uint32Array(ids.length);
+  for (let from = 0; from < ids.length; from += TERMS_PER_STEP) {
+    if (from > 0) {
+      await nextTurn();
+      stillThere();
+    }
+    appendTermStrings(index, ids, from, Math.min(from + TERMS_PER_STEP, ids.length), strings, ends);
+  }
+  return snapshotOf(index, copies, { ids, text: strings.join(""), ends }, referenceAverageLength);
+}
+
+function resultOf(segmentIds: readonly number[], deleted: Uint32Array[], output: MergeOutput): MergeResult {
+  return {
+    sourceIds: [...segmentIds],
+    snapshotDeleted: deleted,
+    bytes: output.bytes,
+    derived: output.derived,
+  };
+}
+
+/** Merges synchronously (tests, small indexes). */
+export function mergeNow(index: SegmentedIndex, segmentIds: readonly number[]): MergeResult {
+  const { job, deleted } = snapshot(index, segmentIds);
+  return resultOf(segmentIds, deleted, runMergeJob(job));
+}
+
+/**
+ * Snapshots the segments in steps on the event loop (see `snapshotInSteps`), merges them on a worker
+ * thread, resolves with the result. The worker file sits next to this module (`.ts` under tsx, `.js` when
+ * compiled).
+ */
+export async function mergeInBackground(
+  index: SegmentedIndex,
+  segmentIds: readonly number[],
+): Promise<MergeResult> {
+  const { job, deleted } = await snapshotInSteps(index, segmentIds);
+  return new Promise<MergeResult>((resolve, reject) => {
+    const worker = startMergeWorker(job);
+    let settled = false;
+    worker.once("message", (message: { output?: MergeOutput; error?: string }) => {
+      settled = true;
+      if (message.output !== undefined) resolve(resultOf(segmentIds, deleted, message.output));
+      else reject(new Error(`merge worker failed: ${message.error ?? "unknown error"}`));
+    });
+    worker.once("error", (error) => {
+      if (!settled) reject(error);
+      settled = true;
+    });
+    worker.once("exit", (code) => {
+      if (!settled) reject(new Error(`merge worker exited with code ${code} before answering`));
+      settled = true;
+    });
+  });
+}
+
+/**
+ * Starts the worker. Compiled, it is `merge-worker.js`; under tsx (tests) it is the `.ts` file, and since
+ * Node 20's workers do not run the parent's `--import` hooks, a bootstrap registers tsx in the worker first.
+ */
+function startMergeWorker(input: MergeJob): Worker {
+  const underTsx = import.meta.url.endsWith(".ts");
+  const workerUrl = new URL("./merge-worker." + (underTsx ? "ts" : "js"), import.meta.url);
+  const options = {
+    workerData: input,
+    transferList: [
+      ...input.segments.flatMap(({ data, deleted, termIds }) =>
+        [data.keys, data.docLengths, data.termOffsets, data.docIds, data.termFreqs, deleted, termIds].map(
+          (array) => array.buffer as ArrayBuffer,
+        ),
+      ),
+      input.terms.ids.buffer as ArrayBuffer,
+      input.terms.ends.buffer as ArrayBuffer,
+    ],
+  };
+  if (!underTsx) return new Worker(workerUrl, options);
+  const tsxApi = import.meta.resolve("tsx/esm/api");
+  const bootstrap =
+    `import(${JSON.stringify(tsxApi)}).then(({ register }) => { register(); ` +
+    `return import(${JSON.stringify(workerUrl.href)}); });`;
+  return new Worker(bootstrap, { ...options, eval: true });
+}
+
+/** Results already turned into a PreparedMerge (whose bytes must not change under it). */
+const preparedResults = new WeakSet<MergeResult>();
+
+/** Turns a merge result into a commit against the index's current state (see `SegmentedIndex.prepareMerge`). */
+export function prepareMerge(index: SegmentedIndex, result: MergeResult): PreparedMerge {
+  const version = index.version;
+  let sources = result.sourceIds.map((id) => {
+    const segment = index.segmentById(id);
+    if (segment === undefined) throw new Error(`merge is stale: segment ${id} is no longer in the index`);
+    return segment;
+  });
+  const before = index.state;
+  const id = before.nextSegmentId;
+  // The in-memory segment's arrays are views into the result's bytes (its id patched in) and the derived
+  // arrays come from the merge: little work here but the scan for deletes made during the merge. A result
+  // prepared a second time is copied, so that the first PreparedMerge's bytes keep their id.
+  const bytes = preparedResults.has(result) ? result.bytes.slice() : result.bytes;
+  preparedResults.add(result);
+  setSegmentId(bytes, id);
+  const data = viewSegment(bytes);
+  if (result.derived.termIds.length !== data.termCount)
+    throw new Error("merge result: derived arrays do not match");
+  // Deletes since the snapshot: tombstones of the merged segment.
+  const carried: number[] = [];
+  sources.forEach((source, s) => {
+    const atSnapshot = new Set(result.snapshotDeleted[s] ?? []);
+    for (const ordinal of source.live.deletedOrdinals()) {
+      if (atSnapshot.has(ordinal)) continue;
+      const key = source.keys[ordinal] ?? 0;
+      const merged = indexOfSorted(data.keys, key);
+      if (merged < 0) throw new Error(`merge result does not hold key ${key}: it is not from this index`);
+      carried.push(merged);
+    }
+  });
+  carried.sort((a, b) => a - b);
+  const live = new LiveDocs(data.keys.length);
+  for (const ordinal of carried) live.delete(ordinal);
+  const segment = new Segment(id, data, result.derived, live, bytes.byteLength);
+  segment.markFrontiersStale(carried);
+  const state: IndexState = { nextKey: before.nextKey, nextSegmentId: id + 1 };
+  let applied = false;
+  return {
+    segment: { id, documentCount: data.keys.length, bytes },
+    removedSegmentIds: [...result.sourceIds],
+    tombstones: carried.map((ordinal) => ({ segmentId: id, ordinal })),
+    state,
+    apply(): void {
+      if (applied) throw new Error("this merge was already applied");
+      if (index.version !== version) throw new Error("the index changed since this merge was prepared");
+      const position = Math.min(...sources.map((source) => index.segmentsInOrder.indexOf(source)));
+      // Insert before detaching, so that no shared term is forgotten in between. Statistics do not change.
+      index.insertSegment(segment, position, false);
+      for (const source of sources) index.detachSegment(source, false);
+      index.setState(state);
+      index.version++;
+      applied = true;
+      sources = []; // a PreparedMerge kept by the caller must not keep the old segments alive
+    },
+  };
+}

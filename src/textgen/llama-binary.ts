@@ -1,0 +1,39 @@
+/**
+ * Which llama.cpp binary the app loads, and how it says so at start-up.
+ *
+ * node-llama-cpp ships a prebuilt binary with a CPU variant per instruction set. It has no OpenMP:
+ * its worker threads wait for each other at every step of the graph by spinning, and on a machine
+ * whose cores are shared with other work, a thread spinning for a peer that is not running burns its
+ * whole time slice. bench/llama-server.ts measured it on a busy 2-core machine: 2 threads decoding a
+ * 0.5B-shaped model at 0.3 tokens/s with the prebuilt binary, 10 with one thread. llama.cpp's own
+ * server, built with OpenMP, yields instead. `npm run build:native` builds node-llama-cpp from its
+ * bundled llama.cpp source for this CPU (GGML_NATIVE, OpenMP when the compiler has it) into
+ * node_modules/node-llama-cpp/llama/localBuilds; `getLlama` finds that build by its CMake options
+ * and falls back to the prebuilt binary when there is none.
+ */
+import type { Llama } from "node-llama-cpp";
+
+/** The CMake options of `npm run build:native` (keep in step with package.json's script). */
+export const NATIVE_BUILD_CMAKE_OPTIONS: Readonly<Record<string, string>> = { GGML_NATIVE: "ON" };
+
+export type LlamaBinaryChoice = "auto" | "prebuilt";
+
+/** getLlama's cmakeOptions for `choice`: the native build's when it may be used. */
+export function cmakeOptionsFor(choice: LlamaBinaryChoice): Record<string, string> | undefined {
+  return choice === "auto" ? { ...NATIVE_BUILD_CMAKE_OPTIONS } : undefined;
+}
+
+/** One line for the start-up log: which binary, and with which threading. */
+export function describeBinary(llama: Llama): string {
+  const openMp = /\bOPENMP = 1\b/.test(llama.systemInfo);
+  const what =
+    llama.buildType === "localBuild"
+      ? "the build for this CPU (npm run build:native)"
+      : "the prebuilt binary";
+  const advice =
+    !openMp && llama.gpu === false
+      ? "; its threads spin while they wait, which costs much on a CPU shared with other work: " +
+        "`npm run build:native` makes a build with OpenMP"
+      : "";
+  return `llama.cpp ${llama.llamaCppRelease.release}: ${what}, ${openMp ? "OpenMP threads" : "no OpenMP"}, GPU ${llama.gpu === false ? "off" : llama.gpu}${advice}`;
+}
