@@ -218,20 +218,40 @@ describe("web playground in Chromium", { skip, timeout: 300_000 }, () => {
   });
 
   it("stops a running generation with the Stop button", async () => {
-    // As long as a sequence's share of the context allows (4096 / 2): on a quiet machine the tiny model
-    // wrote 900 tokens before the click arrived.
-    await page.fill("#max-length", "2000");
-    await page.fill("#seed", "");
-    await page.click("#generate-button");
-    // Stop at the first text shown: the tiny model writes 2000 tokens in about a second, and on a loaded
-    // machine waiting for more than the first step risks the generation ending before the click.
-    await page.waitForFunction(
-      () => (document.querySelector("#generate-output .generated")?.textContent?.length ?? 0) > 0,
-    );
-    assert.equal(await page.isEnabled("#generate-stop"), true);
-    assert.equal(await page.isEnabled("#generate-button"), false);
-    await page.click("#generate-stop");
-    await page.waitForSelector("#generate-output[data-state=stopped]", { timeout: 60_000 });
+    // The tiny model writes its 2000 tokens in about a second, so on a loaded machine the whole stream
+    // could arrive before the click does. Chromium's network throttling (DevTools protocol) hands the
+    // page the stream at 1 kB/s, about two minutes for 2000 token events, so the click always lands
+    // part-way through, whatever the load: no timing window.
+    const devtools = await page.context().newCDPSession(page);
+    await devtools.send("Network.enable");
+    await devtools.send("Network.emulateNetworkConditions", {
+      offline: false,
+      latency: 0,
+      downloadThroughput: 1000,
+      uploadThroughput: -1,
+    });
+    try {
+      await page.fill("#max-length", "2000");
+      await page.fill("#seed", "");
+      await page.click("#generate-button");
+      await page.waitForFunction(
+        () => (document.querySelector("#generate-output .generated")?.textContent?.length ?? 0) > 0,
+        undefined,
+        { timeout: 60_000 },
+      );
+      assert.equal(await page.isEnabled("#generate-stop"), true);
+      assert.equal(await page.isEnabled("#generate-button"), false);
+      await page.click("#generate-stop");
+      await page.waitForSelector("#generate-output[data-state=stopped]", { timeout: 60_000 });
+    } finally {
+      await devtools.send("Network.emulateNetworkConditions", {
+        offline: false,
+        latency: 0,
+        downloadThroughput: -1,
+        uploadThroughput: -1,
+      });
+      await devtools.detach();
+    }
     assert.equal(await text(page, "[data-stat=finish]"), "stopped");
     const tokens = Number((await text(page, "[data-stat=tokens]"))!.replace(/\D/g, ""));
     assert.ok(tokens > 0 && tokens < 2000, `stopped after ${tokens} tokens`);
