@@ -1,26 +1,32 @@
 /**
- * The merge worker thread: runs one merge job (`merger.ts`) and sends the merged segment's bytes and
- * derived arrays back (transferred, not copied).
+ * The merge worker thread: runs merge jobs (`merger.ts`) one message at a time and sends each merged
+ * segment's bytes and derived arrays back (transferred, not copied). It stays up between jobs (see
+ * `MergeWorker` in merge.ts).
  */
 
-import { parentPort, workerData } from "node:worker_threads";
+import { parentPort } from "node:worker_threads";
 import { runMergeJob, type MergeJob } from "./merger.js";
 
-try {
-  const output = runMergeJob(workerData as MergeJob);
-  const { derived } = output;
-  const buffers = [
-    output.bytes,
-    derived.termIds,
-    derived.sortedTermIds,
-    derived.sortedLocalTerms,
-    derived.blockStarts,
-    derived.blockMaxima,
-    derived.frontierOffsets,
-    derived.frontierTf,
-    derived.frontierDl,
-  ].map((array) => array.buffer as ArrayBuffer);
-  parentPort?.postMessage({ output }, buffers);
-} catch (error) {
-  parentPort?.postMessage({ error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
-}
+parentPort?.on("message", ({ id, job }: { id: number; job: MergeJob }) => {
+  try {
+    const output = runMergeJob(job);
+    const { derived } = output;
+    const buffers = [
+      output.bytes,
+      derived.termIds,
+      derived.sortedTermIds,
+      derived.sortedLocalTerms,
+      derived.blockStarts,
+      derived.blockMaxima,
+      derived.frontierOffsets,
+      derived.frontierTf,
+      derived.frontierDl,
+    ].map((array) => array.buffer as ArrayBuffer);
+    parentPort?.postMessage({ id, output }, buffers);
+  } catch (error) {
+    parentPort?.postMessage({
+      id,
+      error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+    });
+  }
+});

@@ -200,59 +200,111 @@ export function mergeNow(index: SegmentedIndex, segmentIds: readonly number[]): 
 }
 
 /**
- * Snapshots the segments in steps on the event loop (see `snapshotInSteps`), merges them on a worker
- * thread, resolves with the result. The worker file sits next to this module (`.ts` under tsx, `.js` when
- * compiled).
+ * Snapshots the segments in steps on the event loop (see `snapshotInSteps`), merges them on the merge
+ * worker thread, resolves with the result.
  */
 export async function mergeInBackground(
   index: SegmentedIndex,
   segmentIds: readonly number[],
 ): Promise<MergeResult> {
   const { job, deleted } = await snapshotInSteps(index, segmentIds);
-  return new Promise<MergeResult>((resolve, reject) => {
-    const worker = startMergeWorker(job);
-    let settled = false;
-    worker.once("message", (message: { output?: MergeOutput; error?: string }) => {
-      settled = true;
-      if (message.output !== undefined) resolve(resultOf(segmentIds, deleted, message.output));
-      else reject(new Error(`merge worker failed: ${message.error ?? "unknown error"}`));
+  const output = await mergeWorker.run(job);
+  return resultOf(segmentIds, deleted, output);
+}
+
+/** How long the merge worker waits for its next job before it exits (it costs memory while it waits). */
+const WORKER_IDLE_MS = 10_000;
+
+type WorkerReply = { id: number; output?: MergeOutput; error?: string };
+
+/**
+ * One merge worker thread per process, started on the first merge and kept while merges keep coming:
+ * starting a thread (and, under tsx, compiling the merger in it) costs more than a small merge does, and
+ * batched ingestion runs hundreds of them. Jobs run one at a time in the order given. The thread never
+ * keeps the process alive (`unref`) and exits after WORKER_IDLE_MS without a job.
+ */
+class MergeWorker {
+  private worker: Worker | null = null;
+  private nextId = 0;
+  private readonly pending = new Map<
+    number,
+    { resolve: (o: MergeOutput) => void; reject: (e: Error) => void }
+  >();
+  private idleTimer: NodeJS.Timeout | null = null;
+
+  run(job: MergeJob): Promise<MergeOutput> {
+    const worker = this.worker ?? this.start();
+    if (this.idleTimer !== null) clearTimeout(this.idleTimer);
+    this.idleTimer = null;
+    const id = this.nextId++;
+    const result = new Promise<MergeOutput>((resolve, reject) => this.pending.set(id, { resolve, reject }));
+    worker.ref(); // a merge in flight is work the process is doing
+    worker.postMessage({ id, job }, transferablesOf(job));
+    return result;
+  }
+
+  private start(): Worker {
+    const worker = startMergeWorker();
+    this.worker = worker;
+    worker.on("message", ({ id, output, error }: WorkerReply) => {
+      const waiting = this.pending.get(id);
+      this.pending.delete(id);
+      if (waiting !== undefined) {
+        if (output !== undefined) waiting.resolve(output);
+        else waiting.reject(new Error(`merge worker failed: ${error ?? "unknown error"}`));
+      }
+      if (this.pending.size === 0) this.becomeIdle(worker);
     });
-    worker.once("error", (error) => {
-      if (!settled) reject(error);
-      settled = true;
-    });
-    worker.once("exit", (code) => {
-      if (!settled) reject(new Error(`merge worker exited with code ${code} before answering`));
-      settled = true;
-    });
-  });
+    const fail = (error: Error): void => {
+      if (this.worker === worker) this.worker = null;
+      for (const { reject } of this.pending.values()) reject(error);
+      this.pending.clear();
+    };
+    worker.on("error", fail);
+    worker.on("exit", (code) => fail(new Error(`merge worker exited with code ${code} before answering`)));
+    return worker;
+  }
+
+  private becomeIdle(worker: Worker): void {
+    worker.unref();
+    this.idleTimer = setTimeout(() => {
+      this.idleTimer = null;
+      if (this.worker !== worker || this.pending.size > 0) return;
+      this.worker = null;
+      void worker.terminate();
+    }, WORKER_IDLE_MS);
+    this.idleTimer.unref();
+  }
+}
+
+const mergeWorker = new MergeWorker();
+
+/** The job's arrays, handed over to the worker rather than copied. */
+function transferablesOf(job: MergeJob): ArrayBuffer[] {
+  return [
+    ...job.segments.flatMap(({ data, deleted, termIds }) =>
+      [data.keys, data.docLengths, data.termOffsets, data.docIds, data.termFreqs, deleted, termIds].map(
+        (array) => array.buffer as ArrayBuffer,
+      ),
+    ),
+    job.terms.ids.buffer as ArrayBuffer,
+    job.terms.ends.buffer as ArrayBuffer,
+  ];
 }
 
 /**
  * Starts the worker. Compiled, it is `merge-worker.js`; under tsx (tests) it is the `.ts` file, and since
  * Node 20's workers do not run the parent's `--import` hooks, a bootstrap registers tsx in the worker first.
  */
-function startMergeWorker(input: MergeJob): Worker {
+function startMergeWorker(): Worker {
   const underTsx = import.meta.url.endsWith(".ts");
   const workerUrl = new URL("./merge-worker." + (underTsx ? "ts" : "js"), import.meta.url);
-  const options = {
-    workerData: input,
-    transferList: [
-      ...input.segments.flatMap(({ data, deleted, termIds }) =>
-        [data.keys, data.docLengths, data.termOffsets, data.docIds, data.termFreqs, deleted, termIds].map(
-          (array) => array.buffer as ArrayBuffer,
-        ),
-      ),
-      input.terms.ids.buffer as ArrayBuffer,
-      input.terms.ends.buffer as ArrayBuffer,
-    ],
-  };
-  if (!underTsx) return new Worker(workerUrl, options);
+  if (!underTsx) return new Worker(workerUrl);
   const tsxApi = import.meta.resolve("tsx/esm/api");
   const bootstrap =
     `import(${JSON.stringify(tsxApi)}).then(({ register }) => { register(); ` +
     `return import(${JSON.stringify(workerUrl.href)}); });`;
-  return new Worker(bootstrap, { ...options, eval: true });
+  return new Worker(bootstrap, { eval: true });
 }
 
 /** Results already turned into a PreparedMerge (whose bytes must not change under it). */
