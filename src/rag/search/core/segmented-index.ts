@@ -35,6 +35,7 @@ import { prepareMerge, type MergeResult, type PreparedMerge } from "../indexer/m
 import { decodeSegment } from "./segment-codec.js";
 import { Segment, type SegmentData } from "./segment.js";
 import { searchSegments, SearchScratch, type ResolvedSearchOptions } from "./searcher.js";
+import { TermCache } from "../term-cache.js";
 import { TermDictionary } from "./term-dictionary.js";
 
 /** {@link SearchIndexOptions} with every default filled in. */
@@ -100,6 +101,8 @@ export class SegmentedIndex {
   readonly options: ResolvedSearchIndexOptions;
   /** @internal The index-wide term table. */
   readonly dictionary = new TermDictionary();
+  /** @internal What the analyzer made of the words this index's writes met (see `TermCache`). */
+  readonly termCache = new TermCache();
   /** @internal What the scorer maths need. */
   readonly scorerParameters: ScorerParameters;
   private segmentList: Segment[] = [];
@@ -312,15 +315,25 @@ export class SegmentedIndex {
     return prepareMerge(this, result);
   }
 
-  /** @internal Adds a segment (its live postings count in the statistics). */
+  /**
+   * @internal Adds a segment (its live postings count in the statistics). `knownIds`: per term of
+   * `data.terms`, its id in the dictionary (−1: not in it) looked up since the last change (a prepared
+   * write's), so that no term is looked up twice.
+   */
   attachSegment(
     id: number,
     data: SegmentData,
     deleted: Iterable<number>,
     byteLength: number,
     countStatistics = true,
+    knownIds?: Int32Array,
   ): Segment {
-    const termIds = Uint32Array.from(data.terms, (term) => this.dictionary.acquire(term));
+    const dictionary = this.dictionary;
+    const termIds = new Uint32Array(data.terms.length);
+    data.terms.forEach((term, t) => {
+      const known = knownIds?.[t] ?? dictionary.idOf(term) ?? -1;
+      termIds[t] = dictionary.acquireResolved(term, known < 0 ? undefined : known);
+    });
     const segment = Segment.build(id, data, termIds, this.scorerParameters, deleted, byteLength);
     this.insertSegment(segment, this.segmentList.length, countStatistics);
     return segment;

@@ -9,6 +9,8 @@ export class TermDictionary {
   private segmentCounts = new Uint32Array(1024);
   private readonly freeIds: number[] = [];
   private liveTerms = 0;
+  /** Bumped whenever a term is forgotten (its id may then be reused): ids cached elsewhere hold until it changes. */
+  forgetEpoch = 0;
 
   /** Distinct terms with live df > 0. */
   get vocabularySize(): number {
@@ -31,7 +33,16 @@ export class TermDictionary {
 
   /** The id of `term`, created if new; counts one more segment holding it. */
   acquire(term: string): number {
-    let id = this.ids.get(term);
+    return this.acquireResolved(term, this.ids.get(term));
+  }
+
+  /**
+   * `acquire` with the lookup already done: `known` is `idOf(term)` as of a moment since which the
+   * dictionary has not changed (a prepared write checks this with the index version). Batched writes
+   * resolve each term of a new segment once, in `prepare`, not again here.
+   */
+  acquireResolved(term: string, known: number | undefined): number {
+    let id = known;
     if (id === undefined) {
       id = this.freeIds.pop() ?? this.terms.length;
       if (id >= this.df.length) {
@@ -81,6 +92,7 @@ export class TermDictionary {
     this.ids.delete(this.termOf(id));
     this.terms[id] = undefined;
     this.freeIds.push(id);
+    this.forgetEpoch++;
   }
 
   addDocumentFrequency(id: number, delta: number): void {

@@ -48,7 +48,8 @@ export class IndexWriter {
     const seen = new Set<number>();
     let liveDocumentCount = index.liveDocumentCount;
     let totalLength = index.totalLength;
-    const dfDelta = new Map<string, number>();
+    /** Deletions' document-frequency changes, by term id (every deleted term is in the dictionary). */
+    const dfDelta = new Map<number, number>();
     for (const { key, text } of deletes) {
       if (seen.has(key)) throw new RangeError(`key ${key} is deleted twice in one batch`);
       seen.add(key);
@@ -76,7 +77,8 @@ export class IndexWriter {
         }
         localTerms.push(t);
         frequencies.push(tf);
-        dfDelta.set(term, (dfDelta.get(term) ?? 0) - 1);
+        const termId = id as number;
+        dfDelta.set(termId, (dfDelta.get(termId) ?? 0) - 1);
       }
       deletions.push({ segment, ordinal, localTerms, frequencies });
       liveDocumentCount--;
@@ -86,14 +88,36 @@ export class IndexWriter {
     // Additions: one segment, keys from the counter.
     let segment: SegmentRecord | null = null;
     let segmentData: ReturnType<SegmentWriter["finish"]> | null = null;
+    /** Per term of the new segment, its id in the dictionary now (−1: a new term); `apply` reuses it. */
+    let knownIds: Int32Array | undefined;
     const keys: number[] = [];
     const state: IndexState = { ...before };
+    let vocabularySize = index.vocabularySize;
     if (texts.length > 0) {
       if (before.nextKey + texts.length > 0xffffffff) throw new RangeError("index: keys exhausted (u32)");
-      const writer = new SegmentWriter(index.options.analyzer);
+      const writer = new SegmentWriter(index.options.analyzer, index.termCache);
       for (const text of texts) writer.add(text);
-      for (const [term, df] of writer.termDocumentFrequencies())
-        dfDelta.set(term, (dfDelta.get(term) ?? 0) + df);
+      const terms = writer.termList;
+      const addedDf = writer.termDocumentFrequencies;
+      knownIds = new Int32Array(terms.length);
+      const lookUp = (term: string): number | undefined => dictionary.idOf(term);
+      for (let t = 0; t < terms.length; t++) {
+        const slot = writer.termSlot(t);
+        const id =
+          slot >= 0
+            ? index.termCache.dictionaryId(slot, dictionary.forgetEpoch, lookUp)
+            : dictionary.idOf(terms[t] ?? "");
+        knownIds[t] = id ?? -1;
+        // Every term of the new segment has df > 0 after the write, unless deletions take it back to 0.
+        const dfBefore = id === undefined ? 0 : dictionary.documentFrequency(id);
+        let dfAfter = dfBefore + (addedDf[t] ?? 0);
+        if (id !== undefined) {
+          dfAfter += dfDelta.get(id) ?? 0;
+          dfDelta.delete(id);
+        }
+        if (dfBefore === 0 && dfAfter > 0) vocabularySize++;
+        else if (dfBefore > 0 && dfAfter === 0) vocabularySize--;
+      }
       liveDocumentCount += texts.length;
       totalLength += writer.totalLength;
       const segmentKeys = new Uint32Array(texts.length);
@@ -108,15 +132,10 @@ export class IndexWriter {
       state.nextKey = before.nextKey + texts.length;
       state.nextSegmentId = id + 1;
     }
-
-    let vocabularySize = index.vocabularySize;
-    for (const [term, delta] of dfDelta) {
-      if (delta === 0) continue;
-      const id = dictionary.idOf(term);
-      const dfBefore = id === undefined ? 0 : dictionary.documentFrequency(id);
-      const dfAfter = dfBefore + delta;
-      if (dfBefore === 0 && dfAfter > 0) vocabularySize++;
-      else if (dfBefore > 0 && dfAfter === 0) vocabularySize--;
+    // Terms only deleted from.
+    for (const [id, delta] of dfDelta) {
+      const dfBefore = dictionary.documentFrequency(id);
+      if (dfBefore > 0 && dfBefore + delta === 0) vocabularySize--;
     }
     const tombstones = deletions.map(({ segment: { id }, ordinal }) => ({ segmentId: id, ordinal }));
     let applied = false;
@@ -132,7 +151,7 @@ export class IndexWriter {
         if (applied) throw new Error("this write was already applied");
         if (index.version !== version) throw new Error("the index changed since this write was prepared");
         if (segment !== null && segmentData !== null) {
-          index.attachSegment(segment.id, segmentData, [], segment.bytes.byteLength);
+          index.attachSegment(segment.id, segmentData, [], segment.bytes.byteLength, true, knownIds);
         }
         for (const deletion of deletions) index.deleteDocument(deletion);
         index.setState(state);

@@ -18,6 +18,7 @@ import {
 import type { ResolvedAnalyzerOptions } from "../analyzer.js";
 import type { SegmentData } from "../core/segment.js";
 import { hashWord, WordScanner, WordTable } from "../scanner.js";
+import { STOP_WORD, UNKNOWN_WORD, type TermCache } from "../term-cache.js";
 import type { AnalyzerOptions } from "../types.js";
 
 /** A Uint32Array that grows by doubling. */
@@ -103,10 +104,25 @@ export class SegmentWriter {
   private readonly documentTerms = new GrowableUint32();
   private maxFrequency = 0;
 
-  constructor(analyzer: AnalyzerOptions = {}) {
+  /** Term slot in the shared cache → local term id + 1 (0: not in this segment yet). */
+  private readonly localOfSlot = new GrowableUint32();
+  /** Local term id → its slot in the shared cache. */
+  private readonly slotOfLocal = new GrowableUint32();
+  private readonly cacheGeneration: number;
+
+  /**
+   * @param termCache the index's {@link TermCache}, shared by its writes (see there why); it must have
+   *   been made for the same analyzer options. Without it, words are analysed afresh for this segment.
+   */
+  constructor(
+    analyzer: AnalyzerOptions = {},
+    private readonly termCache?: TermCache,
+  ) {
     this.analyzerOptions = resolveAnalyzerOptions(analyzer);
     this.wordFilter = createWordFilter(this.analyzerOptions);
     this.docStarts.push(0);
+    termCache?.trim();
+    this.cacheGeneration = termCache?.generation ?? 0;
   }
 
   /** Number of documents added so far; the next document gets this ordinal. */
@@ -159,10 +175,22 @@ export class SegmentWriter {
     return this.docLengths.toArray();
   }
 
-  /** The distinct terms and, for each, how many documents hold it. */
-  *termDocumentFrequencies(): IterableIterator<[string, number]> {
-    const df = this.documentFrequencies.array;
-    for (let t = 0; t < this.terms.length; t++) yield [this.terms[t] ?? "", df[t] ?? 0];
+  /** The distinct terms, by local term id. */
+  get termList(): readonly string[] {
+    return this.terms;
+  }
+
+  /** The shared cache's slot of local term `t` (−1 without a cache). */
+  termSlot(t: number): number {
+    if (this.termCache === undefined) return -1;
+    if (this.termCache.generation !== this.cacheGeneration)
+      throw new Error("SegmentWriter: the term cache was emptied meanwhile");
+    return this.slotOfLocal.array[t] ?? -1;
+  }
+
+  /** How many documents hold each local term (indexes past `termList.length` are unused). */
+  get termDocumentFrequencies(): Uint32Array {
+    return this.documentFrequencies.array;
   }
 
   /**
@@ -227,6 +255,18 @@ export class SegmentWriter {
 
   /** Term id of the word text[start, end) (normalised), −1 for a stop word. */
   private wordId(text: string, start: number, end: number, hash: number): number {
+    const cache = this.termCache;
+    if (cache !== undefined) {
+      let slot = cache.words.get(text, start, end, hash, UNKNOWN_WORD);
+      if (slot === UNKNOWN_WORD) {
+        const word = text.slice(start, end);
+        const term = this.wordFilter(word);
+        // The table copies the word's characters; the term is kept, so it must not pin the text.
+        slot = term === null ? STOP_WORD : cache.slotOf(detach(term));
+        cache.words.set(word, hash, slot);
+      }
+      return slot === STOP_WORD ? -1 : this.localTerm(slot);
+    }
     const known = this.words.get(text, start, end, hash, MISSING);
     if (known !== MISSING) return known;
     const word = text.slice(start, end);
@@ -239,17 +279,38 @@ export class SegmentWriter {
     return id;
   }
 
-  private termId(term: string): number {
-    let id = this.termIds.get(term);
-    if (id === undefined) {
-      id = this.terms.length;
-      const owned = detach(term);
-      this.terms.push(owned);
-      this.termIds.set(owned, id);
-      this.documentFrequencies.push(0);
-      this.lastSeen.push(0);
-      this.counts.push(0);
+  /** The local id of the term in the shared cache's `slot`, added to this segment if new. */
+  private localTerm(slot: number): number {
+    const localOfSlot = this.localOfSlot;
+    if (slot >= localOfSlot.length) {
+      localOfSlot.reserve(slot + 1);
+      localOfSlot.length = Math.max(localOfSlot.length, slot + 1);
     }
+    const known = localOfSlot.array[slot] ?? 0;
+    if (known > 0) return known - 1;
+    const id = this.newTerm((this.termCache as TermCache).terms[slot] ?? "");
+    localOfSlot.array[slot] = id + 1;
+    this.slotOfLocal.push(slot);
+    return id;
+  }
+
+  private termId(term: string): number {
+    if (this.termCache !== undefined) return this.localTerm(this.termCache.slotOf(detach(term)));
+    const id = this.termIds.get(term);
+    if (id !== undefined) return id;
+    const owned = detach(term);
+    const created = this.newTerm(owned);
+    this.termIds.set(owned, created);
+    return created;
+  }
+
+  /** A new local term (a string that pins no larger one). */
+  private newTerm(term: string): number {
+    const id = this.terms.length;
+    this.terms.push(term);
+    this.documentFrequencies.push(0);
+    this.lastSeen.push(0);
+    this.counts.push(0);
     return id;
   }
 
