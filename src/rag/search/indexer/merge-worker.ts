@@ -12,8 +12,8 @@ try {
   const buffers = [
     output.bytes,
     derived.termIds,
-    derived.sortedTermIds,
     derived.sortedLocalTerms,
+    derived.longTerms,
     derived.blockStarts,
     derived.blockMaxima,
     derived.frontierOffsets,
