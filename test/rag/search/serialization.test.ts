@@ -108,6 +108,30 @@ describe("segment bytes", () => {
     assert.ok(data.termFreqs instanceof Uint32Array);
   });
 
+  it("stores frequencies below 256 in one byte each (format version 2)", () => {
+    const { bytes } = build({ scorer: "bm25" }, TEXTS);
+    assert.equal(new DataView(bytes.buffer, bytes.byteOffset).getUint32(4, true), 2);
+    assert.ok(decodeSegment(bytes).data.termFreqs instanceof Uint8Array);
+    const wide = build({ scorer: "bm25" }, ["many ".repeat(300), "many rare"]);
+    assert.ok(decodeSegment(wide.bytes).data.termFreqs instanceof Uint16Array);
+  });
+
+  it("loads version 1 segments (two-byte frequencies) of older databases", () => {
+    const texts = [...TEXTS, "many ".repeat(300)];
+    const { index, write, bytes } = build({ scorer: "bm25" }, texts);
+    const v1 = bytes.slice();
+    new DataView(v1.buffer).setUint32(4, 1, true);
+    const loaded = SegmentedIndex.load({ scorer: "bm25" }, [{ bytes: v1, deleted: [] }], write.state);
+    sameResults(index, loaded);
+    // One-byte frequencies did not exist in version 1.
+    const narrow = build({ scorer: "bm25" }, TEXTS).bytes.slice();
+    new DataView(narrow.buffer).setUint32(4, 1, true);
+    assert.throws(
+      () => SegmentedIndex.load({ scorer: "bm25" }, [{ bytes: narrow, deleted: [] }], write.state),
+      /frequency width 1/,
+    );
+  });
+
   it("an empty index has no segment and finds nothing", () => {
     const index = SegmentedIndex.create({ scorer: "tfidf" });
     const write = new IndexWriter(index).prepare({ add: [] });

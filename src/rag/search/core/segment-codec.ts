@@ -4,11 +4,11 @@
  * | size   | content                                                          |
  * |--------|------------------------------------------------------------------|
  * | 4      | magic "LXSG"                                                     |
- * | 4      | u32 format version (1)                                           |
+ * | 4      | u32 format version (2; version 1 is read too)                    |
  * | 4      | u32 documentCount N                                              |
  * | 4      | u32 term count V                                                 |
  * | 4      | u32 posting count P                                              |
- * | 4      | u32 bytes per term frequency (2 or 4)                            |
+ * | 4      | u32 bytes per term frequency (1, 2 or 4; version 1: 2 or 4)      |
  * | 4      | u32 byte length of the dictionary text (UTF-8)                   |
  * | 4      | u32 segment id                                                   |
  * | 8      | f64 reference average length (the avgdl its bounds were made at) |
@@ -17,17 +17,21 @@
  * | 4V     | u32 term end offsets in the dictionary text (UTF-16 units)       |
  * | 4V+4   | u32 term → first posting (CSR offsets)                           |
  * | 4P     | u32 posting → local ordinal (ascending within a term)            |
- * | 2P/4P  | u16/u32 posting → term frequency, zero-padded to 4               |
+ * | P/2P/4P| u8/u16/u32 posting → term frequency, zero-padded to 4            |
  * | …      | dictionary text: all terms concatenated, UTF-8                   |
+ *
+ * Version 2 added one-byte frequencies (written whenever every frequency is below 256: a sixth of the
+ * memory a segment holds); otherwise the two versions are the same, so version 1 segments (older
+ * databases) load unchanged.
  *
  * Only raw data is stored; bounds, frontiers and the term lookup are recomputed on load, by the same
  * code as for a freshly written segment, so results are identical.
  */
 
-import type { SegmentData } from "./segment.js";
+import type { SegmentData, TermFrequencies } from "./segment.js";
 
 const MAGIC = 0x4753584c; // "LXSG" read as a little-endian u32
-export const SEGMENT_FORMAT_VERSION = 1;
+export const SEGMENT_FORMAT_VERSION = 2;
 const HEADER_BYTES = 40;
 
 const IS_LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
@@ -36,7 +40,7 @@ function padded(length: number): number {
   return (length + 3) & ~3;
 }
 
-function bytesOf(array: Uint16Array | Uint32Array): Uint8Array {
+function bytesOf(array: TermFrequencies): Uint8Array {
   return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
 }
 
@@ -94,8 +98,11 @@ export function decodeSegment(bytes: Uint8Array, adopt = false): { id: number; d
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const u32 = (i: number): number => view.getUint32(4 * i, true);
   if (u32(0) !== MAGIC) throw corrupt("not a Lectern segment (bad magic)");
-  if (u32(1) !== SEGMENT_FORMAT_VERSION) {
-    throw new Error(`segment format version ${u32(1)} is not supported (expected ${SEGMENT_FORMAT_VERSION})`);
+  const version = u32(1);
+  if (version !== 1 && version !== SEGMENT_FORMAT_VERSION) {
+    throw new Error(
+      `segment format version ${version} is not supported (expected 1 … ${SEGMENT_FORMAT_VERSION})`,
+    );
   }
   const documentCount = u32(2);
   const termCount = u32(3);
@@ -103,7 +110,9 @@ export function decodeSegment(bytes: Uint8Array, adopt = false): { id: number; d
   const tfBytes = u32(5);
   const dictionaryLength = u32(6);
   const referenceAverageLength = view.getFloat64(32, true);
-  if (tfBytes !== 2 && tfBytes !== 4) throw corrupt(`term frequency width ${tfBytes}`);
+  if (!(tfBytes === 2 || tfBytes === 4 || (tfBytes === 1 && version >= 2))) {
+    throw corrupt(`term frequency width ${tfBytes}`);
+  }
   if (!(referenceAverageLength > 0)) throw corrupt("reference average length");
   let offset = HEADER_BYTES;
   const views = adopt && bytes.byteOffset % 4 === 0;
@@ -130,10 +139,7 @@ export function decodeSegment(bytes: Uint8Array, adopt = false): { id: number; d
   const termOffsets = u32Array(termCount + 1);
   const docIds = u32Array(postingCount);
   const tfSection = take(tfBytes * postingCount);
-  const termFreqs =
-    tfBytes === 2
-      ? new Uint16Array(tfSection.buffer, tfSection.byteOffset, postingCount)
-      : new Uint32Array(tfSection.buffer, tfSection.byteOffset, postingCount);
+  const termFreqs = frequenciesOf(tfSection.buffer, tfSection.byteOffset, postingCount, tfBytes);
   if (offset - padded(dictionaryLength) > bytes.byteLength) throw corrupt("truncated");
   const dictionary = new TextDecoder("utf-8", { fatal: true }).decode(
     bytes.subarray(offset, offset + dictionaryLength),
@@ -170,6 +176,18 @@ export function decodeSegment(bytes: Uint8Array, adopt = false): { id: number; d
   };
 }
 
+function frequenciesOf(
+  buffer: ArrayBufferLike,
+  byteOffset: number,
+  count: number,
+  width: number,
+): TermFrequencies {
+  if (width === 1) return new Uint8Array(buffer, byteOffset, count);
+  return width === 2
+    ? new Uint16Array(buffer, byteOffset, count)
+    : new Uint32Array(buffer, byteOffset, count);
+}
+
 /** Rewrites the segment id in encoded bytes (a merge learns its id only when it is committed). */
 export function setSegmentId(bytes: Uint8Array, segmentId: number): void {
   new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).setUint32(28, segmentId, true);
@@ -199,10 +217,7 @@ export function viewSegment(bytes: Uint8Array): Omit<SegmentData, "terms"> & { t
   offset += 4 * termCount; // term ends (the terms themselves are not needed)
   const termOffsets = u32Array(termCount + 1);
   const docIds = u32Array(postingCount);
-  const termFreqs =
-    tfBytes === 2
-      ? new Uint16Array(bytes.buffer, offset, postingCount)
-      : new Uint32Array(bytes.buffer, offset, postingCount);
+  const termFreqs = frequenciesOf(bytes.buffer, offset, postingCount, tfBytes);
   return {
     keys,
     docLengths,

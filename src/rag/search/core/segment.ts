@@ -15,6 +15,15 @@ import { LiveDocs } from "./live-docs.js";
 import { indexOfSorted } from "./sorted.js";
 import type { TermDictionary } from "./term-dictionary.js";
 
+/** Term frequencies, in the narrowest width their maximum fits (most segments: one byte each). */
+export type TermFrequencies = Uint8Array | Uint16Array | Uint32Array;
+
+/** The narrowest array for `count` frequencies up to `maxFrequency`. */
+export function termFrequencyArray(count: number, maxFrequency: number): TermFrequencies {
+  if (maxFrequency <= 0xff) return new Uint8Array(count);
+  return maxFrequency <= 0xffff ? new Uint16Array(count) : new Uint32Array(count);
+}
+
 /** A segment's raw data, as stored in its bytes. */
 export interface SegmentData {
   /** Local ordinal → key, ascending. */
@@ -28,7 +37,7 @@ export interface SegmentData {
   /** Posting → local ordinal, ascending within a term. */
   readonly docIds: Uint32Array;
   /** Posting → term frequency (≥ 1). */
-  readonly termFreqs: Uint16Array | Uint32Array;
+  readonly termFreqs: TermFrequencies;
   /** The avgdl the block bounds are computed at (any positive value is correct). */
   readonly referenceAverageLength: number;
 }
@@ -66,7 +75,7 @@ const NONE = 0xffffffff;
  */
 function appendFrontier(
   docIds: Uint32Array,
-  termFreqs: Uint16Array | Uint32Array,
+  termFreqs: TermFrequencies,
   docLengths: Uint32Array,
   deletedBits: Uint32Array | null,
   from: number,
@@ -252,7 +261,7 @@ export class Segment {
   readonly docLengths: Uint32Array;
   readonly termOffsets: Uint32Array;
   readonly docIds: Uint32Array;
-  readonly termFreqs: Uint16Array | Uint32Array;
+  readonly termFreqs: TermFrequencies;
   readonly referenceAverageLength: number;
   /** Local term → global term id. */
   readonly termIds: Uint32Array;
