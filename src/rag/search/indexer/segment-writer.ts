@@ -18,6 +18,7 @@ import {
 } from "../analyzer.js";
 import type { ResolvedAnalyzerOptions } from "../analyzer.js";
 import { termFrequencyArray, type SegmentData } from "../core/segment.js";
+import { detach } from "../core/term-dictionary.js";
 import { hashWord, WordScanner, WordTable } from "../scanner.js";
 import type { AnalyzerOptions } from "../types.js";
 
@@ -59,22 +60,6 @@ const BIG_FREQUENCY = 0xffff;
 /** How many distinct words the word → term cache holds before it is cleared. */
 const WORD_CACHE_LIMIT = 200_000;
 const MISSING = -2;
-
-/**
- * A copy of a string that does not keep a larger string alive (V8 represents substrings of 13+
- * characters as views into their parent; the vocabulary must not pin whole documents).
- */
-function detach(word: string): string {
-  if (word.length < 13) return word;
-  let copy = "";
-  for (let i = 0; i < word.length; i += 4096) {
-    const codes: number[] = [];
-    const end = Math.min(word.length, i + 4096);
-    for (let k = i; k < end; k++) codes.push(word.charCodeAt(k));
-    copy += String.fromCharCode(...codes);
-  }
-  return copy;
-}
 
 /**
  * Builds one segment's data from texts (local ordinals in the order of `add`, local term ids in order of
