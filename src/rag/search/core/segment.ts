@@ -42,6 +42,9 @@ export interface SegmentData {
   readonly referenceAverageLength: number;
 }
 
+/** See `Segment.lookupSample`. */
+const LOOKUP_STRIDE = 32;
+
 /** Points (tf, dl) of a frontier, tf descending, dl strictly descending. */
 interface Frontier {
   readonly tf: Uint32Array;
@@ -267,6 +270,11 @@ export class Segment {
   readonly termIds: Uint32Array;
   /** Local terms by ascending global id: the lookup by global id. */
   private readonly sortedLocalTerms: Uint32Array;
+  /**
+   * The global id of every LOOKUP_STRIDE-th entry of `sortedLocalTerms`: a lookup searches this small
+   * (cached) array first, and goes through `termIds` only for the last few steps.
+   */
+  private readonly lookupSample: Uint32Array;
   readonly maxDocumentLength: number;
   /** Local terms with more than BLOCK_SIZE postings, ascending; blocks and frontiers are theirs. */
   private readonly longTerms: Uint32Array;
@@ -315,6 +323,11 @@ export class Segment {
     this.referenceAverageLength = data.referenceAverageLength;
     this.termIds = derived.termIds;
     this.sortedLocalTerms = derived.sortedLocalTerms;
+    const sample = new Uint32Array(Math.ceil(this.termIds.length / LOOKUP_STRIDE));
+    for (let k = 0; k < sample.length; k++) {
+      sample[k] = this.termIds[this.sortedLocalTerms[k * LOOKUP_STRIDE] ?? 0] ?? 0;
+    }
+    this.lookupSample = sample;
     this.maxDocumentLength = derived.maxDocumentLength;
     this.longTerms = derived.longTerms;
     this.blockStarts = derived.blockStarts;
@@ -356,16 +369,26 @@ export class Segment {
 
   /** The local term of global term id `termId`, or −1 if this segment does not hold it. */
   localTerm(termId: number): number {
-    const { sortedLocalTerms, termIds } = this;
+    const { sortedLocalTerms, termIds, lookupSample } = this;
+    // The last sample ≤ termId bounds the range of sortedLocalTerms to search.
     let low = 0;
-    let high = sortedLocalTerms.length;
+    let high = lookupSample.length;
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if ((lookupSample[middle] ?? 0) <= termId) low = middle + 1;
+      else high = middle;
+    }
+    if (low === 0) return -1;
+    const end = Math.min(sortedLocalTerms.length, low * LOOKUP_STRIDE);
+    low = (low - 1) * LOOKUP_STRIDE;
+    high = end;
     while (low < high) {
       const middle = (low + high) >>> 1;
       if ((termIds[sortedLocalTerms[middle] ?? 0] ?? 0) < termId) low = middle + 1;
       else high = middle;
     }
     const t = sortedLocalTerms[low] ?? 0;
-    return low < sortedLocalTerms.length && termIds[t] === termId ? t : -1;
+    return low < end && termIds[t] === termId ? t : -1;
   }
 
   /** Position of local term `t` among the long terms, or −1 for a short one. */
