@@ -132,6 +132,38 @@ describe("segment bytes", () => {
     );
   });
 
+  it("rejects a dictionary text that is not UTF-8 or term ends outside it", () => {
+    const { bytes, write } = build({ scorer: "bm25" }, TEXTS);
+    const load = (b: Uint8Array) =>
+      SegmentedIndex.load({ scorer: "bm25" }, [{ bytes: b, deleted: [] }], write.state);
+    const view = new DataView(bytes.buffer, bytes.byteOffset);
+    const termCount = view.getUint32(12, true);
+    const textLength = view.getUint32(24, true);
+    const textStart = bytes.byteLength - textLength;
+    const text = bytes.subarray(textStart);
+    const wide = text.findIndex((byte) => byte >= 0x80);
+    assert.ok(wide >= 0, "the fixture has a non-ASCII term");
+    const invalid = bytes.slice();
+    invalid[textStart + wide] = 0xff;
+    assert.throws(() => load(invalid), /corrupt/);
+    const truncated = bytes.slice();
+    truncated[textStart + wide + 1] = 0x41; // a continuation byte replaced by "A"
+    assert.throws(() => load(truncated), /corrupt/);
+    // The last term ending past the text, or before its start.
+    for (const delta of [1, -1000]) {
+      const shifted = bytes.slice();
+      const ends = new DataView(shifted.buffer, 40 + 8 * view.getUint32(8, true), 4 * termCount);
+      ends.setUint32(
+        4 * (termCount - 1),
+        Math.max(0, ends.getUint32(4 * (termCount - 1), true) + delta),
+        true,
+      );
+      assert.throws(() => load(shifted), /corrupt/);
+    }
+    // Nothing was half loaded: the intact bytes still load.
+    assert.equal(load(bytes).liveDocumentCount, write.liveDocumentCount);
+  });
+
   it("an empty index has no segment and finds nothing", () => {
     const index = SegmentedIndex.create({ scorer: "tfidf" });
     const write = new IndexWriter(index).prepare({ add: [] });

@@ -87,11 +87,103 @@ export function encodeSegment(segmentId: number, data: SegmentData): Uint8Array 
 }
 
 /**
+ * A segment's terms as stored, for loading without a string per term: its dictionary text (UTF-8) and
+ * each term's end in it, in bytes. Terms of ASCII characters are read from the bytes; the others (rare)
+ * are decoded here, so that checking them is part of decoding.
+ */
+export interface StoredTerms {
+  readonly count: number;
+  readonly text: Uint8Array;
+  readonly ends: Uint32Array;
+  /** Local term → its string, for the terms with a non-ASCII character. */
+  readonly decoded: ReadonlyMap<number, string>;
+}
+
+interface DecodedParts {
+  id: number;
+  data: Omit<SegmentData, "terms">;
+  /** Term ends in the dictionary text, in UTF-16 code units. */
+  termEnds: Uint32Array;
+  /** The dictionary text, UTF-8 (a view into the bytes). */
+  text: Uint8Array;
+}
+
+/**
  * Decodes segment bytes and checks their consistency. With `adopt`, 4-byte-aligned bytes are not copied:
  * the arrays are views into them (the caller must not change them afterwards); otherwise, and for
  * unaligned bytes, every section is copied.
  */
 export function decodeSegment(bytes: Uint8Array, adopt = false): { id: number; data: SegmentData } {
+  const { id, data, termEnds, text } = decodeParts(bytes, adopt);
+  const dictionary = new TextDecoder("utf-8", { fatal: true }).decode(text);
+  const terms: string[] = new Array<string>(termEnds.length);
+  let start = 0;
+  for (let t = 0; t < termEnds.length; t++) {
+    const end = termEnds[t] ?? 0;
+    if (end <= start || end > dictionary.length) throw corrupt("term offsets");
+    terms[t] = dictionary.slice(start, end);
+    start = end;
+  }
+  if (start !== dictionary.length) throw corrupt("dictionary length");
+  return { id, data: { ...data, terms } };
+}
+
+/**
+ * Like {@link decodeSegment} (with `adopt`), but the terms as {@link StoredTerms}: loading a large index
+ * this way makes no string per (segment, term), which would be garbage the moment the term dictionary
+ * has its bytes (hundreds of MB at a million chunks, left to a lazy GC).
+ */
+export function decodeStoredSegment(bytes: Uint8Array): {
+  id: number;
+  data: Omit<SegmentData, "terms">;
+  terms: StoredTerms;
+} {
+  const { id, data, termEnds, text } = decodeParts(bytes, true);
+  const termCount = termEnds.length;
+  const ends = new Uint32Array(termCount);
+  const decoded = new Map<number, string>();
+  const utf8 = new TextDecoder("utf-8", { fatal: true });
+  let byte = 0;
+  let units = 0;
+  for (let t = 0; t < termCount; t++) {
+    const unitEnd = termEnds[t] ?? 0;
+    if (unitEnd <= units) throw corrupt("term offsets");
+    const firstByte = byte;
+    const firstUnit = units;
+    let ascii = true;
+    while (units < unitEnd && byte < text.length) {
+      const lead = text[byte] ?? 0;
+      if (lead < 0x80) {
+        byte++;
+        units++;
+        continue;
+      }
+      ascii = false;
+      // The sequence's length from its lead byte (its validity is checked by the decoder below).
+      const length = lead >= 0xf8 ? 0 : lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 0;
+      if (length === 0) throw corrupt("dictionary text is not UTF-8");
+      byte += length;
+      units += length === 4 ? 2 : 1;
+    }
+    if (units !== unitEnd || byte > text.length) throw corrupt("term offsets");
+    ends[t] = byte;
+    if (!ascii) {
+      let term: string;
+      try {
+        term = utf8.decode(text.subarray(firstByte, byte));
+      } catch {
+        throw corrupt("dictionary text is not UTF-8");
+      }
+      if (term.length !== unitEnd - firstUnit) throw corrupt("term offsets");
+      decoded.set(t, term);
+    }
+  }
+  if (byte !== text.length) throw corrupt("dictionary length");
+  return { id, data, terms: { count: termCount, text, ends, decoded } };
+}
+
+/** The header, the arrays and the dictionary text, checked except the text itself. */
+function decodeParts(bytes: Uint8Array, adopt: boolean): DecodedParts {
   assertLittleEndian();
   if (!(bytes instanceof Uint8Array)) throw new TypeError("segment bytes must be a Uint8Array");
   if (bytes.byteLength < HEADER_BYTES) throw corrupt("shorter than the header");
@@ -141,19 +233,8 @@ export function decodeSegment(bytes: Uint8Array, adopt = false): { id: number; d
   const tfSection = take(tfBytes * postingCount);
   const termFreqs = frequenciesOf(tfSection.buffer, tfSection.byteOffset, postingCount, tfBytes);
   if (offset - padded(dictionaryLength) > bytes.byteLength) throw corrupt("truncated");
-  const dictionary = new TextDecoder("utf-8", { fatal: true }).decode(
-    bytes.subarray(offset, offset + dictionaryLength),
-  );
   if (offset + dictionaryLength !== bytes.byteLength) throw corrupt("length mismatch");
-  const terms: string[] = new Array<string>(termCount);
-  let start = 0;
-  for (let t = 0; t < termCount; t++) {
-    const end = termEnds[t] ?? 0;
-    if (end <= start || end > dictionary.length) throw corrupt("term offsets");
-    terms[t] = dictionary.slice(start, end);
-    start = end;
-  }
-  if (start !== dictionary.length) throw corrupt("dictionary length");
+  const text = bytes.subarray(offset, offset + dictionaryLength);
   for (let d = 1; d < documentCount; d++) {
     if ((keys[d] ?? 0) <= (keys[d - 1] ?? 0)) throw corrupt("keys not ascending");
   }
@@ -172,7 +253,9 @@ export function decodeSegment(bytes: Uint8Array, adopt = false): { id: number; d
   }
   return {
     id: u32(7),
-    data: { keys, docLengths, terms, termOffsets, docIds, termFreqs, referenceAverageLength },
+    data: { keys, docLengths, termOffsets, docIds, termFreqs, referenceAverageLength },
+    termEnds,
+    text,
   };
 }
 

@@ -140,6 +140,47 @@ export class TermDictionary {
   }
 
   /**
+   * {@link TermDictionary.acquire} of the term whose ASCII characters are bytes[start, end) (a loaded
+   * segment's dictionary text): no string is made.
+   */
+  acquireAscii(bytes: Uint8Array, start: number, end: number): number {
+    const length = end - start;
+    const hash = hashOfBytes(bytes, start, end);
+    const { table, arena, starts, lengths } = this;
+    const mask = table.length - 1;
+    let slot = hash & mask;
+    let id = -1;
+    for (; ; slot = (slot + 1) & mask) {
+      const entry = table[slot] ?? EMPTY;
+      if (entry === EMPTY) break;
+      const candidate = entry - 1;
+      if (lengths[candidate] !== length) continue;
+      const at = starts[candidate] ?? 0;
+      let i = 0;
+      while (i < length && arena[at + i] === bytes[start + i]) i++;
+      if (i === length) {
+        id = candidate;
+        break;
+      }
+    }
+    if (id < 0) {
+      if (length === 0) return this.acquire("");
+      id = this.newId();
+      this.storeBytes(id, bytes, start, end);
+      if ((this.tableCount + 1) / this.table.length > MAX_LOAD) {
+        this.growTable();
+        const grown = this.table;
+        slot = hash & (grown.length - 1);
+        while (grown[slot] !== EMPTY) slot = (slot + 1) & (grown.length - 1);
+      }
+      this.table[slot] = id + 1;
+      this.tableCount++;
+    }
+    this.segmentCounts[id] = (this.segmentCounts[id] ?? 0) + 1;
+    return id;
+  }
+
+  /**
    * One more segment holds each of these terms (all already in use). A tight loop over the counts: a
    * merge's apply retains every term of the merged segment on the event loop.
    */
@@ -210,14 +251,28 @@ export class TermDictionary {
     return id;
   }
 
-  /** Copies a Latin-1 term's code units into the arena. */
-  private store(id: number, term: string): void {
-    const length = term.length;
+  /** Room for `length` more bytes at the arena's end. */
+  private reserve(length: number): void {
     if (this.arenaLength + length > this.arena.length) {
       const live = this.arenaLength - this.garbage;
       if (this.garbage > live) this.compact(live + length);
       else this.resizeArena(Math.max(this.arenaLength + length, Math.ceil(this.arena.length * 1.5)), false);
     }
+  }
+
+  private storeBytes(id: number, bytes: Uint8Array, from: number, to: number): void {
+    const length = to - from;
+    this.reserve(length);
+    this.arena.set(bytes.subarray(from, to), this.arenaLength);
+    this.starts[id] = this.arenaLength;
+    this.lengths[id] = length;
+    this.arenaLength += length;
+  }
+
+  /** Copies a Latin-1 term's code units into the arena. */
+  private store(id: number, term: string): void {
+    const length = term.length;
+    this.reserve(length);
     const arena = this.arena;
     const start = this.arenaLength;
     for (let i = 0; i < length; i++) arena[start + i] = term.charCodeAt(i);

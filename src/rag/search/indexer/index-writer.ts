@@ -132,7 +132,7 @@ export class IndexWriter {
         if (applied) throw new Error("this write was already applied");
         if (index.version !== version) throw new Error("the index changed since this write was prepared");
         if (segment !== null && segmentData !== null) {
-          index.attachSegment(segment.id, segmentData, [], segment.bytes.byteLength);
+          index.attachSegment(segment.id, segmentData, segmentData.terms, [], segment.bytes.byteLength);
         }
         for (const deletion of deletions) index.deleteDocument(deletion);
         index.setState(state);
