@@ -1,7 +1,8 @@
 /**
  * A segment: an immutable batch of documents with its own CSR postings (term-major, local ordinals in
  * ascending key order) plus what is derived from them when it is loaded: the term lookup by global id,
- * per-block factor bounds for pruning, and per term the Pareto frontier of (tf, dl) over live postings.
+ * and for the terms with more than BLOCK_SIZE postings per-block factor bounds for pruning and the Pareto
+ * frontier of (tf, dl) over live postings.
  * Only its tombstones (`live`) and lazily recomputed frontiers change after construction.
  *
  * Memory: 5 to 6 bytes per posting, 8 per document, 12 per (segment, term); block bounds and frontiers
