@@ -108,6 +108,62 @@ describe("segment bytes", () => {
     assert.ok(data.termFreqs instanceof Uint32Array);
   });
 
+  it("stores frequencies below 256 in one byte each (format version 2)", () => {
+    const { bytes } = build({ scorer: "bm25" }, TEXTS);
+    assert.equal(new DataView(bytes.buffer, bytes.byteOffset).getUint32(4, true), 2);
+    assert.ok(decodeSegment(bytes).data.termFreqs instanceof Uint8Array);
+    const wide = build({ scorer: "bm25" }, ["many ".repeat(300), "many rare"]);
+    assert.ok(decodeSegment(wide.bytes).data.termFreqs instanceof Uint16Array);
+  });
+
+  it("loads version 1 segments (two-byte frequencies) of older databases", () => {
+    const texts = [...TEXTS, "many ".repeat(300)];
+    const { index, write, bytes } = build({ scorer: "bm25" }, texts);
+    const v1 = bytes.slice();
+    new DataView(v1.buffer).setUint32(4, 1, true);
+    const loaded = SegmentedIndex.load({ scorer: "bm25" }, [{ bytes: v1, deleted: [] }], write.state);
+    sameResults(index, loaded);
+    // One-byte frequencies did not exist in version 1.
+    const narrow = build({ scorer: "bm25" }, TEXTS).bytes.slice();
+    new DataView(narrow.buffer).setUint32(4, 1, true);
+    assert.throws(
+      () => SegmentedIndex.load({ scorer: "bm25" }, [{ bytes: narrow, deleted: [] }], write.state),
+      /frequency width 1/,
+    );
+  });
+
+  it("rejects a dictionary text that is not UTF-8 or term ends outside it", () => {
+    const { bytes, write } = build({ scorer: "bm25" }, TEXTS);
+    const load = (b: Uint8Array) =>
+      SegmentedIndex.load({ scorer: "bm25" }, [{ bytes: b, deleted: [] }], write.state);
+    const view = new DataView(bytes.buffer, bytes.byteOffset);
+    const termCount = view.getUint32(12, true);
+    const textLength = view.getUint32(24, true);
+    const textStart = bytes.byteLength - textLength;
+    const text = bytes.subarray(textStart);
+    const wide = text.findIndex((byte) => byte >= 0x80);
+    assert.ok(wide >= 0, "the fixture has a non-ASCII term");
+    const invalid = bytes.slice();
+    invalid[textStart + wide] = 0xff;
+    assert.throws(() => load(invalid), /corrupt/);
+    const truncated = bytes.slice();
+    truncated[textStart + wide + 1] = 0x41; // a continuation byte replaced by "A"
+    assert.throws(() => load(truncated), /corrupt/);
+    // The last term ending past the text, or before its start.
+    for (const delta of [1, -1000]) {
+      const shifted = bytes.slice();
+      const ends = new DataView(shifted.buffer, 40 + 8 * view.getUint32(8, true), 4 * termCount);
+      ends.setUint32(
+        4 * (termCount - 1),
+        Math.max(0, ends.getUint32(4 * (termCount - 1), true) + delta),
+        true,
+      );
+      assert.throws(() => load(shifted), /corrupt/);
+    }
+    // Nothing was half loaded: the intact bytes still load.
+    assert.equal(load(bytes).liveDocumentCount, write.liveDocumentCount);
+  });
+
   it("an empty index has no segment and finds nothing", () => {
     const index = SegmentedIndex.create({ scorer: "tfidf" });
     const write = new IndexWriter(index).prepare({ add: [] });

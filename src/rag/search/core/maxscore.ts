@@ -133,7 +133,7 @@ export function maxScoreSegment(
   scratch: MaxScoreScratch,
 ): void {
   const { segment, terms: termIds, weights: queryWeights, maxFactors, blockScale } = query;
-  const { termOffsets, docIds, termFreqs, docLengths, keys, blockStarts, blockMaxima } = segment;
+  const { termOffsets, docIds, termFreqs, docLengths, keys, blockMaxima } = segment;
   const deletedBits = segment.live.deletedBits;
   const n = termIds.length;
   const documentCount = segment.documentCount;
@@ -158,7 +158,7 @@ export function maxScoreSegment(
     start[i] = from;
     position[i] = from;
     end[i] = to;
-    firstBlock[i] = to - from > BLOCK_SIZE ? (blockStarts[t] ?? 0) : -1;
+    firstBlock[i] = to - from > BLOCK_SIZE ? segment.firstBlock(t) : -1;
   }
   // Terms by global bound, ascending (insertion sort: n is small; ties keep query order).
   const globalOrder = ints(0);

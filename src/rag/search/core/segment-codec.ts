@@ -4,11 +4,11 @@
  * | size   | content                                                          |
  * |--------|------------------------------------------------------------------|
  * | 4      | magic "LXSG"                                                     |
- * | 4      | u32 format version (1)                                           |
+ * | 4      | u32 format version (2; version 1 is read too)                    |
  * | 4      | u32 documentCount N                                              |
  * | 4      | u32 term count V                                                 |
  * | 4      | u32 posting count P                                              |
- * | 4      | u32 bytes per term frequency (2 or 4)                            |
+ * | 4      | u32 bytes per term frequency (1, 2 or 4; version 1: 2 or 4)      |
  * | 4      | u32 byte length of the dictionary text (UTF-8)                   |
  * | 4      | u32 segment id                                                   |
  * | 8      | f64 reference average length (the avgdl its bounds were made at) |
@@ -17,17 +17,21 @@
  * | 4V     | u32 term end offsets in the dictionary text (UTF-16 units)       |
  * | 4V+4   | u32 term → first posting (CSR offsets)                           |
  * | 4P     | u32 posting → local ordinal (ascending within a term)            |
- * | 2P/4P  | u16/u32 posting → term frequency, zero-padded to 4               |
+ * | P/2P/4P| u8/u16/u32 posting → term frequency, zero-padded to 4            |
  * | …      | dictionary text: all terms concatenated, UTF-8                   |
+ *
+ * Version 2 added one-byte frequencies (written whenever every frequency is below 256: a sixth of the
+ * memory a segment holds); otherwise the two versions are the same, so version 1 segments (older
+ * databases) load unchanged.
  *
  * Only raw data is stored; bounds, frontiers and the term lookup are recomputed on load, by the same
  * code as for a freshly written segment, so results are identical.
  */
 
-import type { SegmentData } from "./segment.js";
+import type { SegmentData, TermFrequencies } from "./segment.js";
 
 const MAGIC = 0x4753584c; // "LXSG" read as a little-endian u32
-export const SEGMENT_FORMAT_VERSION = 1;
+export const SEGMENT_FORMAT_VERSION = 2;
 const HEADER_BYTES = 40;
 
 const IS_LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
@@ -36,7 +40,7 @@ function padded(length: number): number {
   return (length + 3) & ~3;
 }
 
-function bytesOf(array: Uint16Array | Uint32Array): Uint8Array {
+function bytesOf(array: TermFrequencies): Uint8Array {
   return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
 }
 
@@ -83,19 +87,114 @@ export function encodeSegment(segmentId: number, data: SegmentData): Uint8Array 
 }
 
 /**
+ * A segment's terms as stored, for loading without a string per term: its dictionary text (UTF-8) and
+ * each term's end in it, in bytes. Terms of ASCII characters are read from the bytes; the others (rare)
+ * are decoded here, so that checking them is part of decoding.
+ */
+export interface StoredTerms {
+  readonly count: number;
+  readonly text: Uint8Array;
+  readonly ends: Uint32Array;
+  /** Local term → its string, for the terms with a non-ASCII character. */
+  readonly decoded: ReadonlyMap<number, string>;
+}
+
+interface DecodedParts {
+  id: number;
+  data: Omit<SegmentData, "terms">;
+  /** Term ends in the dictionary text, in UTF-16 code units. */
+  termEnds: Uint32Array;
+  /** The dictionary text, UTF-8 (a view into the bytes). */
+  text: Uint8Array;
+}
+
+/**
  * Decodes segment bytes and checks their consistency. With `adopt`, 4-byte-aligned bytes are not copied:
  * the arrays are views into them (the caller must not change them afterwards); otherwise, and for
  * unaligned bytes, every section is copied.
  */
 export function decodeSegment(bytes: Uint8Array, adopt = false): { id: number; data: SegmentData } {
+  const { id, data, termEnds, text } = decodeParts(bytes, adopt);
+  const dictionary = new TextDecoder("utf-8", { fatal: true }).decode(text);
+  const terms: string[] = new Array<string>(termEnds.length);
+  let start = 0;
+  for (let t = 0; t < termEnds.length; t++) {
+    const end = termEnds[t] ?? 0;
+    if (end <= start || end > dictionary.length) throw corrupt("term offsets");
+    terms[t] = dictionary.slice(start, end);
+    start = end;
+  }
+  if (start !== dictionary.length) throw corrupt("dictionary length");
+  return { id, data: { ...data, terms } };
+}
+
+/**
+ * Like {@link decodeSegment} (with `adopt`), but the terms as {@link StoredTerms}: loading a large index
+ * this way makes no string per (segment, term), which would be garbage the moment the term dictionary
+ * has its bytes (hundreds of MB at a million chunks, left to a lazy GC).
+ */
+export function decodeStoredSegment(bytes: Uint8Array): {
+  id: number;
+  data: Omit<SegmentData, "terms">;
+  terms: StoredTerms;
+} {
+  const { id, data, termEnds, text } = decodeParts(bytes, true);
+  const termCount = termEnds.length;
+  const ends = new Uint32Array(termCount);
+  const decoded = new Map<number, string>();
+  const utf8 = new TextDecoder("utf-8", { fatal: true });
+  let byte = 0;
+  let units = 0;
+  for (let t = 0; t < termCount; t++) {
+    const unitEnd = termEnds[t] ?? 0;
+    if (unitEnd <= units) throw corrupt("term offsets");
+    const firstByte = byte;
+    const firstUnit = units;
+    let ascii = true;
+    while (units < unitEnd && byte < text.length) {
+      const lead = text[byte] ?? 0;
+      if (lead < 0x80) {
+        byte++;
+        units++;
+        continue;
+      }
+      ascii = false;
+      // The sequence's length from its lead byte (its validity is checked by the decoder below).
+      const length = lead >= 0xf8 ? 0 : lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 0;
+      if (length === 0) throw corrupt("dictionary text is not UTF-8");
+      byte += length;
+      units += length === 4 ? 2 : 1;
+    }
+    if (units !== unitEnd || byte > text.length) throw corrupt("term offsets");
+    ends[t] = byte;
+    if (!ascii) {
+      let term: string;
+      try {
+        term = utf8.decode(text.subarray(firstByte, byte));
+      } catch {
+        throw corrupt("dictionary text is not UTF-8");
+      }
+      if (term.length !== unitEnd - firstUnit) throw corrupt("term offsets");
+      decoded.set(t, term);
+    }
+  }
+  if (byte !== text.length) throw corrupt("dictionary length");
+  return { id, data, terms: { count: termCount, text, ends, decoded } };
+}
+
+/** The header, the arrays and the dictionary text, checked except the text itself. */
+function decodeParts(bytes: Uint8Array, adopt: boolean): DecodedParts {
   assertLittleEndian();
   if (!(bytes instanceof Uint8Array)) throw new TypeError("segment bytes must be a Uint8Array");
   if (bytes.byteLength < HEADER_BYTES) throw corrupt("shorter than the header");
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const u32 = (i: number): number => view.getUint32(4 * i, true);
   if (u32(0) !== MAGIC) throw corrupt("not a Lectern segment (bad magic)");
-  if (u32(1) !== SEGMENT_FORMAT_VERSION) {
-    throw new Error(`segment format version ${u32(1)} is not supported (expected ${SEGMENT_FORMAT_VERSION})`);
+  const version = u32(1);
+  if (version !== 1 && version !== SEGMENT_FORMAT_VERSION) {
+    throw new Error(
+      `segment format version ${version} is not supported (expected 1 … ${SEGMENT_FORMAT_VERSION})`,
+    );
   }
   const documentCount = u32(2);
   const termCount = u32(3);
@@ -103,7 +202,9 @@ export function decodeSegment(bytes: Uint8Array, adopt = false): { id: number; d
   const tfBytes = u32(5);
   const dictionaryLength = u32(6);
   const referenceAverageLength = view.getFloat64(32, true);
-  if (tfBytes !== 2 && tfBytes !== 4) throw corrupt(`term frequency width ${tfBytes}`);
+  if (!(tfBytes === 2 || tfBytes === 4 || (tfBytes === 1 && version >= 2))) {
+    throw corrupt(`term frequency width ${tfBytes}`);
+  }
   if (!(referenceAverageLength > 0)) throw corrupt("reference average length");
   let offset = HEADER_BYTES;
   const views = adopt && bytes.byteOffset % 4 === 0;
@@ -130,24 +231,10 @@ export function decodeSegment(bytes: Uint8Array, adopt = false): { id: number; d
   const termOffsets = u32Array(termCount + 1);
   const docIds = u32Array(postingCount);
   const tfSection = take(tfBytes * postingCount);
-  const termFreqs =
-    tfBytes === 2
-      ? new Uint16Array(tfSection.buffer, tfSection.byteOffset, postingCount)
-      : new Uint32Array(tfSection.buffer, tfSection.byteOffset, postingCount);
+  const termFreqs = frequenciesOf(tfSection.buffer, tfSection.byteOffset, postingCount, tfBytes);
   if (offset - padded(dictionaryLength) > bytes.byteLength) throw corrupt("truncated");
-  const dictionary = new TextDecoder("utf-8", { fatal: true }).decode(
-    bytes.subarray(offset, offset + dictionaryLength),
-  );
   if (offset + dictionaryLength !== bytes.byteLength) throw corrupt("length mismatch");
-  const terms: string[] = new Array<string>(termCount);
-  let start = 0;
-  for (let t = 0; t < termCount; t++) {
-    const end = termEnds[t] ?? 0;
-    if (end <= start || end > dictionary.length) throw corrupt("term offsets");
-    terms[t] = dictionary.slice(start, end);
-    start = end;
-  }
-  if (start !== dictionary.length) throw corrupt("dictionary length");
+  const text = bytes.subarray(offset, offset + dictionaryLength);
   for (let d = 1; d < documentCount; d++) {
     if ((keys[d] ?? 0) <= (keys[d - 1] ?? 0)) throw corrupt("keys not ascending");
   }
@@ -166,8 +253,22 @@ export function decodeSegment(bytes: Uint8Array, adopt = false): { id: number; d
   }
   return {
     id: u32(7),
-    data: { keys, docLengths, terms, termOffsets, docIds, termFreqs, referenceAverageLength },
+    data: { keys, docLengths, termOffsets, docIds, termFreqs, referenceAverageLength },
+    termEnds,
+    text,
   };
+}
+
+function frequenciesOf(
+  buffer: ArrayBufferLike,
+  byteOffset: number,
+  count: number,
+  width: number,
+): TermFrequencies {
+  if (width === 1) return new Uint8Array(buffer, byteOffset, count);
+  return width === 2
+    ? new Uint16Array(buffer, byteOffset, count)
+    : new Uint32Array(buffer, byteOffset, count);
 }
 
 /** Rewrites the segment id in encoded bytes (a merge learns its id only when it is committed). */
@@ -199,10 +300,7 @@ export function viewSegment(bytes: Uint8Array): Omit<SegmentData, "terms"> & { t
   offset += 4 * termCount; // term ends (the terms themselves are not needed)
   const termOffsets = u32Array(termCount + 1);
   const docIds = u32Array(postingCount);
-  const termFreqs =
-    tfBytes === 2
-      ? new Uint16Array(bytes.buffer, offset, postingCount)
-      : new Uint32Array(bytes.buffer, offset, postingCount);
+  const termFreqs = frequenciesOf(bytes.buffer, offset, postingCount, tfBytes);
   return {
     keys,
     docLengths,

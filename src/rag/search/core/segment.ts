@@ -1,17 +1,29 @@
 /**
  * A segment: an immutable batch of documents with its own CSR postings (term-major, local ordinals in
  * ascending key order) plus what is derived from them when it is loaded: the term lookup by global id,
- * per-block factor bounds for pruning, and per term the Pareto frontier of (tf, dl) over live postings.
+ * and for the terms with more than BLOCK_SIZE postings per-block factor bounds for pruning and the Pareto
+ * frontier of (tf, dl) over live postings.
  * Only its tombstones (`live`) and lazily recomputed frontiers change after construction.
  *
- * Memory: 6 bytes per posting, 8 per document, about 24 per (segment, term) plus frontier points; no
- * strings (terms live once, in the index-wide {@link TermDictionary}).
+ * Memory: 5 to 6 bytes per posting, 8 per document, 12 per (segment, term); block bounds and frontiers
+ * only for the few terms with more than BLOCK_SIZE postings (a short list's max factor is computed from
+ * its postings when a query asks: at most BLOCK_SIZE of them). No strings (terms live once, in the
+ * index-wide {@link TermDictionary}).
  */
 
 import { BLOCK_SHIFT, BLOCK_SIZE, factorOf, lengthNorm, type ScorerParameters } from "../scoring.js";
 import { LiveDocs } from "./live-docs.js";
 import { indexOfSorted } from "./sorted.js";
 import type { TermDictionary } from "./term-dictionary.js";
+
+/** Term frequencies, in the narrowest width their maximum fits (most segments: one byte each). */
+export type TermFrequencies = Uint8Array | Uint16Array | Uint32Array;
+
+/** The narrowest array for `count` frequencies up to `maxFrequency`. */
+export function termFrequencyArray(count: number, maxFrequency: number): TermFrequencies {
+  if (maxFrequency <= 0xff) return new Uint8Array(count);
+  return maxFrequency <= 0xffff ? new Uint16Array(count) : new Uint32Array(count);
+}
 
 /** A segment's raw data, as stored in its bytes. */
 export interface SegmentData {
@@ -26,10 +38,13 @@ export interface SegmentData {
   /** Posting → local ordinal, ascending within a term. */
   readonly docIds: Uint32Array;
   /** Posting → term frequency (≥ 1). */
-  readonly termFreqs: Uint16Array | Uint32Array;
+  readonly termFreqs: TermFrequencies;
   /** The avgdl the block bounds are computed at (any positive value is correct). */
   readonly referenceAverageLength: number;
 }
+
+/** See `Segment.lookupSample`. */
+const LOOKUP_STRIDE = 32;
 
 /** Points (tf, dl) of a frontier, tf descending, dl strictly descending. */
 interface Frontier {
@@ -64,7 +79,7 @@ const NONE = 0xffffffff;
  */
 function appendFrontier(
   docIds: Uint32Array,
-  termFreqs: Uint16Array | Uint32Array,
+  termFreqs: TermFrequencies,
   docLengths: Uint32Array,
   deletedBits: Uint32Array | null,
   from: number,
@@ -131,11 +146,15 @@ function appendFrontier(
 export interface SegmentDerived {
   /** Local term → global term id. */
   readonly termIds: Uint32Array;
-  readonly sortedTermIds: Uint32Array;
+  /** Local terms by ascending global id (the lookup by global id searches it through `termIds`). */
   readonly sortedLocalTerms: Uint32Array;
   readonly maxDocumentLength: number;
+  /** The local terms with more than BLOCK_SIZE postings ("long" terms), ascending. */
+  readonly longTerms: Uint32Array;
+  /** Per long term, its first block in `blockMaxima` (and the total at the end). */
   readonly blockStarts: Uint32Array;
   readonly blockMaxima: Float64Array;
+  /** Per long term, its frontier points in `frontierTf`/`frontierDl` (and the total at the end). */
   readonly frontierOffsets: Uint32Array;
   readonly frontierTf: Uint32Array;
   readonly frontierDl: Uint32Array;
@@ -143,7 +162,7 @@ export interface SegmentDerived {
 
 /**
  * The term lookup by global id, the block bounds at the reference avgdl and the (tf, dl) frontiers over
- * the postings of documents not in `deletedBits`.
+ * the postings of documents not in `deletedBits`, the last two for long terms only.
  */
 export function deriveSegment(
   data: Omit<SegmentData, "terms">,
@@ -154,48 +173,50 @@ export function deriveSegment(
   const termCount = termIds.length;
   // Sorted by global id: (id, local) packed into one float and sorted natively when it fits 53 bits.
   const sortedLocalTerms = new Uint32Array(termCount);
-  const sortedTermIds = new Uint32Array(termCount);
   if (termCount < 1 << 21) {
     const packed = new Float64Array(termCount);
     for (let t = 0; t < termCount; t++) packed[t] = (termIds[t] ?? 0) * (1 << 21) + t;
     packed.sort();
-    for (let i = 0; i < termCount; i++) {
-      const value = packed[i] ?? 0;
-      const local = value % (1 << 21);
-      sortedLocalTerms[i] = local;
-      sortedTermIds[i] = termIds[local] ?? 0;
-    }
+    for (let i = 0; i < termCount; i++) sortedLocalTerms[i] = (packed[i] ?? 0) % (1 << 21);
   } else {
     const order = Array.from({ length: termCount }, (_, t) => t).sort(
       (a, b) => (termIds[a] ?? 0) - (termIds[b] ?? 0),
     );
     order.forEach((t, i) => {
       sortedLocalTerms[i] = t;
-      sortedTermIds[i] = termIds[t] ?? 0;
     });
   }
   let maxLength = 0;
   for (const dl of data.docLengths) if (dl > maxLength) maxLength = dl;
 
-  // Block bounds at the reference avgdl.
+  // Long terms and their blocks.
   const { termOffsets, docIds, termFreqs, docLengths } = data;
-  const blockStarts = new Uint32Array(termCount + 1);
-  let blocks = 0;
+  let longCount = 0;
   for (let t = 0; t < termCount; t++) {
-    blockStarts[t] = blocks;
-    const df = (termOffsets[t + 1] ?? 0) - (termOffsets[t] ?? 0);
-    if (df > BLOCK_SIZE) blocks += (df + BLOCK_SIZE - 1) >>> BLOCK_SHIFT;
+    if ((termOffsets[t + 1] ?? 0) - (termOffsets[t] ?? 0) > BLOCK_SIZE) longCount++;
   }
-  blockStarts[termCount] = blocks;
+  const longTerms = new Uint32Array(longCount);
+  const blockStarts = new Uint32Array(longCount + 1);
+  let blocks = 0;
+  for (let t = 0, j = 0; t < termCount; t++) {
+    const df = (termOffsets[t + 1] ?? 0) - (termOffsets[t] ?? 0);
+    if (df <= BLOCK_SIZE) continue;
+    longTerms[j] = t;
+    blockStarts[j++] = blocks;
+    blocks += (df + BLOCK_SIZE - 1) >>> BLOCK_SHIFT;
+  }
+  blockStarts[longCount] = blocks;
+
+  // Block bounds at the reference avgdl.
   const blockMaxima = new Float64Array(blocks);
   const bm25 = scorer.kind === "bm25";
   const norms = new Float64Array(maxLength + 1);
   for (let dl = 0; dl <= maxLength; dl++) norms[dl] = lengthNorm(scorer, dl, data.referenceAverageLength);
-  for (let t = 0; t < termCount; t++) {
+  for (let j = 0; j < longCount; j++) {
+    const t = longTerms[j] ?? 0;
     const start = termOffsets[t] ?? 0;
     const end = termOffsets[t + 1] ?? 0;
-    if (end - start <= BLOCK_SIZE) continue;
-    let block = blockStarts[t] ?? 0;
+    let block = blockStarts[j] ?? 0;
     for (let blockStart = start; blockStart < end; blockStart += BLOCK_SIZE, block++) {
       const blockEnd = Math.min(end, blockStart + BLOCK_SIZE);
       let best = 0;
@@ -207,12 +228,13 @@ export function deriveSegment(
     }
   }
 
-  // Frontiers over live postings.
-  const frontierOffsets = new Uint32Array(termCount + 1);
+  // Frontiers of the long terms, over live postings.
+  const frontierOffsets = new Uint32Array(longCount + 1);
   const outTf = new GrowableUint32();
   const outDl = new GrowableUint32();
-  for (let t = 0; t < termCount; t++) {
-    frontierOffsets[t] = outTf.length;
+  for (let j = 0; j < longCount; j++) {
+    const t = longTerms[j] ?? 0;
+    frontierOffsets[j] = outTf.length;
     appendFrontier(
       docIds,
       termFreqs,
@@ -224,12 +246,12 @@ export function deriveSegment(
       outDl,
     );
   }
-  frontierOffsets[termCount] = outTf.length;
+  frontierOffsets[longCount] = outTf.length;
   return {
     termIds,
-    sortedTermIds,
     sortedLocalTerms,
     maxDocumentLength: maxLength,
+    longTerms,
     blockStarts,
     blockMaxima,
     frontierOffsets,
@@ -243,22 +265,28 @@ export class Segment {
   readonly docLengths: Uint32Array;
   readonly termOffsets: Uint32Array;
   readonly docIds: Uint32Array;
-  readonly termFreqs: Uint16Array | Uint32Array;
+  readonly termFreqs: TermFrequencies;
   readonly referenceAverageLength: number;
   /** Local term → global term id. */
   readonly termIds: Uint32Array;
-  /** Global ids, ascending, and the local term of each: the lookup by global id. */
-  private readonly sortedTermIds: Uint32Array;
+  /** Local terms by ascending global id: the lookup by global id. */
   private readonly sortedLocalTerms: Uint32Array;
+  /**
+   * The global id of every LOOKUP_STRIDE-th entry of `sortedLocalTerms`: a lookup searches this small
+   * (cached) array first, and goes through `termIds` only for the last few steps.
+   */
+  private readonly lookupSample: Uint32Array;
   readonly maxDocumentLength: number;
-  /** Local term → its first block in `blockMaxima` (blocks only for lists longer than BLOCK_SIZE). */
-  readonly blockStarts: Uint32Array;
+  /** Local terms with more than BLOCK_SIZE postings, ascending; blocks and frontiers are theirs. */
+  private readonly longTerms: Uint32Array;
+  /** Per long term, its first block in `blockMaxima`. */
+  private readonly blockStarts: Uint32Array;
   /** Per block of BLOCK_SIZE postings, the max factor at the reference avgdl. */
   readonly blockMaxima: Float64Array;
   private readonly frontierOffsets: Uint32Array;
   private readonly frontierTf: Uint32Array;
   private readonly frontierDl: Uint32Array;
-  /** Terms whose frontier lost a point to a delete (recomputed when next needed), and recomputed ones. */
+  /** Long terms whose frontier lost a point to a delete (recomputed when next needed), and recomputed ones. */
   private readonly staleFrontiers = new Set<number>();
   private readonly recomputedFrontiers = new Map<number, Frontier>();
 
@@ -295,9 +323,14 @@ export class Segment {
     this.termFreqs = data.termFreqs;
     this.referenceAverageLength = data.referenceAverageLength;
     this.termIds = derived.termIds;
-    this.sortedTermIds = derived.sortedTermIds;
     this.sortedLocalTerms = derived.sortedLocalTerms;
+    const sample = new Uint32Array(Math.ceil(this.termIds.length / LOOKUP_STRIDE));
+    for (let k = 0; k < sample.length; k++) {
+      sample[k] = this.termIds[this.sortedLocalTerms[k * LOOKUP_STRIDE] ?? 0] ?? 0;
+    }
+    this.lookupSample = sample;
     this.maxDocumentLength = derived.maxDocumentLength;
+    this.longTerms = derived.longTerms;
     this.blockStarts = derived.blockStarts;
     this.blockMaxima = derived.blockMaxima;
     this.frontierOffsets = derived.frontierOffsets;
@@ -305,13 +338,13 @@ export class Segment {
     this.frontierDl = derived.frontierDl;
   }
 
-  /** Marks stale the frontiers of the terms of these (deleted) documents: one pass over the postings. */
+  /** Marks stale the frontiers of the long terms of these (deleted) documents: one pass over their postings. */
   markFrontiersStale(ordinals: readonly number[]): void {
     if (ordinals.length === 0) return;
     const wanted = new Uint32Array((this.documentCount + 31) >>> 5);
     for (const d of ordinals) wanted[d >>> 5] = (wanted[d >>> 5] ?? 0) | (1 << (d & 31));
-    const { termOffsets, docIds } = this;
-    for (let t = 0; t < this.termCount; t++) {
+    const { termOffsets, docIds, longTerms } = this;
+    for (const t of longTerms) {
       const end = termOffsets[t + 1] ?? 0;
       for (let p = termOffsets[t] ?? 0; p < end; p++) {
         const d = docIds[p] ?? 0;
@@ -337,8 +370,40 @@ export class Segment {
 
   /** The local term of global term id `termId`, or −1 if this segment does not hold it. */
   localTerm(termId: number): number {
-    const position = indexOfSorted(this.sortedTermIds, termId);
-    return position < 0 ? -1 : (this.sortedLocalTerms[position] ?? 0);
+    const { sortedLocalTerms, termIds, lookupSample } = this;
+    // The last sample ≤ termId bounds the range of sortedLocalTerms to search.
+    let low = 0;
+    let high = lookupSample.length;
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if ((lookupSample[middle] ?? 0) <= termId) low = middle + 1;
+      else high = middle;
+    }
+    if (low === 0) return -1;
+    const end = Math.min(sortedLocalTerms.length, low * LOOKUP_STRIDE);
+    low = (low - 1) * LOOKUP_STRIDE;
+    high = end;
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if ((termIds[sortedLocalTerms[middle] ?? 0] ?? 0) < termId) low = middle + 1;
+      else high = middle;
+    }
+    const t = sortedLocalTerms[low] ?? 0;
+    return low < end && termIds[t] === termId ? t : -1;
+  }
+
+  /** Position of local term `t` among the long terms, or −1 for a short one. */
+  private longIndex(t: number): number {
+    return (this.termOffsets[t + 1] ?? 0) - (this.termOffsets[t] ?? 0) > BLOCK_SIZE
+      ? indexOfSorted(this.longTerms, t)
+      : -1;
+  }
+
+  /** The first block of local term `t` in `blockMaxima` (a term with more than BLOCK_SIZE postings). */
+  firstBlock(t: number): number {
+    const j = this.longIndex(t);
+    if (j < 0) throw new RangeError(`local term ${t} has no blocks`);
+    return this.blockStarts[j] ?? 0;
   }
 
   /** The local ordinal of `key`, or −1. */
@@ -394,19 +459,35 @@ export class Segment {
       this.recomputedFrontiers.set(t, frontier);
       return frontier;
     }
-    const from = this.frontierOffsets[t] ?? 0;
-    const to = this.frontierOffsets[t + 1] ?? 0;
+    const j = this.longIndex(t);
+    const from = this.frontierOffsets[j] ?? 0;
+    const to = this.frontierOffsets[j + 1] ?? 0;
     return { tf: this.frontierTf.subarray(from, to), dl: this.frontierDl.subarray(from, to) };
   }
 
   /** The exact max factor over the live postings of local term `t` (0 if none), at these length norms. */
   liveMaxFactor(t: number, bm25: boolean, norms: Float64Array): number {
     let best = 0;
+    const from = this.termOffsets[t] ?? 0;
+    const to = this.termOffsets[t + 1] ?? 0;
+    if (to - from <= BLOCK_SIZE) {
+      // A short list: its live postings themselves (the max over them equals the max over its frontier).
+      const { docIds, termFreqs, docLengths } = this;
+      const bits = this.live.deletedBits;
+      for (let p = from; p < to; p++) {
+        const d = docIds[p] ?? 0;
+        if (bits !== null && ((bits[d >>> 5] ?? 0) & (1 << (d & 31))) !== 0) continue;
+        const f = factorOf(bm25, termFreqs[p] ?? 1, norms[docLengths[d] ?? 0] ?? 1);
+        if (f > best) best = f;
+      }
+      return best;
+    }
     if (this.staleFrontiers.size === 0 && this.recomputedFrontiers.size === 0) {
       // Fast path (no delete has touched a frontier): read the stored frontier in place.
       const { frontierTf, frontierDl } = this;
-      const end = this.frontierOffsets[t + 1] ?? 0;
-      for (let i = this.frontierOffsets[t] ?? 0; i < end; i++) {
+      const j = this.longIndex(t);
+      const end = this.frontierOffsets[j + 1] ?? 0;
+      for (let i = this.frontierOffsets[j] ?? 0; i < end; i++) {
         const f = factorOf(bm25, frontierTf[i] ?? 1, norms[frontierDl[i] ?? 0] ?? 1);
         if (f > best) best = f;
       }
@@ -426,7 +507,8 @@ export class Segment {
     const dl = this.docLengths[ordinal] ?? 0;
     for (let k = 0; k < localTerms.length; k++) {
       const t = localTerms[k] ?? 0;
-      if (this.staleFrontiers.has(t)) continue;
+      // Short terms keep no frontier (their max is computed from their live postings).
+      if (this.staleFrontiers.has(t) || this.longIndex(t) < 0) continue;
       const { tf, dl: lengths } = this.frontier(t);
       const frequency = frequencies[k] ?? 0;
       for (let i = 0; i < tf.length; i++) {

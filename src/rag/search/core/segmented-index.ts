@@ -32,7 +32,7 @@ import type {
   Tombstone,
 } from "../types.js";
 import { prepareMerge, type MergeResult, type PreparedMerge } from "../indexer/merge.js";
-import { decodeSegment } from "./segment-codec.js";
+import { decodeStoredSegment, type StoredTerms } from "./segment-codec.js";
 import { Segment, type SegmentData } from "./segment.js";
 import { searchSegments, SearchScratch, type ResolvedSearchOptions } from "./searcher.js";
 import { TermCache } from "../term-cache.js";
@@ -275,7 +275,7 @@ export class SegmentedIndex {
     const state = validateState(change.state);
     // Decode everything first, so that corrupt bytes change nothing.
     const decoded = change.addSegments.map(({ bytes, deleted }) => ({
-      ...decodeSegment(bytes, true),
+      ...decodeStoredSegment(bytes),
       deleted: [...deleted],
       byteLength: bytes.byteLength,
     }));
@@ -292,8 +292,8 @@ export class SegmentedIndex {
       if (!ids.has(segmentId)) throw new RangeError(`tombstone for segment ${segmentId}, not in the index`);
     }
     for (const id of change.removeSegmentIds) this.detachSegment(this.segmentById(id) as Segment);
-    for (const { id, data, deleted, byteLength } of decoded)
-      this.attachSegment(id, data, deleted, byteLength);
+    for (const { id, data, terms, deleted, byteLength } of decoded)
+      this.attachSegment(id, data, terms, deleted, byteLength);
     const bySegment = new Map<number, number[]>();
     for (const { segmentId, ordinal } of change.tombstones) {
       const list = bySegment.get(segmentId) ?? [];
@@ -317,23 +317,38 @@ export class SegmentedIndex {
 
   /**
    * @internal Adds a segment (its live postings count in the statistics). `knownIds`: per term of
-   * `data.terms`, its id in the dictionary (−1: not in it) looked up since the last change (a prepared
+   * `terms` (a list), its id in the dictionary (−1: not in it) looked up since the last change (a prepared
    * write's), so that no term is looked up twice.
    */
   attachSegment(
     id: number,
-    data: SegmentData,
+    data: Omit<SegmentData, "terms">,
+    terms: readonly string[] | StoredTerms,
     deleted: Iterable<number>,
     byteLength: number,
     countStatistics = true,
     knownIds?: Int32Array,
   ): Segment {
     const dictionary = this.dictionary;
-    const termIds = new Uint32Array(data.terms.length);
-    data.terms.forEach((term, t) => {
-      const known = knownIds?.[t] ?? dictionary.idOf(term) ?? -1;
-      termIds[t] = dictionary.acquireResolved(term, known < 0 ? undefined : known);
-    });
+    let termIds: Uint32Array;
+    if (Array.isArray(terms)) {
+      const list = terms as readonly string[];
+      termIds = new Uint32Array(list.length);
+      list.forEach((term, t) => {
+        const known = knownIds?.[t] ?? -1;
+        termIds[t] = known >= 0 ? dictionary.acquireResolved(term, known) : dictionary.acquire(term);
+      });
+    } else {
+      const { count, text, ends, decoded } = terms as StoredTerms;
+      termIds = new Uint32Array(count);
+      for (let t = 0, start = 0; t < count; t++) {
+        const end = ends[t] ?? 0;
+        const term = decoded.get(t);
+        termIds[t] =
+          term === undefined ? dictionary.acquireAscii(text, start, end) : dictionary.acquire(term);
+        start = end;
+      }
+    }
     const segment = Segment.build(id, data, termIds, this.scorerParameters, deleted, byteLength);
     this.insertSegment(segment, this.segmentList.length, countStatistics);
     return segment;

@@ -151,7 +151,15 @@ export class IndexWriter {
         if (applied) throw new Error("this write was already applied");
         if (index.version !== version) throw new Error("the index changed since this write was prepared");
         if (segment !== null && segmentData !== null) {
-          index.attachSegment(segment.id, segmentData, [], segment.bytes.byteLength, true, knownIds);
+          index.attachSegment(
+            segment.id,
+            segmentData,
+            segmentData.terms,
+            [],
+            segment.bytes.byteLength,
+            true,
+            knownIds,
+          );
         }
         for (const deletion of deletions) index.deleteDocument(deletion);
         index.setState(state);

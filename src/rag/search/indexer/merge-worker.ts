@@ -14,8 +14,8 @@ parentPort?.on("message", ({ id, job }: { id: number; job: MergeJob }) => {
     const buffers = [
       output.bytes,
       derived.termIds,
-      derived.sortedTermIds,
       derived.sortedLocalTerms,
+      derived.longTerms,
       derived.blockStarts,
       derived.blockMaxima,
       derived.frontierOffsets,

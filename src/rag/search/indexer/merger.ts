@@ -5,7 +5,7 @@
  */
 
 import { encodeSegment } from "../core/segment-codec.js";
-import { deriveSegment, type SegmentData, type SegmentDerived } from "../core/segment.js";
+import { deriveSegment, termFrequencyArray, type SegmentData, type SegmentDerived } from "../core/segment.js";
 import { indexOfSorted } from "../core/sorted.js";
 import type { ScorerParameters } from "../scoring.js";
 
@@ -142,7 +142,7 @@ export function mergeSegments(
   const termCount = outputTermIds.length;
   const termOffsets = new Uint32Array(termCount + 1);
   const docIds = new Uint32Array(postingCount);
-  const termFreqs = maxFrequency <= 0xffff ? new Uint16Array(postingCount) : new Uint32Array(postingCount);
+  const termFreqs = termFrequencyArray(postingCount, maxFrequency);
   const cursors = new Uint32Array(k);
   const ends = new Uint32Array(k);
   let out = 0;

@@ -3,7 +3,8 @@
  * `build()`. Adding is O(terms); building is two linear passes (a counting sort by term id).
  *
  * Memory: a posting costs 6 bytes while building (term id + frequency, in fixed-size pages, so growing
- * never copies or doubles), and the built index 6 bytes too (document ordinal + frequency). Words are
+ * never copies or doubles), and the built index 5 (document ordinal + frequency, one byte when every
+ * frequency is below 256). Words are
  * looked up in a hash table straight from the text (no substring per word), so analysis allocates
  * little more than one normalised copy of each document.
  */
@@ -16,7 +17,8 @@ import {
   segmentWords,
 } from "../analyzer.js";
 import type { ResolvedAnalyzerOptions } from "../analyzer.js";
-import type { SegmentData } from "../core/segment.js";
+import { termFrequencyArray, type SegmentData } from "../core/segment.js";
+import { detach } from "../core/term-dictionary.js";
 import { hashWord, WordScanner, WordTable } from "../scanner.js";
 import { STOP_WORD, UNKNOWN_WORD, type TermCache } from "../term-cache.js";
 import type { AnalyzerOptions } from "../types.js";
@@ -59,22 +61,6 @@ const BIG_FREQUENCY = 0xffff;
 /** How many distinct words the word → term cache holds before it is cleared. */
 const WORD_CACHE_LIMIT = 200_000;
 const MISSING = -2;
-
-/**
- * A copy of a string that does not keep a larger string alive (V8 represents substrings of 13+
- * characters as views into their parent; the vocabulary must not pin whole documents).
- */
-function detach(word: string): string {
-  if (word.length < 13) return word;
-  let copy = "";
-  for (let i = 0; i < word.length; i += 4096) {
-    const codes: number[] = [];
-    const end = Math.min(word.length, i + 4096);
-    for (let k = i; k < end; k++) codes.push(word.charCodeAt(k));
-    copy += String.fromCharCode(...codes);
-  }
-  return copy;
-}
 
 /**
  * Builds one segment's data from texts (local ordinals in the order of `add`, local term ids in order of
@@ -207,8 +193,7 @@ export class SegmentWriter {
     for (let t = 0; t < vocabularySize; t++) termOffsets[t + 1] = (termOffsets[t] ?? 0) + (df[t] ?? 0);
     const cursor = termOffsets.slice(0, vocabularySize);
     const docIds = new Uint32Array(postingCount);
-    const termFreqs =
-      this.maxFrequency <= 0xffff ? new Uint16Array(postingCount) : new Uint32Array(postingCount);
+    const termFreqs = termFrequencyArray(postingCount, this.maxFrequency);
     const docStarts = this.docStarts.array;
     const bigFrequencies = this.bigFrequencies;
     // Walking the postings in document order keeps every term's postings sorted by ordinal.
