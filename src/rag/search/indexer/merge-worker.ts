@@ -14,6 +14,7 @@ try {
     derived.termIds,
     derived.sortedTermIds,
     derived.sortedLocalTerms,
+    derived.termDirectory,
     derived.blockStarts,
     derived.blockMaxima,
     derived.frontierOffsets,
