@@ -94,6 +94,8 @@ export function searchSegments(
   for (const term of terms) queryFrequencies.set(term, (queryFrequencies.get(term) ?? 0) + 1);
   const termIds: number[] = [];
   const weights: number[] = [];
+  // Live postings of the query terms: decides the path (either gives the same hits).
+  let postings = 0;
   for (const [term, qtf] of queryFrequencies) {
     const id = dictionary.idOf(term);
     if (id === undefined) continue;
@@ -101,6 +103,7 @@ export function searchSegments(
     if (df === 0) continue;
     termIds.push(id);
     weights.push(termWeight(scorer, qtf, liveDocumentCount, df));
+    postings += df;
   }
   const n = termIds.length;
   if (n === 0) return [];
@@ -112,7 +115,6 @@ export function searchSegments(
   const globalMax = new Float64Array(n);
   let pairs = 0;
   let visited = 0;
-  let postings = 0;
   for (let s = 0; s < segments.length; s++) {
     const segment = segments[s] as Segment;
     const first = pairs;
@@ -126,7 +128,6 @@ export function searchSegments(
       pairMaxima[pairs] = max;
       pairs++;
       if (max > (globalMax[i] ?? 0)) globalMax[i] = max;
-      postings += (segment.termOffsets[t + 1] ?? 0) - (segment.termOffsets[t] ?? 0);
     }
     if (pairs > first) {
       // Largest segments first (insertion sort: few segments): θ rises early, so the smaller ones prune
