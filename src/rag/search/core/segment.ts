@@ -4,7 +4,7 @@
  * per-block factor bounds for pruning, and per term the Pareto frontier of (tf, dl) over live postings.
  * Only its tombstones (`live`) and lazily recomputed frontiers change after construction.
  *
- * Memory: 6 bytes per posting, 8 per document, about 24 per (segment, term) plus frontier points; no
+ * Memory: 6 bytes per posting, 8 per document, about 26 per (segment, term) plus frontier points; no
  * strings (terms live once, in the index-wide {@link TermDictionary}).
  */
 
