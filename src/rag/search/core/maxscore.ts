@@ -30,7 +30,7 @@
 
 import { BLOCK_SHIFT, BLOCK_SIZE, sublinearTf } from "../scoring.js";
 import type { TopK } from "../topk.js";
-import type { Segment } from "./segment.js";
+import type { Segment, TermFrequencies } from "./segment.js";
 
 /** Bounds are multiplied by this before being compared, so rounding can never prune a real hit. */
 export const SLACK = 1 + 1e-9;
@@ -57,32 +57,46 @@ export const pruningCounters = {
   rescored: 0,
 };
 
-/** Reusable per-search buffers (one set per index; a nested search allocates its own). */
-export interface MaxScoreScratch {
-  /** Documents per window. */
-  readonly window: number;
+/** At most this many terms per pruned search. */
+const MAX_TERMS = 64;
+
+/**
+ * Reusable per-search buffers (one set per index; a nested search allocates its own). Each per-term
+ * array has room for {@link MAX_TERMS} terms: a segment's search allocates nothing, which matters when
+ * a query visits dozens of small segments.
+ */
+export class MaxScoreScratch {
   /** Window-local partial scores (essential terms only), for bounds. */
   readonly partial: Float64Array;
   /** Window-local offsets of the documents found in the window. */
   readonly found: Int32Array;
-  /** Per-term state of a segment's search (reused: no allocation per segment). */
-  readonly perTerm: Float64Array;
-  readonly perTermInt: Int32Array;
+  /** The segment's query, filled by the caller: local terms, weights, max factors (query-term order). */
+  readonly terms = new Int32Array(MAX_TERMS);
+  readonly weights = new Float64Array(MAX_TERMS);
+  readonly maxFactors = new Float64Array(MAX_TERMS);
+  readonly upper = new Float64Array(MAX_TERMS); // global bound
+  readonly local = new Float64Array(MAX_TERMS); // window bound
+  readonly start = new Float64Array(MAX_TERMS);
+  readonly position = new Float64Array(MAX_TERMS);
+  readonly end = new Float64Array(MAX_TERMS);
+  readonly firstBlock = new Float64Array(MAX_TERMS); // index in blockMaxima, −1 for a single-block list
+  readonly globalPrefix = new Float64Array(MAX_TERMS);
+  readonly localPrefix = new Float64Array(MAX_TERMS);
+  readonly windowFirst = new Float64Array(MAX_TERMS); // first posting ≥ window start
+  readonly probe = new Float64Array(MAX_TERMS); // cursors for exact rescoring
+  readonly globalOrder = new Int32Array(MAX_TERMS);
+  readonly order = new Int32Array(MAX_TERMS); // window-local order: slot → term
+  readonly rank = new Int32Array(MAX_TERMS); // term → slot
+
+  /** @param window documents per window */
+  constructor(readonly window = WINDOW) {
+    this.partial = new Float64Array(window);
+    this.found = new Int32Array(window);
+  }
 }
 
-/** Per-term arrays (Float64) in `perTerm`, per-term arrays (Int32) in `perTermInt`: at most this many terms. */
-const MAX_TERMS = 64;
-const FLOAT_ARRAYS = 12;
-const INT_ARRAYS = 3;
-
 export function newMaxScoreScratch(window = WINDOW): MaxScoreScratch {
-  return {
-    window,
-    partial: new Float64Array(window),
-    found: new Int32Array(window),
-    perTerm: new Float64Array(FLOAT_ARRAYS * MAX_TERMS),
-    perTermInt: new Int32Array(INT_ARRAYS * MAX_TERMS),
-  };
+  return new MaxScoreScratch(window);
 }
 
 /** First posting in [from, end) whose document is ≥ target (`end` if none): galloping, then binary search. */
@@ -106,25 +120,66 @@ export function advanceTo(docIds: Uint32Array, from: number, end: number, target
   return high;
 }
 
-/** One segment's part of a query: its local terms and their bounds, in the query's term order. */
-export interface SegmentQuery {
-  readonly segment: Segment;
-  /** Local term ids of the query terms the segment holds, in query-term order. */
-  readonly terms: readonly number[];
-  /** Their normalised query weights. */
-  readonly weights: readonly number[];
-  /** Their exact max factors over the segment's live postings. */
-  readonly maxFactors: readonly number[];
-  /** Multiplier making the block maxima (made at the segment's reference avgdl) bounds at today's avgdl. */
-  readonly blockScale: number;
+/** Can a document whose score is at most `x` get in? (θ = `beat`; inflated against rounding.) */
+function canEnter(x: number, minScore: number, beat: number): boolean {
+  const inflated = x * SLACK;
+  return inflated >= minScore && inflated > beat;
+}
+
+/** weight × factor of posting p of document d: the same expression as the exhaustive path. */
+function contribution(
+  w: number,
+  p: number,
+  d: number,
+  termFreqs: TermFrequencies,
+  docLengths: Uint32Array,
+  norms: Float64Array,
+  bm25: boolean,
+): number {
+  const tf = termFreqs[p] ?? 1;
+  const norm = norms[docLengths[d] ?? 0] ?? 1;
+  return w * (bm25 ? tf / (tf + norm) : sublinearTf(tf) / norm);
+}
+
+/** Moves cursor i to its first posting ≥ target. */
+function seek(
+  position: Float64Array,
+  end: Float64Array,
+  docIds: Uint32Array,
+  i: number,
+  target: number,
+): void {
+  const p = position[i] ?? 0;
+  if (p < (end[i] ?? 0) && (docIds[p] ?? 0) < target) position[i] = advanceTo(docIds, p, end[i] ?? 0, target);
+}
+
+/** Offers document d with this score (the caller refreshes θ). */
+function offer(
+  heap: TopK,
+  key: number,
+  score: number,
+  minScore: number,
+  accept: ((key: number) => boolean) | undefined,
+): void {
+  if (score > 1) score = 1; // rounding can push a perfect match a few ulps past 1
+  if (score < minScore || !heap.wouldAccept(key, score)) return;
+  if (accept !== undefined && !accept(key)) return;
+  heap.offer(key, score);
 }
 
 /**
  * Adds one segment's hits to `heap` (shared across segments, so θ carries over), skipping documents that
  * provably cannot get in. Each kept document gets exactly the exhaustive path's score.
+ *
+ * The segment's query is in `scratch`: its first `n` entries of `terms` (local term ids of the query
+ * terms the segment holds, in query-term order), `weights` (their normalised query weights) and
+ * `maxFactors` (their exact max factors over the segment's live postings). `blockScale` makes the block
+ * maxima (made at the segment's reference avgdl) bounds at today's avgdl.
  */
 export function maxScoreSegment(
-  query: SegmentQuery,
+  segment: Segment,
+  n: number,
+  blockScale: number,
   bm25: boolean,
   norms: Float64Array,
   heap: TopK,
@@ -132,26 +187,24 @@ export function maxScoreSegment(
   accept: ((key: number) => boolean) | undefined,
   scratch: MaxScoreScratch,
 ): void {
-  const { segment, terms: termIds, weights: queryWeights, maxFactors, blockScale } = query;
   const { termOffsets, docIds, termFreqs, docLengths, keys, blockMaxima } = segment;
   const deletedBits = segment.live.deletedBits;
-  const n = termIds.length;
   const documentCount = segment.documentCount;
 
   if (n > MAX_TERMS) throw new RangeError(`pruned search takes at most ${MAX_TERMS} terms`);
-  const { perTerm, perTermInt } = scratch;
-  const floats = (k: number): Float64Array => perTerm.subarray(k * MAX_TERMS, k * MAX_TERMS + n);
-  const ints = (k: number): Int32Array => perTermInt.subarray(k * MAX_TERMS, k * MAX_TERMS + n);
-  const weight = floats(0);
-  const upper = floats(1); // global bound
-  const local = floats(2); // window bound
-  const start = floats(3);
-  const position = floats(4);
-  const end = floats(5);
-  const firstBlock = floats(6); // index in blockMaxima, −1 when the list is a single block
+  const {
+    terms: termIds,
+    weights: weight,
+    maxFactors,
+    upper,
+    local,
+    start,
+    position,
+    end,
+    firstBlock,
+  } = scratch;
   for (let i = 0; i < n; i++) {
     const t = termIds[i] ?? 0;
-    weight[i] = queryWeights[i] ?? 0;
     upper[i] = (weight[i] ?? 0) * (maxFactors[i] ?? 0);
     const from = termOffsets[t] ?? 0;
     const to = termOffsets[t + 1] ?? 0;
@@ -161,7 +214,7 @@ export function maxScoreSegment(
     firstBlock[i] = to - from > BLOCK_SIZE ? segment.firstBlock(t) : -1;
   }
   // Terms by global bound, ascending (insertion sort: n is small; ties keep query order).
-  const globalOrder = ints(0);
+  const { globalOrder, globalPrefix, order, rank, localPrefix, windowFirst, probe } = scratch;
   for (let j = 0; j < n; j++) {
     let k = j;
     while (k > 0 && (upper[globalOrder[k - 1] ?? 0] ?? 0) > (upper[j] ?? 0)) {
@@ -170,49 +223,17 @@ export function maxScoreSegment(
     }
     globalOrder[k] = j;
   }
-  const globalPrefix = floats(7);
   let sum = 0;
   for (let j = 0; j < n; j++) globalPrefix[j] = sum += upper[globalOrder[j] ?? 0] ?? 0;
-  const order = ints(1); // window-local order: slot → term
-  const rank = ints(2); // term → slot
-  const localPrefix = floats(8);
-  const windowFirst = floats(9); // first posting ≥ window start
-  const probe = floats(10); // cursors for exact rescoring
 
   const { partial, found, window } = scratch;
 
   pruningCounters.queries++;
   const capacity = heap.capacity;
   let beat = heap.threshold; // a newcomer must beat it
-  const canEnter = (x: number): boolean => {
-    const inflated = x * SLACK;
-    return inflated >= minScore && inflated > beat;
-  };
-  const isDeleted = (d: number): boolean =>
-    deletedBits !== null && ((deletedBits[d >>> 5] ?? 0) & (1 << (d & 31))) !== 0;
-  /** weight × factor of posting p of document d: the same expression as the exhaustive path. */
-  const contribution = (w: number, p: number, d: number): number => {
-    const tf = termFreqs[p] ?? 1;
-    const norm = norms[docLengths[d] ?? 0] ?? 1;
-    return w * (bm25 ? tf / (tf + norm) : sublinearTf(tf) / norm);
-  };
   let globalEssential = 0; // globalOrder[0 … globalEssential) are non-essential
-  while (globalEssential < n && !canEnter(globalPrefix[globalEssential] ?? 0)) globalEssential++;
-
-  const seek = (i: number, target: number): void => {
-    const p = position[i] ?? 0;
-    if (p < (end[i] ?? 0) && (docIds[p] ?? 0) < target) {
-      position[i] = advanceTo(docIds, p, end[i] ?? 0, target);
-    }
-  };
-  const offer = (d: number, score: number): void => {
-    if (score > 1) score = 1; // rounding can push a perfect match a few ulps past 1
-    const key = keys[d] ?? 0;
-    if (score < minScore || !heap.wouldAccept(key, score)) return;
-    if (accept !== undefined && !accept(key)) return;
-    heap.offer(key, score);
-    if (heap.size === capacity) beat = heap.threshold;
-  };
+  while (globalEssential < n && !canEnter(globalPrefix[globalEssential] ?? 0, minScore, beat))
+    globalEssential++;
 
   while (globalEssential < n) {
     // The window starts at the next document of an essential term.
@@ -232,7 +253,7 @@ export function maxScoreSegment(
     // Window-local bounds from the maxima of the blocks that overlap the window.
     let total = 0;
     for (let i = 0; i < n; i++) {
-      seek(i, windowStart);
+      seek(position, end, docIds, i, windowStart);
       const p = position[i] ?? 0;
       const to = end[i] ?? 0;
       let factor = 0;
@@ -255,9 +276,9 @@ export function maxScoreSegment(
       local[i] = (weight[i] ?? 0) * factor;
       total += local[i] ?? 0;
     }
-    if (!canEnter(total)) {
+    if (!canEnter(total, minScore, beat)) {
       pruningCounters.skippedWindows++;
-      for (let i = 0; i < n; i++) seek(i, windowEnd);
+      for (let i = 0; i < n; i++) seek(position, end, docIds, i, windowEnd);
       continue;
     }
 
@@ -276,7 +297,7 @@ export function maxScoreSegment(
       localPrefix[j] = sum += local[order[j] ?? 0] ?? 0;
       rank[order[j] ?? 0] = j;
     }
-    while (essential < n && !canEnter(localPrefix[essential] ?? 0)) essential++;
+    while (essential < n && !canEnter(localPrefix[essential] ?? 0, minScore, beat)) essential++;
 
     // Essential terms, term-at-a-time in query-term order, into window-local accumulators. A block of
     // postings whose maximum, with every other term at its window bound, cannot beat θ is skipped. With
@@ -299,7 +320,7 @@ export function maxScoreSegment(
         if (block >= 0) {
           const b = (p - from) >>> BLOCK_SHIFT;
           stop = Math.min(to, from + (b + 1) * BLOCK_SIZE);
-          if (!canEnter(w * (blockMaxima[block + b] ?? 0) * blockScale + others)) {
+          if (!canEnter(w * (blockMaxima[block + b] ?? 0) * blockScale + others, minScore, beat)) {
             skippedBlocks = true;
             pruningCounters.skippedBlocks++;
             // Skip the block, but not past the window: later documents get later windows' bounds.
@@ -315,8 +336,8 @@ export function maxScoreSegment(
         for (; p < stop; p++) {
           const d = docIds[p] ?? 0;
           if (d >= windowEnd) break;
-          if (isDeleted(d)) continue;
-          const c = contribution(w, p, d);
+          if (deletedBits !== null && ((deletedBits[d >>> 5] ?? 0) & (1 << (d & 31))) !== 0) continue;
+          const c = contribution(w, p, d, termFreqs, docLengths, norms, bm25);
           const offset = d - windowStart;
           const previous = partial[offset] ?? 0;
           if (previous === 0) found[foundCount++] = offset;
@@ -334,7 +355,8 @@ export function maxScoreSegment(
         const offset = found[f] ?? 0;
         const score = partial[offset] ?? 0;
         partial[offset] = 0;
-        offer(windowStart + offset, score);
+        offer(heap, keys[windowStart + offset] ?? 0, score, minScore, accept);
+        if (heap.size === capacity) beat = heap.threshold;
       }
     } else {
       pruningCounters.prunedWindows++;
@@ -352,16 +374,17 @@ export function maxScoreSegment(
         // Complete with the non-essential terms, largest bound first, while the document can still get in.
         let alive = true;
         for (let j = essential - 1; j >= 0; j--) {
-          if (!canEnter(score + (localPrefix[j] ?? 0))) {
+          if (!canEnter(score + (localPrefix[j] ?? 0), minScore, beat)) {
             alive = false;
             break;
           }
           const i = order[j] ?? 0;
-          seek(i, d);
+          seek(position, end, docIds, i, d);
           const p = position[i] ?? 0;
-          if (p < (end[i] ?? 0) && docIds[p] === d) score += contribution(weight[i] ?? 0, p, d);
+          if (p < (end[i] ?? 0) && docIds[p] === d)
+            score += contribution(weight[i] ?? 0, p, d, termFreqs, docLengths, norms, bm25);
         }
-        if (!alive || !canEnter(score)) continue;
+        if (!alive || !canEnter(score, minScore, beat)) continue;
         pruningCounters.rescored++;
         // A likely hit: recompute its score with the exhaustive path's exact arithmetic, contributions
         // summed in query-term order.
@@ -373,13 +396,16 @@ export function maxScoreSegment(
             p = advanceTo(docIds, probe[i] ?? 0, end[i] ?? 0, d);
             probe[i] = p;
           }
-          if (p < (end[i] ?? 0) && docIds[p] === d) score += contribution(weight[i] ?? 0, p, d);
+          if (p < (end[i] ?? 0) && docIds[p] === d)
+            score += contribution(weight[i] ?? 0, p, d, termFreqs, docLengths, norms, bm25);
         }
-        offer(d, score);
+        offer(heap, keys[d] ?? 0, score, minScore, accept);
+        if (heap.size === capacity) beat = heap.threshold;
       }
     }
-    while (globalEssential < n && !canEnter(globalPrefix[globalEssential] ?? 0)) globalEssential++;
+    while (globalEssential < n && !canEnter(globalPrefix[globalEssential] ?? 0, minScore, beat))
+      globalEssential++;
     // Every list moves past the window (the non-essential ones may have stopped inside it).
-    for (let i = 0; i < n; i++) seek(i, windowEnd);
+    for (let i = 0; i < n; i++) seek(position, end, docIds, i, windowEnd);
   }
 }

@@ -10,13 +10,7 @@
 import { boundScale, sublinearTf, termWeight, type ScorerParameters } from "../scoring.js";
 import { TopK } from "../topk.js";
 import type { SearchHit } from "../types.js";
-import {
-  maxScoreSegment,
-  newMaxScoreScratch,
-  SLACK,
-  type MaxScoreScratch,
-  type SegmentQuery,
-} from "./maxscore.js";
+import { maxScoreSegment, newMaxScoreScratch, SLACK, type MaxScoreScratch } from "./maxscore.js";
 import type { Segment } from "./segment.js";
 import type { TermDictionary } from "./term-dictionary.js";
 
@@ -53,11 +47,36 @@ export class SearchScratch {
   accumulators = new Float64Array(0);
   touched = new Uint32Array(0);
   readonly pruning: MaxScoreScratch = newMaxScoreScratch();
+  /**
+   * The (segment, query term) pairs of a search, segment by segment: local term, query-term slot and
+   * exact live max factor. Typed and reused, so that a query over many segments allocates nothing per
+   * segment.
+   */
+  pairTerms = new Int32Array(256);
+  pairSlots = new Int32Array(256);
+  pairMaxima = new Float64Array(256);
+  /** Segments holding a query term (indices into the context's segments) and their first pair. */
+  segmentIndices = new Int32Array(32);
+  segmentFirstPair = new Int32Array(32);
+  segmentPairCount = new Int32Array(32);
 
   reserve(documentCount: number): void {
     if (this.accumulators.length < documentCount) {
       this.accumulators = new Float64Array(documentCount);
       this.touched = new Uint32Array(documentCount);
+    }
+  }
+
+  reservePairs(pairs: number, segments: number): void {
+    if (this.pairTerms.length < pairs) {
+      this.pairTerms = new Int32Array(pairs);
+      this.pairSlots = new Int32Array(pairs);
+      this.pairMaxima = new Float64Array(pairs);
+    }
+    if (this.segmentIndices.length < segments) {
+      this.segmentIndices = new Int32Array(segments);
+      this.segmentFirstPair = new Int32Array(segments);
+      this.segmentPairCount = new Int32Array(segments);
     }
   }
 }
@@ -75,6 +94,8 @@ export function searchSegments(
   for (const term of terms) queryFrequencies.set(term, (queryFrequencies.get(term) ?? 0) + 1);
   const termIds: number[] = [];
   const weights: number[] = [];
+  // Live postings of the query terms: decides the path (either gives the same hits).
+  let postings = 0;
   for (const [term, qtf] of queryFrequencies) {
     const id = dictionary.idOf(term);
     if (id === undefined) continue;
@@ -82,61 +103,84 @@ export function searchSegments(
     if (df === 0) continue;
     termIds.push(id);
     weights.push(termWeight(scorer, qtf, liveDocumentCount, df));
+    postings += df;
   }
   const n = termIds.length;
   if (n === 0) return [];
   const bm25 = scorer.kind === "bm25";
 
   // Per segment, the local terms and their exact live max factors; globally, the max per term.
+  scratch.reservePairs(segments.length * n, segments.length);
+  const { pairTerms, pairSlots, pairMaxima, segmentIndices, segmentFirstPair, segmentPairCount } = scratch;
   const globalMax = new Float64Array(n);
-  const perSegment: { segment: Segment; slots: number[]; terms: number[]; maxFactors: number[] }[] = [];
-  let postings = 0;
-  for (const segment of segments) {
-    const slots: number[] = [];
-    const localTerms: number[] = [];
-    const maxFactors: number[] = [];
+  let pairs = 0;
+  let visited = 0;
+  for (let s = 0; s < segments.length; s++) {
+    const segment = segments[s] as Segment;
+    const first = pairs;
     for (let i = 0; i < n; i++) {
       const t = segment.localTerm(termIds[i] ?? 0);
       if (t < 0) continue;
       const max = segment.liveMaxFactor(t, bm25, norms);
       if (max === 0) continue; // every posting deleted
-      slots.push(i);
-      localTerms.push(t);
-      maxFactors.push(max);
+      pairTerms[pairs] = t;
+      pairSlots[pairs] = i;
+      pairMaxima[pairs] = max;
+      pairs++;
       if (max > (globalMax[i] ?? 0)) globalMax[i] = max;
-      postings += (segment.termOffsets[t + 1] ?? 0) - (segment.termOffsets[t] ?? 0);
     }
-    if (slots.length > 0) perSegment.push({ segment, slots, terms: localTerms, maxFactors });
+    if (pairs > first) {
+      // Largest segments first (insertion sort: few segments): θ rises early, so the smaller ones prune
+      // more. (The heap's order is total, so the order of the segments cannot change the hits.)
+      const count = segment.documentCount;
+      let k = visited++;
+      while (k > 0 && (segments[segmentIndices[k - 1] ?? 0]?.documentCount ?? 0) < count) {
+        segmentIndices[k] = segmentIndices[k - 1] ?? 0;
+        segmentFirstPair[k] = segmentFirstPair[k - 1] ?? 0;
+        segmentPairCount[k] = segmentPairCount[k - 1] ?? 0;
+        k--;
+      }
+      segmentIndices[k] = s;
+      segmentFirstPair[k] = first;
+      segmentPairCount[k] = pairs - first;
+    }
   }
   let bound = 0;
   for (let i = 0; i < n; i++) bound += (weights[i] ?? 0) * (globalMax[i] ?? 0);
-  const normalised = weights.map((weight) => weight / bound);
+  const normalised = new Float64Array(n);
+  for (let i = 0; i < n; i++) normalised[i] = (weights[i] ?? 0) / bound;
 
   const prune =
     n <= MAX_PRUNED_TERMS &&
     (exhaustive === false || (exhaustive === undefined && postings > PRUNING_MIN_POSTINGS));
+  // A segment whose best possible score cannot get in is skipped whole, unless exhaustive scoring was
+  // asked for (the reference path stays plain).
+  const skipSegments = exhaustive !== true;
   const heap = new TopK(Math.max(1, Math.min(topK, liveDocumentCount)));
-  // Largest segments first: θ rises early, so the smaller ones prune more. (The heap's order is total,
-  // so the order of the segments cannot change the hits.)
-  perSegment.sort((a, b) => b.segment.documentCount - a.segment.documentCount);
-  for (const { segment, slots, terms: localTerms, maxFactors } of perSegment) {
-    const segmentWeights = slots.map((i) => normalised[i] ?? 0);
-    if (prune) {
-      // A segment whose best possible score cannot get in is skipped whole (cheap for small segments).
-      let bound = 0;
-      for (let j = 0; j < maxFactors.length; j++) bound += (segmentWeights[j] ?? 0) * (maxFactors[j] ?? 0);
-      const inflated = bound * SLACK;
+  const { pruning } = scratch;
+  for (let v = 0; v < visited; v++) {
+    const segment = segments[segmentIndices[v] ?? 0] as Segment;
+    const first = segmentFirstPair[v] ?? 0;
+    const count = segmentPairCount[v] ?? 0;
+    let segmentBound = 0;
+    for (let j = first; j < first + count; j++) {
+      segmentBound += (normalised[pairSlots[j] ?? 0] ?? 0) * (pairMaxima[j] ?? 0);
+    }
+    if (skipSegments) {
+      const inflated = segmentBound * SLACK;
       if (inflated < minScore || !(inflated > heap.threshold)) continue;
-      const query: SegmentQuery = {
-        segment,
-        terms: localTerms,
-        weights: segmentWeights,
-        maxFactors,
-        blockScale: boundScale(scorer, context.averageLength, segment.referenceAverageLength),
-      };
-      maxScoreSegment(query, bm25, norms, heap, minScore, accept, scratch.pruning);
+    }
+    if (prune) {
+      const { terms: localTerms, weights: segmentWeights, maxFactors } = pruning;
+      for (let j = 0; j < count; j++) {
+        localTerms[j] = pairTerms[first + j] ?? 0;
+        segmentWeights[j] = normalised[pairSlots[first + j] ?? 0] ?? 0;
+        maxFactors[j] = pairMaxima[first + j] ?? 0;
+      }
+      const blockScale = boundScale(scorer, context.averageLength, segment.referenceAverageLength);
+      maxScoreSegment(segment, count, blockScale, bm25, norms, heap, minScore, accept, pruning);
     } else {
-      exhaustiveSegment(segment, localTerms, segmentWeights, bm25, norms, heap, minScore, accept, scratch);
+      exhaustiveSegment(segment, first, count, normalised, bm25, norms, heap, minScore, accept, scratch);
     }
   }
   return heap.drain();
@@ -145,8 +189,9 @@ export function searchSegments(
 /** Term-at-a-time: every live posting of every query term is scored. */
 function exhaustiveSegment(
   segment: Segment,
-  localTerms: readonly number[],
-  weights: readonly number[],
+  firstPair: number,
+  pairCount: number,
+  normalised: Float64Array,
   bm25: boolean,
   norms: Float64Array,
   heap: TopK,
@@ -161,9 +206,10 @@ function exhaustiveSegment(
   let touchedCount = 0;
   try {
     // Every contribution is > 0, so a zero accumulator means "untouched".
-    for (let i = 0; i < localTerms.length; i++) {
-      const t = localTerms[i] ?? 0;
-      const w = weights[i] ?? 0;
+    const { pairTerms, pairSlots } = scratch;
+    for (let j = firstPair; j < firstPair + pairCount; j++) {
+      const t = pairTerms[j] ?? 0;
+      const w = normalised[pairSlots[j] ?? 0] ?? 0;
       const end = termOffsets[t + 1] ?? 0;
       for (let p = termOffsets[t] ?? 0; p < end; p++) {
         const d = docIds[p] ?? 0;

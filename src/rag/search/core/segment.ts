@@ -5,10 +5,10 @@
  * frontier of (tf, dl) over live postings.
  * Only its tombstones (`live`) and lazily recomputed frontiers change after construction.
  *
- * Memory: 5 to 6 bytes per posting, 8 per document, 12 per (segment, term); block bounds and frontiers
- * only for the few terms with more than BLOCK_SIZE postings (a short list's max factor is computed from
- * its postings when a query asks: at most BLOCK_SIZE of them). No strings (terms live once, in the
- * index-wide {@link TermDictionary}).
+ * Memory: 5 to 6 bytes per posting, 8 per document, about 14 per (segment, term) (the lookup directory
+ * included); block bounds and frontiers only for the few terms with more than BLOCK_SIZE postings (a
+ * short list's max factor is computed from its postings when a query asks: at most BLOCK_SIZE of them).
+ * No strings (terms live once, in the index-wide {@link TermDictionary}).
  */
 
 import { BLOCK_SHIFT, BLOCK_SIZE, factorOf, lengthNorm, type ScorerParameters } from "../scoring.js";
@@ -42,9 +42,6 @@ export interface SegmentData {
   /** The avgdl the block bounds are computed at (any positive value is correct). */
   readonly referenceAverageLength: number;
 }
-
-/** See `Segment.lookupSample`. */
-const LOOKUP_STRIDE = 32;
 
 /** Points (tf, dl) of a frontier, tf descending, dl strictly descending. */
 interface Frontier {
@@ -142,12 +139,37 @@ function appendFrontier(
   }
 }
 
+/**
+ * A directory over the ascending global ids: bucket b = id >>> shift holds positions
+ * [directory[b], directory[b + 1]) of `sortedTermIds` (and so of `sortedLocalTerms`). A query looks up every query term in every
+ * segment; a plain binary search over a large segment's ids costs about 16 dependent cache misses, the
+ * directory one or two. About two buckets per term, so at most 2 bytes per (segment, term).
+ */
+function buildTermDirectory(sortedTermIds: Uint32Array): { directory: Uint32Array; shift: number } {
+  const count = sortedTermIds.length;
+  const maxId = count > 0 ? (sortedTermIds[count - 1] ?? 0) : 0;
+  const target = Math.max(1, count >>> 1);
+  let shift = 0;
+  while (shift < 31 && (maxId >>> shift) + 1 > target) shift++;
+  const buckets = (maxId >>> shift) + 1;
+  const directory = new Uint32Array(buckets + 1);
+  let i = 0;
+  for (let b = 0; b <= buckets; b++) {
+    while (i < count && (sortedTermIds[i] ?? 0) >>> shift < b) i++;
+    directory[b] = i;
+  }
+  return { directory, shift };
+}
+
 /** What is derived from a segment's data when it is loaded (or merged, on the worker thread). */
 export interface SegmentDerived {
   /** Local term → global term id. */
   readonly termIds: Uint32Array;
   /** Local terms by ascending global id (the lookup by global id searches it through `termIds`). */
   readonly sortedLocalTerms: Uint32Array;
+  /** Buckets of `sortedLocalTerms` by global id >>> directoryShift (see buildTermDirectory). */
+  readonly termDirectory: Uint32Array;
+  readonly directoryShift: number;
   readonly maxDocumentLength: number;
   /** The local terms with more than BLOCK_SIZE postings ("long" terms), ascending. */
   readonly longTerms: Uint32Array;
@@ -186,6 +208,10 @@ export function deriveSegment(
       sortedLocalTerms[i] = t;
     });
   }
+  // The ids in that order, only to build the directory (a segment keeps no sorted copy of them).
+  const sortedTermIds = new Uint32Array(termCount);
+  for (let i = 0; i < termCount; i++) sortedTermIds[i] = termIds[sortedLocalTerms[i] ?? 0] ?? 0;
+  const { directory: termDirectory, shift: directoryShift } = buildTermDirectory(sortedTermIds);
   let maxLength = 0;
   for (const dl of data.docLengths) if (dl > maxLength) maxLength = dl;
 
@@ -250,6 +276,8 @@ export function deriveSegment(
   return {
     termIds,
     sortedLocalTerms,
+    termDirectory,
+    directoryShift,
     maxDocumentLength: maxLength,
     longTerms,
     blockStarts,
@@ -271,11 +299,8 @@ export class Segment {
   readonly termIds: Uint32Array;
   /** Local terms by ascending global id: the lookup by global id. */
   private readonly sortedLocalTerms: Uint32Array;
-  /**
-   * The global id of every LOOKUP_STRIDE-th entry of `sortedLocalTerms`: a lookup searches this small
-   * (cached) array first, and goes through `termIds` only for the last few steps.
-   */
-  private readonly lookupSample: Uint32Array;
+  private readonly termDirectory: Uint32Array;
+  private readonly directoryShift: number;
   readonly maxDocumentLength: number;
   /** Local terms with more than BLOCK_SIZE postings, ascending; blocks and frontiers are theirs. */
   private readonly longTerms: Uint32Array;
@@ -324,11 +349,8 @@ export class Segment {
     this.referenceAverageLength = data.referenceAverageLength;
     this.termIds = derived.termIds;
     this.sortedLocalTerms = derived.sortedLocalTerms;
-    const sample = new Uint32Array(Math.ceil(this.termIds.length / LOOKUP_STRIDE));
-    for (let k = 0; k < sample.length; k++) {
-      sample[k] = this.termIds[this.sortedLocalTerms[k * LOOKUP_STRIDE] ?? 0] ?? 0;
-    }
-    this.lookupSample = sample;
+    this.termDirectory = derived.termDirectory;
+    this.directoryShift = derived.directoryShift;
     this.maxDocumentLength = derived.maxDocumentLength;
     this.longTerms = derived.longTerms;
     this.blockStarts = derived.blockStarts;
@@ -370,19 +392,13 @@ export class Segment {
 
   /** The local term of global term id `termId`, or −1 if this segment does not hold it. */
   localTerm(termId: number): number {
-    const { sortedLocalTerms, termIds, lookupSample } = this;
-    // The last sample ≤ termId bounds the range of sortedLocalTerms to search.
-    let low = 0;
-    let high = lookupSample.length;
-    while (low < high) {
-      const middle = (low + high) >>> 1;
-      if ((lookupSample[middle] ?? 0) <= termId) low = middle + 1;
-      else high = middle;
-    }
-    if (low === 0) return -1;
-    const end = Math.min(sortedLocalTerms.length, low * LOOKUP_STRIDE);
-    low = (low - 1) * LOOKUP_STRIDE;
-    high = end;
+    const { sortedLocalTerms, termIds, termDirectory } = this;
+    const bucket = termId >>> this.directoryShift;
+    if (bucket + 1 >= termDirectory.length) return -1;
+    // Binary search within the bucket (about two terms), through `termIds`: no sorted copy of the ids.
+    let low = termDirectory[bucket] ?? 0;
+    const end = termDirectory[bucket + 1] ?? 0;
+    let high = end;
     while (low < high) {
       const middle = (low + high) >>> 1;
       if ((termIds[sortedLocalTerms[middle] ?? 0] ?? 0) < termId) low = middle + 1;

@@ -15,6 +15,7 @@ parentPort?.on("message", ({ id, job }: { id: number; job: MergeJob }) => {
       output.bytes,
       derived.termIds,
       derived.sortedLocalTerms,
+      derived.termDirectory,
       derived.longTerms,
       derived.blockStarts,
       derived.blockMaxima,
