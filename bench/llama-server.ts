@@ -25,11 +25,10 @@
  * NAME.json).
  */
 import { spawn } from "node:child_process";
-import { createServer } from "node:net";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { loadConfig } from "../src/core/config.js";
-import { benchModelPath, repoRoot } from "./lib/bench-env.js";
+import { benchModelPath, freePort, repoRoot } from "./lib/bench-env.js";
 import {
   ensureLlamaTools,
   QWEN_0_5B_SHAPE,
@@ -92,17 +91,6 @@ interface Subject {
   pid: number;
   run(request: Request): Promise<Sample>;
   close(): Promise<void>;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** llama-server with its defaults but for what both servers must share. */

@@ -35,12 +35,11 @@ import {
   statSync,
   writeSync,
 } from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 
-import { repoRoot } from "./lib/bench-env.js";
+import { freePort, repoRoot } from "./lib/bench-env.js";
 import { loadBaseChunks, scaledChunk } from "./lib/corpus-scale.js";
 import { mulberry32 } from "./lib/corpus-debian.js";
 import { prepareLucene, runLucene, type LuceneResult } from "./lib/lucene.js";
@@ -158,17 +157,6 @@ async function enginePart(): Promise<EngineResult | { error: string }> {
 }
 
 // --- 2. the app over HTTP ----------------------------------------------------------------------------
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 interface Server {
   child: ChildProcess;

@@ -52,8 +52,8 @@ function classOf(codePoint: number): number {
   return known;
 }
 
-const FNV_OFFSET = 0x811c9dc5;
-const FNV_PRIME = 0x01000193;
+export const FNV_OFFSET = 0x811c9dc5;
+export const FNV_PRIME = 0x01000193;
 
 /**
  * Iterates over the words of a text: `reset(text)`, then `while (scanner.next())` read `start`, `end`

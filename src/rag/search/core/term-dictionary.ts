@@ -10,6 +10,7 @@
  */
 
 import { Buffer } from "node:buffer";
+import { FNV_OFFSET, FNV_PRIME, hashWord } from "../scanner.js";
 
 /** `starts[id]` of a term kept in the Map, not in the arena. */
 const WIDE = 0xffffffff;
@@ -19,15 +20,13 @@ const MAX_LOAD = 0.7;
 
 /** FNV-1a over the code units, then murmur3's fmix32 (linear probing wants well-mixed low bits). */
 function hashOf(term: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < term.length; i++) h = Math.imul(h ^ term.charCodeAt(i), 0x01000193);
-  return finish(h);
+  return finish(hashWord(term));
 }
 
 /** {@link hashOf} of the term stored as bytes[start, end). */
 function hashOfBytes(bytes: Uint8Array, start: number, end: number): number {
-  let h = 0x811c9dc5;
-  for (let i = start; i < end; i++) h = Math.imul(h ^ (bytes[i] ?? 0), 0x01000193);
+  let h = FNV_OFFSET;
+  for (let i = start; i < end; i++) h = Math.imul(h ^ (bytes[i] ?? 0), FNV_PRIME);
   return finish(h);
 }
 
