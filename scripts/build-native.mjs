@@ -17,6 +17,9 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
+// The same flags as NATIVE_BUILD_CMAKE_OPTIONS in src/textgen/llama-binary.ts: CMake's release
+// flags plus AMX off (cmake-js sets CMAKE_CXX_FLAGS itself, so they go in the _RELEASE ones).
+const RELEASE_FLAGS = "-O3 -DNDEBUG -mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const ifRequested = process.argv.includes("--if-requested");
 if (ifRequested && process.env.LECTERN_NATIVE_BUILD !== "1") process.exit(0);
@@ -37,7 +40,14 @@ const result = spawnSync(process.execPath, args, {
   stdio: "inherit",
   // Keep in step with NATIVE_BUILD_CMAKE_OPTIONS in src/textgen/llama-binary.ts: the app finds the
   // build by these options.
-  env: { ...process.env, NODE_LLAMA_CPP_CMAKE_OPTION_GGML_NATIVE: "ON" },
+  env: {
+    ...process.env,
+    NODE_LLAMA_CPP_CMAKE_OPTION_GGML_NATIVE: "ON",
+    // This CPU's instructions but AMX: llama.cpp's AMX kernels with OpenMP threads stop on an
+    // illegal instruction on Sapphire Rapids machines (src/textgen/llama-binary.ts).
+    NODE_LLAMA_CPP_CMAKE_OPTION_CMAKE_C_FLAGS_RELEASE: RELEASE_FLAGS,
+    NODE_LLAMA_CPP_CMAKE_OPTION_CMAKE_CXX_FLAGS_RELEASE: RELEASE_FLAGS,
+  },
 });
 if (result.status !== 0) {
   console.error(`build-native: the build failed (exit ${result.status}); the prebuilt binary stays in use`);

@@ -9,7 +9,16 @@
  * build takes about 10 minutes on 2 cores; its output goes to <cache>/*.log.
  */
 import { spawn } from "node:child_process";
-import { createWriteStream, existsSync, mkdirSync, renameSync, rmSync, statSync } from "node:fs";
+import {
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { repoRoot } from "./bench-env.js";
@@ -40,6 +49,9 @@ export const QWEN_1_5B_SHAPE: SyntheticShape = {
   kvHeads: 2,
 };
 
+/** GCC/Clang flags that keep AMX instructions out of a -march=native build (see ensureLlamaTools). */
+export const NO_AMX_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
+
 export interface LlamaTools {
   server: string;
   quantize: string;
@@ -68,7 +80,22 @@ export async function ensureLlamaTools(log: (line: string) => void = console.log
     server: path.join(buildDir, "bin/llama-server"),
     quantize: path.join(buildDir, "bin/llama-quantize"),
   };
-  if (existsSync(tools.server) && existsSync(tools.quantize)) return tools;
+  const cmakeOptions = [
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DCMAKE_BUILD_TYPE=Release",
+    // This CPU's instructions (GGML_NATIVE, the default) but AMX: llama.cpp's AMX matrix kernels
+    // with OpenMP threads stop on an illegal instruction (tilezero in a thread whose tile
+    // configuration was never loaded) on the Sapphire Rapids machines here; the AVX-512 ones run.
+    `-DCMAKE_C_FLAGS=${NO_AMX_FLAGS}`,
+    `-DCMAKE_CXX_FLAGS=${NO_AMX_FLAGS}`,
+  ];
+  // A build made with other options (an older version of this file) is made again.
+  const stamp = path.join(buildDir, "lectern-cmake-options.json");
+  const built = existsSync(stamp) ? readFileSync(stamp, "utf8") : "";
+  if (existsSync(tools.server) && existsSync(tools.quantize) && built === JSON.stringify(cmakeOptions))
+    return tools;
   mkdirSync(llamaCacheDir, { recursive: true });
   if (!existsSync(path.join(sourceDir, "CMakeLists.txt"))) {
     const bundle = path.join(repoRoot, "node_modules/node-llama-cpp/llama/gitRelease.bundle");
@@ -83,19 +110,7 @@ export async function ensureLlamaTools(log: (line: string) => void = console.log
     );
   }
   log(`building llama-server and llama-quantize in ${buildDir} (about 10 minutes on 2 cores)`);
-  await run(
-    "cmake",
-    [
-      "-B",
-      "build",
-      "-DLLAMA_CURL=OFF",
-      "-DLLAMA_BUILD_TESTS=OFF",
-      "-DLLAMA_BUILD_EXAMPLES=OFF",
-      "-DCMAKE_BUILD_TYPE=Release",
-    ],
-    sourceDir,
-    path.join(llamaCacheDir, "cmake.log"),
-  );
+  await run("cmake", ["-B", "build", ...cmakeOptions], sourceDir, path.join(llamaCacheDir, "cmake.log"));
   await run(
     "cmake",
     [
@@ -112,6 +127,7 @@ export async function ensureLlamaTools(log: (line: string) => void = console.log
     sourceDir,
     path.join(llamaCacheDir, "build.log"),
   );
+  writeFileSync(stamp, JSON.stringify(cmakeOptions));
   return tools;
 }
 

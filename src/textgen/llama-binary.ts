@@ -13,8 +13,20 @@
  */
 import type { Llama } from "node-llama-cpp";
 
-/** The CMake options of `npm run build:native` (keep in step with package.json's script). */
-export const NATIVE_BUILD_CMAKE_OPTIONS: Readonly<Record<string, string>> = { GGML_NATIVE: "ON" };
+/**
+ * The CMake options of `npm run build:native` (keep in step with scripts/build-native.mjs). AMX is
+ * left out: on a Sapphire Rapids machine here, llama-server built from the same source with
+ * -march=native and OpenMP stopped on an illegal instruction (tilezero, in llama.cpp's AMX matrix
+ * kernel) in its warm-up on the 0.5B-shaped Q4_K_M model, and so did this build with AMX (the first
+ * decode); without AMX both run. The prebuilt binary, without OpenMP, runs its AMX kernels there.
+ */
+// CMake's release flags plus AMX off; in the _RELEASE variables because cmake-js sets CMAKE_CXX_FLAGS.
+const RELEASE_FLAGS = "-O3 -DNDEBUG -mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
+export const NATIVE_BUILD_CMAKE_OPTIONS: Readonly<Record<string, string>> = {
+  GGML_NATIVE: "ON",
+  CMAKE_C_FLAGS_RELEASE: RELEASE_FLAGS,
+  CMAKE_CXX_FLAGS_RELEASE: RELEASE_FLAGS,
+};
 
 export type LlamaBinaryChoice = "auto" | "prebuilt";
 
