@@ -7,7 +7,8 @@
  * wide, 14 heads, 2 KV heads, feed-forward 4864: random weights, quantised to Q4_K_M, 248 MB): the
  * speed of a real model of that size, without downloading one. Both servers get the same model,
  * threads, total context, parallel sequences and sampling (temperature 0.8, top-k 40, top-p 0.95, no
- * min-p); each runs as a user would start it otherwise (llama-server's defaults; our app's defaults).
+ * min-p); each runs as a user would start it otherwise (llama-server's defaults; our app's defaults,
+ * with the libuv pool size `npm start` would give it: src/cli/thread-pool.ts).
  *
  * Measured, every subject in turn within a round (the order rotates from round to round), so the
  * machine's other load hits both alike and ratios are taken within a round:
@@ -89,6 +90,8 @@ interface Sample {
 interface Subject {
   name: string;
   pid: number;
+  /** Our app: the llama.cpp binary and device it says it loaded the model with. */
+  loadedWith?: string;
   run(request: Request): Promise<Sample>;
   close(): Promise<void>;
 }
@@ -204,6 +207,7 @@ async function startApp(name: string, modelPath: string, env: Record<string, str
   return {
     name,
     pid: server.pid,
+    loadedWith: `${server.binary}; device ${server.device}; libuv thread pool ${server.threadPool}`,
     async run(request) {
       const body = {
         text: request.prompt,
@@ -277,6 +281,8 @@ console.log(
   `llama-server bench: ${path.basename(modelPath)}, ${THREADS} thread(s), ${PARALLEL} parallel sequences, ` +
     `context ${CONTEXT_SIZE}, ${ROUNDS} round(s); subjects: ${subjects.map((s) => s.name).join(", ")}`,
 );
+for (const subject of subjects)
+  if (subject.loadedWith) console.log(`  ${subject.name}: ${subject.loadedWith}`);
 
 /** Every subject once per round, in an order that rotates from round to round. */
 function rotated<T>(items: T[], round: number): T[] {
@@ -400,13 +406,15 @@ const result = {
   rounds: ROUNDS,
   seconds: Math.round(elapsed),
   reference: reference.name,
+  /** Our app's own words on the binary and device each of its subjects ran. */
+  loaded_with: Object.fromEntries(subjects.flatMap((s) => (s.loadedWith ? [[s.name, s.loadedWith]] : []))),
   subjects: Object.fromEntries(
     subjects.map((s) => [
       s.name,
       s.name === "llama-server"
         ? `llama-server of the bundled llama.cpp release: -t ${THREADS} -tb ${THREADS} -c ${CONTEXT_SIZE} -np ${PARALLEL}, defaults otherwise`
         : s.name === "lectern"
-          ? `our app (POST /predict) with MAX_CONCURRENT=${PARALLEL} LLAMA_CONTEXT_SIZE=${CONTEXT_SIZE} LLAMA_THREADS=${THREADS}, defaults otherwise`
+          ? `our app (POST /predict) with MAX_CONCURRENT=${PARALLEL} LLAMA_CONTEXT_SIZE=${CONTEXT_SIZE} LLAMA_THREADS=${THREADS} LLAMA_GPU=false, defaults otherwise`
           : `our app with ${args.variant.find((v) => v.startsWith(`${s.name}:`)) ?? s.name}`,
     ]),
   ),

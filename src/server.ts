@@ -74,7 +74,8 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
           const from = generator.loadedFrom;
           if (status.state === "ready" && from !== null) {
             app.log.info(
-              `text generation: model "${generator.modelName}" loaded from ${from.modelPath}; ${from.binary}; device ${from.device}`,
+              `text generation: model "${generator.modelName}" loaded from ${from.modelPath}; ${from.binary}; device ${from.device}; ` +
+                `libuv thread pool ${process.env.UV_THREADPOOL_SIZE ?? "4 (default)"}`,
             );
           } else {
             const reason = status.state === "unhealthy" ? status.reason : status.state;

@@ -5,12 +5,19 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { createInterface } from "node:readline";
+import { decodeThreadPoolSize } from "../../src/cli/thread-pool.js";
+import { loadConfig } from "../../src/core/config.js";
 import { repoRoot } from "./bench-env.js";
 
 export interface TextgenProcess {
   url: string;
   pid: number;
   sequenceContextSize: number;
+  /** Which llama.cpp binary and device the app loaded the model with (its start-up line's words). */
+  binary: string;
+  device: string;
+  /** libuv pool threads (UV_THREADPOOL_SIZE) the app runs with. */
+  threadPool: string;
   close(): Promise<void>;
 }
 
@@ -21,10 +28,15 @@ export interface StartOptions {
 }
 
 export async function startTextgenProcess({ env, nodeFlags = [] }: StartOptions): Promise<TextgenProcess> {
+  const fullEnv: Record<string, string | undefined> = { ...process.env, ...env };
+  // The libuv pool `npm start` would give it (src/cli/thread-pool.ts), unless `env` names one.
+  const poolSize = decodeThreadPoolSize(loadConfig(fullEnv), "textgen");
+  if (poolSize !== undefined && fullEnv.UV_THREADPOOL_SIZE === undefined)
+    fullEnv.UV_THREADPOOL_SIZE = String(poolSize);
   const child: ChildProcess = spawn(
     process.execPath,
     [...nodeFlags, "--import", "tsx", path.join(repoRoot, "bench/lib/textgen-server.ts")],
-    { cwd: repoRoot, env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "inherit"] },
+    { cwd: repoRoot, env: fullEnv, stdio: ["pipe", "pipe", "inherit"] },
   );
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   const first = await new Promise<string>((resolve, reject) => {
@@ -32,11 +44,20 @@ export async function startTextgenProcess({ env, nodeFlags = [] }: StartOptions)
     lines.once("line", resolve);
     child.once("exit", (code) => reject(new Error(`textgen server exited with ${code} before listening`)));
   });
-  const info = JSON.parse(first) as { port: number; sequence_context_size: number };
+  const info = JSON.parse(first) as {
+    port: number;
+    sequence_context_size: number;
+    binary: string;
+    device: string;
+    thread_pool: string;
+  };
   return {
     url: `http://127.0.0.1:${info.port}`,
     pid: child.pid!,
     sequenceContextSize: info.sequence_context_size,
+    binary: info.binary,
+    device: info.device,
+    threadPool: info.thread_pool,
     async close() {
       child.stdin!.end();
       const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);

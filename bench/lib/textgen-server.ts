@@ -2,7 +2,7 @@
  * The text generation app in a process of its own, for benchmarks that measure it through a real
  * socket without the client sharing its event loop. Configured from the environment like the real
  * server (loadConfig) and served by src/textgen/llama-generator.ts (our continuous batcher over
- * llama.cpp); prints one JSON line {"port", "sequence_context_size"} on stdout once the model is
+ * llama.cpp); prints one JSON line {"port", "sequence_context_size", "binary", "device", "thread_pool"} on stdout once the model is
  * loaded, and closes when its standard input ends or on SIGTERM.
  */
 import type { AddressInfo } from "node:net";
@@ -24,6 +24,9 @@ process.stdout.write(
   JSON.stringify({
     port: (app.server.address() as AddressInfo).port,
     sequence_context_size: generator.sequenceContextSize,
+    binary: generator.loadedFrom?.binary,
+    device: generator.loadedFrom?.device,
+    thread_pool: process.env.UV_THREADPOOL_SIZE ?? "4 (default)",
   }) + "\n",
 );
 

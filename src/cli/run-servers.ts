@@ -2,10 +2,12 @@
  * Starting the apps from a command line (`npm start`, `lectern serve`): start-up checks, the apps,
  * and graceful shutdown on SIGTERM/SIGINT. A configuration error exits 78 (EX_CONFIG) with a line
  * naming the variable; an address that cannot be bound, or any other start-up failure, exits 1 with
- * one line and no stack trace.
+ * one line and no stack trace. Serving a model on several threads from one context, the command first
+ * starts itself again with one libuv pool thread (thread-pool.ts says why).
  */
 import { checkStartupPaths, ConfigError, type Config } from "../core/config.js";
 import { ListenError, serve, type Which } from "../server.js";
+import { decodeThreadPoolSize, restartWithThreadPool, watchParent } from "./thread-pool.js";
 
 export const EXIT_CONFIG = 78;
 
@@ -19,6 +21,9 @@ export async function runServers(which: Which, config: Config): Promise<void> {
   let apps: Awaited<ReturnType<typeof serve>>;
   try {
     checkStartupPaths(config, { textgen: which !== "rag", rag: which !== "textgen" });
+    const poolSize = decodeThreadPoolSize(config, which);
+    if (poolSize !== undefined && process.env.UV_THREADPOOL_SIZE === undefined)
+      await restartWithThreadPool(poolSize);
     apps = await serve(which, config);
   } catch (error) {
     if (error instanceof ConfigError) fail(`configuration error: ${error.message}`, EXIT_CONFIG);
@@ -38,4 +43,5 @@ export async function runServers(which: Which, config: Config): Promise<void> {
   };
   process.on("SIGTERM", () => void stop("SIGTERM"));
   process.on("SIGINT", () => void stop("SIGINT"));
+  watchParent(() => void stop("the parent process ended"));
 }

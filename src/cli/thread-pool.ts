@@ -1,0 +1,75 @@
+/**
+ * One libuv pool thread for llama.cpp's decodes, when one context decodes on several threads.
+ *
+ * node-llama-cpp runs every llama_decode and sampling call on libuv's thread pool (4 threads by
+ * default), so consecutive decodes of a context run on whichever pool thread is free. llama.cpp's
+ * compute threads are tied to the thread that calls it (OpenMP keeps a team per calling thread), and
+ * changing caller at every token costs: on the 2-core machine here, a bare decode-and-sample loop of
+ * the 0.5B-shaped Q4_K_M model on 2 threads took 38 ms a token with the build for this CPU (OpenMP)
+ * and 27–31 with the prebuilt binary from a 4-thread pool, 25 with either from a 1-thread pool (and
+ * from a 2-thread pool, 30: the calls still alternate). llama-server, which decodes from one thread,
+ * took 25.9 ms there. bench/llama-server.ts measures the app both ways (`--variant`).
+ *
+ * libuv reads UV_THREADPOOL_SIZE once, when its pool starts, and loading an ES module has started it
+ * before any of our code runs: so the command starts itself again with the variable set, unless the
+ * user set it. Only for one context decoding on more than one thread: several contexts decode at once
+ * on several pool threads, and one thread gains nothing to switch between.
+ */
+import { spawn } from "node:child_process";
+import os from "node:os";
+import type { Config } from "../core/config.js";
+import type { Which } from "../server.js";
+
+/** Set in the restarted process: the pid of the one that started it (see watchParent). */
+const PARENT_ENV = "LECTERN_POOL_PARENT_PID";
+
+/** The pool size the apps want, or undefined to leave libuv's default. */
+export function decodeThreadPoolSize(
+  config: Pick<Config, "generationUpstreamUrl" | "llamaThreads" | "llamaContexts" | "maxConcurrent">,
+  which: Which,
+  cores = os.availableParallelism(),
+): number | undefined {
+  if (which === "rag" || config.generationUpstreamUrl !== null || config.llamaThreads <= 1) return undefined;
+  // LLAMA_CONTEXTS=auto on a CPU: one context per LLAMA_THREADS cores (llama-generator.ts; the
+  // one-per-sequence case needs one thread). On a GPU it is one context.
+  const contexts =
+    config.llamaContexts === "auto" ? Math.floor(cores / config.llamaThreads) : config.llamaContexts;
+  return Math.min(contexts, config.maxConcurrent) <= 1 ? 1 : undefined;
+}
+
+/**
+ * Runs this command again with UV_THREADPOOL_SIZE=`size` and mirrors it: signals go to it, and this
+ * process exits as it did. Never returns.
+ */
+export function restartWithThreadPool(size: number): Promise<never> {
+  const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
+    stdio: "inherit",
+    env: { ...process.env, UV_THREADPOOL_SIZE: String(size), [PARENT_ENV]: String(process.pid) },
+  });
+  for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) process.on(signal, () => child.kill(signal));
+  return new Promise<never>(() => {
+    child.once("error", (error) => {
+      process.stderr.write(`lectern: cannot start: ${error.message}\n`);
+      process.exit(1);
+    });
+    child.once("exit", (code, signal) =>
+      process.exit(code ?? (signal ? 128 + os.constants.signals[signal] : 1)),
+    );
+  });
+}
+
+/**
+ * In a restarted process: `stop` once the process that started it is gone (killed with SIGKILL, say,
+ * so it could pass nothing on), rather than serving on as an orphan that holds the port.
+ */
+export function watchParent(stop: () => void): void {
+  const parent = Number(process.env[PARENT_ENV]);
+  if (!parent) return;
+  const timer = setInterval(() => {
+    if (process.ppid !== parent) {
+      clearInterval(timer);
+      stop();
+    }
+  }, 500);
+  timer.unref();
+}
