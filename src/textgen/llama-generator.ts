@@ -66,7 +66,7 @@ export interface LlamaGeneratorOptions {
   gpu: "auto" | false;
   /** "auto": the build for this CPU when `npm run build:native` made one, else the prebuilt binary. */
   binary?: LlamaBinaryChoice;
-  /** llama.cpp's fused attention kernel. */
+  /** llama.cpp's fused attention kernel (default on: see Config.llamaFlashAttention). */
   flashAttention?: boolean;
   /** Start-up lines (which binary runs). */
   log?: (line: string) => void;
@@ -219,7 +219,7 @@ export class LlamaGenerator implements Generator {
         contextSize: perSequence,
         sequences,
         threads: this.options.threads,
-        flashAttention: this.options.flashAttention ?? false,
+        flashAttention: this.options.flashAttention ?? true,
       });
       contexts.push(context);
       batchers.push(
