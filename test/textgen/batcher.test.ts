@@ -45,7 +45,7 @@ describe("ContinuousBatcher on the test model", () => {
     });
     contexts.push(context);
     const native = nativeContextOf(context);
-    const counter = { decodes: 0, tokensInBatches: [] as number[] };
+    const counter = { decodes: 0, tokensInBatches: [] as number[], batchSequences: [] as number[] };
     let tokensThisBatch = 0;
     const counting: NativeContext = {
       initBatch: (size) => {
@@ -54,6 +54,7 @@ describe("ContinuousBatcher on the test model", () => {
       },
       addToBatch: (sequenceId, position, tokens, logits) => {
         tokensThisBatch += tokens.length;
+        counter.batchSequences.push(sequenceId);
         return native.addToBatch(sequenceId, position, tokens, logits);
       },
       decodeBatch: () => {
@@ -183,6 +184,21 @@ describe("ContinuousBatcher on the test model", () => {
     );
     assert.equal(again.length, 4);
     assert.ok(counter.decodes - before <= 10);
+  });
+
+  it("gives a new request the free sequence next to the running ones, so a step spans few KV streams", async () => {
+    const { batcher, counter } = await makeBatcher();
+    // Sequences 0…3 in turn, each keeping its cells; 0 is then the least recently used.
+    const prompts = ["The cat sat", "A bird flew", "The sun rose", "One day a boy"];
+    for (const prompt of prompts) await batcher.run(job(prompt, { maxTokens: 2 }));
+    const inOrder = () => [...new Set(counter.batchSequences.splice(0))];
+    assert.deepEqual(inOrder(), [0, 1, 2, 3]);
+    // The first reuses sequence 3's cached prompt; the second, fresh, takes 2 (next to 3), not 0.
+    await Promise.all([
+      batcher.run(job(prompts[3]!, { maxTokens: 8 })),
+      batcher.run(job("Far away in a wood", { maxTokens: 8 })),
+    ]);
+    assert.deepEqual(inOrder(), [3, 2]);
   });
 
   it("queues requests beyond its sequences and runs them as sequences free up", async () => {
