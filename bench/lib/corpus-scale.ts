@@ -16,6 +16,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 
 import { chunkDocument } from "../../src/rag/ingest/chunker.js";
+import { fmix32 } from "../../src/rag/search/core/term-dictionary.js";
 
 export const SCALE_CHUNK_SIZE = 1000;
 export const SCALE_OVERLAP = 128;
@@ -38,16 +39,6 @@ export function loadBaseChunks(dir: string): string[] {
     }
   }
   return chunks;
-}
-
-/** Final mix of a 32-bit hash (murmur3's fmix32). */
-function mix(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
 }
 
 const isLetter = (lower: number): boolean => lower >= 0x61 && lower <= 0x7a;
@@ -80,10 +71,10 @@ export function scaledChunk(base: readonly string[], index: number): string {
       i++;
     }
     // Drops: per (chunk, occurrence); variants: per (word, replica).
-    if (mix(h ^ chunkSalt ^ Math.imul(++position, 0x27d4eb2f)) % 1000 < DROP_PER_MILLE) {
+    if (fmix32(h ^ chunkSalt ^ Math.imul(++position, 0x27d4eb2f)) % 1000 < DROP_PER_MILLE) {
       out += text.slice(copied, start);
       copied = i;
-    } else if (mix(h ^ replicaSalt) % 1000 < VARIANT_PER_MILLE) {
+    } else if (fmix32(h ^ replicaSalt) % 1000 < VARIANT_PER_MILLE) {
       out += text.slice(copied, i) + suffix;
       copied = i;
     }

@@ -19,6 +19,7 @@ import { spawn } from "node:child_process";
 import os from "node:os";
 import type { Config } from "../core/config.js";
 import type { Which } from "../server.js";
+import { cpuContextCount } from "../textgen/llama-generator.js";
 
 /** Set in the restarted process: the pid of the one that started it (see watchParent). */
 const PARENT_ENV = "LECTERN_POOL_PARENT_PID";
@@ -30,10 +31,9 @@ export function decodeThreadPoolSize(
   cores = os.availableParallelism(),
 ): number | undefined {
   if (which === "rag" || config.generationUpstreamUrl !== null || config.llamaThreads <= 1) return undefined;
-  // LLAMA_CONTEXTS=auto on a CPU: one context per LLAMA_THREADS cores (llama-generator.ts; the
-  // one-per-sequence case needs one thread). On a GPU it is one context.
+  // LLAMA_CONTEXTS=auto on a CPU (the one-per-sequence case needs one thread); on a GPU it is one.
   const contexts =
-    config.llamaContexts === "auto" ? Math.floor(cores / config.llamaThreads) : config.llamaContexts;
+    config.llamaContexts === "auto" ? cpuContextCount(cores, config.llamaThreads) : config.llamaContexts;
   return Math.min(contexts, config.maxConcurrent) <= 1 ? 1 : undefined;
 }
 

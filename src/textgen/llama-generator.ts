@@ -248,7 +248,7 @@ export class LlamaGenerator implements Generator {
     const cores = os.availableParallelism();
     if (model.size <= CACHE_RESIDENT_MODEL_BYTES && this.options.threads === 1 && cores > 1)
       return this.options.sequences;
-    return Math.max(1, Math.floor(cores / this.options.threads));
+    return cpuContextCount(cores, this.options.threads);
   }
 
   private requireReady(): Loaded {
@@ -527,4 +527,9 @@ async function compileSchema(llama: Llama, schema: GbnfJsonSchema, path: string)
       { path },
     ]);
   }
+}
+
+/** Contexts "auto" gives on a CPU for a model that is not cache-sized: one per `threads` cores. */
+export function cpuContextCount(cores: number, threads: number): number {
+  return Math.max(1, Math.floor(cores / threads));
 }

@@ -1,10 +1,10 @@
 /** RAG app replicas as real processes (`node --import tsx src/cli/serve.ts rag`) on free ports. */
 import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { freePort } from "../../bench/lib/bench-env.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -14,18 +14,6 @@ export interface Replica {
   /** What the process wrote (stdout and stderr) so far. */
   stderr(): string;
   stop(): Promise<void>;
-}
-
-/** A port nobody listens on right now (the kernel's pick for port 0). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** Starts one RAG replica with `env` added to this process's environment; resolves once /health answers. */

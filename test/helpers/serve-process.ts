@@ -4,21 +4,9 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import http from "node:http";
-import net from "node:net";
 import path from "node:path";
+import { freePort } from "../../bench/lib/bench-env.js";
 import { repoRoot, testModelPath } from "./env.js";
-
-/** A port that was free a moment ago (the kernel picks it; a race with other processes is unlikely). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 export interface ServedProcess {
   child: ChildProcess;

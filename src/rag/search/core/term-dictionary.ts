@@ -20,17 +20,18 @@ const MAX_LOAD = 0.7;
 
 /** FNV-1a over the code units, then murmur3's fmix32 (linear probing wants well-mixed low bits). */
 function hashOf(term: string): number {
-  return finish(hashWord(term));
+  return fmix32(hashWord(term));
 }
 
 /** {@link hashOf} of the term stored as bytes[start, end). */
 function hashOfBytes(bytes: Uint8Array, start: number, end: number): number {
   let h = FNV_OFFSET;
   for (let i = start; i < end; i++) h = Math.imul(h ^ (bytes[i] ?? 0), FNV_PRIME);
-  return finish(h);
+  return fmix32(h);
 }
 
-function finish(h: number): number {
+/** Final mix of a 32-bit hash (murmur3's fmix32): spreads FNV-1a's low bits over the table. */
+export function fmix32(h: number): number {
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
