@@ -27,7 +27,7 @@ import type { ResponseText } from "./response-text.js";
 
 export type SamplingSettings = Pick<
   NativeSamplerConfig,
-  "temperature" | "topK" | "topP" | "minP" | "seed"
+  "temperature" | "topK" | "topP" | "minP" | "seed" | "tokenBiasKeys" | "tokenBiasValues"
 > & {
   /** Penalise the last `REPEAT_PENALTY_LAST_TOKENS` generated tokens (newlines excepted). */
   repeatPenalty?: number;
@@ -276,7 +276,8 @@ export class ContinuousBatcher {
   private sample(inBatch: Running[]): Promise<Sampled[]> {
     return Promise.all(
       inBatch.map(async (sequence): Promise<Sampled> => {
-        if (hasPenalties(sequence.job.sampling)) sequence.sampler.applyConfig(this.samplerConfig(sequence));
+        if (hasPenalties(sequence.job.sampling))
+          sequence.sampler.applyConfig(this.samplerConfig(sequence.job, sequence.generated));
         if (sequence.job.logprobs === undefined)
           return { token: await this.native.sampleToken(sequence.logitIndex, sequence.sampler) };
         const [token, probabilities] = await this.native.sampleToken(
@@ -345,10 +346,13 @@ export class ContinuousBatcher {
         reject(new Error("empty prompt"));
         continue;
       }
-      let sampler: NativeSampler;
+      let sampler: NativeSampler | undefined;
       try {
         sampler = this.model.createSampler();
+        sampler.applyConfig(this.samplerConfig(job, []));
       } catch (error) {
+        // A sampler the addon refused (a bad setting): this request fails, the others go on.
+        sampler?.dispose();
         reject(error);
         continue;
       }
@@ -368,7 +372,6 @@ export class ContinuousBatcher {
         resolve,
         reject,
       };
-      sampler.applyConfig(this.samplerConfig(sequence));
       this.running.push(sequence);
     }
   }
@@ -443,8 +446,9 @@ export class ContinuousBatcher {
     this.freeSlots.push(slot);
   }
 
-  private samplerConfig(sequence: Running): NativeSamplerConfig {
-    const { sampling } = sequence.job;
+  /** The sampler settings of `job`, with `generated` (its tokens so far) for the penalties. */
+  private samplerConfig(job: BatchJob, generated: readonly Token[]): NativeSamplerConfig {
+    const { sampling } = job;
     const config: NativeSamplerConfig = {
       temperature: sampling.temperature,
       topK: sampling.topK,
@@ -452,13 +456,16 @@ export class ContinuousBatcher {
       minP: sampling.minP,
       seed: sampling.seed,
     };
+    // Named only when set: the addon reads a present key as an array, even one holding undefined.
+    if (sampling.tokenBiasKeys && sampling.tokenBiasValues) {
+      config.tokenBiasKeys = sampling.tokenBiasKeys;
+      config.tokenBiasValues = sampling.tokenBiasValues;
+    }
     // Every applyConfig names the grammar: one without it detaches the sampler from the grammar.
-    if (sequence.job.grammar) config.grammarEvaluationState = sequence.job.grammar;
+    if (job.grammar) config.grammarEvaluationState = job.grammar;
     if (hasPenalties(sampling)) {
       const newline = this.model.newlineToken;
-      const recent = sequence.generated
-        .slice(-REPEAT_PENALTY_LAST_TOKENS)
-        .filter((token) => token !== newline);
+      const recent = generated.slice(-REPEAT_PENALTY_LAST_TOKENS).filter((token) => token !== newline);
       config.repeatPenalty = sampling.repeatPenalty ?? 1;
       config.repeatPenaltyPresencePenalty = sampling.presencePenalty ?? 0;
       config.repeatPenaltyFrequencyPenalty = sampling.frequencyPenalty ?? 0;

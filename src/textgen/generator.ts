@@ -16,6 +16,10 @@ export interface SamplingOptions {
   presencePenalty?: number;
   frequencyPenalty?: number;
   seed?: number;
+  /** Added to these tokens' logits before sampling (OpenAI's `logit_bias`: token id → -100…100). */
+  logitBias?: ReadonlyMap<number, number>;
+  /** Keep generating past end-of-generation tokens until maxTokens (llama.cpp's `ignore_eos`). */
+  ignoreEos?: boolean;
 }
 
 interface GenerationControls extends SamplingOptions {

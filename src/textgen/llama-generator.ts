@@ -130,9 +130,7 @@ export class LlamaGenerator implements Generator {
 
   tokenizer(): TextTokenizer {
     const { model } = this.requireReady();
-    const vocabularySize = (
-      model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly unknown[] } } }
-    ).tokenizer?.ggml?.tokens?.length;
+    const vocabularySize = vocabularySizeOf(model);
     const check = (tokens: readonly number[]) => {
       const bad = tokens.findIndex(
         (token) =>
@@ -262,6 +260,7 @@ export class LlamaGenerator implements Generator {
   /** The tokens the model reads before generating: the prompt, or the chat rendered by its template. */
   private async prepare(request: GenerationRequest): Promise<PreparedPrompt> {
     const { llama, model, chatWrapper } = this.requireReady();
+    this.checkLogitBias(request);
     let grammar = request.constraint ? await compileConstraint(llama, request.constraint) : undefined;
     if (!isChatRequest(request)) {
       // As llama.cpp's own server does: BOS when the model wants one, then the text tokenized as it
@@ -323,6 +322,46 @@ export class LlamaGenerator implements Generator {
       tools: toolMode,
       truncated: 0,
     });
+  }
+
+  private eogTokens?: number[];
+
+  /**
+   * The request's `logit_bias`, with every end-of-generation token banned under `ignore_eos` (as
+   * llama-server does it: a bias of -infinity, so the rest of the distribution is drawn from).
+   */
+  private tokenBias(request: GenerationRequest): {
+    tokenBiasKeys?: Uint32Array;
+    tokenBiasValues?: Float32Array;
+  } {
+    const bias = new Map(request.logitBias);
+    if (request.ignoreEos) {
+      if (!this.eogTokens) {
+        const { model } = this.requireReady();
+        const size = vocabularySizeOf(model) ?? 0;
+        this.eogTokens = [];
+        for (let token = 0; token < size; token++)
+          if (model.isEogToken(token as Token)) this.eogTokens.push(token);
+      }
+      for (const token of this.eogTokens) bias.set(token, -Infinity);
+    }
+    if (bias.size === 0) return {};
+    return {
+      tokenBiasKeys: Uint32Array.from(bias.keys()),
+      tokenBiasValues: Float32Array.from(bias.values()),
+    };
+  }
+
+  /** A logit_bias naming a token the vocabulary does not have is a 400. */
+  private checkLogitBias(request: GenerationRequest): void {
+    if (!request.logitBias) return;
+    const size = vocabularySizeOf(this.requireReady().model);
+    if (size === undefined) return;
+    for (const token of request.logitBias.keys())
+      if (token >= size)
+        throw badRequest(`logit_bias names token ${token}, but this model's token ids are 0…${size - 1}`, [
+          { path: `/logit_bias/${token}` },
+        ]);
   }
 
   async validate(request: GenerationRequest): Promise<number> {
@@ -396,6 +435,7 @@ export class LlamaGenerator implements Generator {
         repeatPenalty: request.repeatPenalty,
         presencePenalty: request.presencePenalty,
         frequencyPenalty: request.frequencyPenalty,
+        ...this.tokenBias(request),
       },
       text: new ResponseText({
         detokenize: (tokens, lastTokens) => model.detokenize(tokens, false, lastTokens),
@@ -462,6 +502,12 @@ export class LlamaGenerator implements Generator {
     await loaded.model.dispose();
     await loaded.llama.dispose();
   }
+}
+
+/** Tokens in the model's vocabulary, from its GGUF metadata (node-llama-cpp has no accessor). */
+function vocabularySizeOf(model: LlamaModel): number | undefined {
+  return (model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly unknown[] } } }).tokenizer
+    ?.ggml?.tokens?.length;
 }
 
 function describeLoadError(error: unknown, reference: string): string {

@@ -58,6 +58,9 @@ export interface NativeSamplerConfig {
   repeatPenaltyTokens?: Uint32Array;
   repeatPenaltyPresencePenalty?: number;
   repeatPenaltyFrequencyPenalty?: number;
+  /** Added to these tokens' logits before sampling (-Infinity: never drawn); same length as the keys. */
+  tokenBiasKeys?: Uint32Array;
+  tokenBiasValues?: Float32Array;
   /** The addon's grammar state (see `grammarStateOf`): only tokens the grammar allows are sampled. */
   grammarEvaluationState?: NativeGrammarState;
 }

@@ -122,6 +122,8 @@ export class OpenAIUpstreamGenerator implements Generator {
       min_p: request.minP,
       repeat_penalty: request.repeatPenalty,
       seed: request.seed,
+      logit_bias: request.logitBias ? Object.fromEntries(request.logitBias) : undefined,
+      ignore_eos: request.ignoreEos,
       stop: request.stop.length > 0 ? request.stop : undefined,
       stream: true,
       stream_options: { include_usage: true },

@@ -20,7 +20,7 @@ import type {
   ToolChoice,
 } from "./generator.js";
 import { clientGoneSignal } from "./routes.js";
-import { StopSequences, constraintFields, stopList } from "./schemas.js";
+import { LogitBias, StopSequences, constraintFields, parseLogitBias, stopList } from "./schemas.js";
 import type { TextgenService } from "./service.js";
 import type { Embedder } from "./embedder.js";
 import type { ToolCallDelta } from "./tool-calls.js";
@@ -74,6 +74,13 @@ const sampling = {
   ),
   seed: Type.Optional(
     Type.Integer({ minimum: -1, maximum: 4294967295, description: "-1 = random (llama.cpp's convention)" }),
+  ),
+  logit_bias: Type.Optional(Type.Union([LogitBias, Type.Null()])),
+  ignore_eos: Type.Optional(
+    Type.Boolean({
+      description:
+        "never draw an end-of-generation token: generate until max_tokens (llama.cpp's and vLLM's name)",
+    }),
   ),
   stop: Type.Optional(Type.Union([StopSequences, Type.Null()])),
   n: Type.Integer({ minimum: 1, maximum: 1, default: 1, description: "only 1 is supported" }),
@@ -248,6 +255,8 @@ function samplingOf(body: ChatBody | CompletionBody) {
     frequencyPenalty: body.frequency_penalty,
     // llama.cpp's convention: -1 draws a random seed.
     seed: body.seed === -1 ? undefined : body.seed,
+    logitBias: parseLogitBias(body.logit_bias),
+    ignoreEos: body.ignore_eos,
     stop: stopList(body.stop ?? undefined),
     truncate: body.truncate,
     cachePrompt: body.cache_prompt,

@@ -3,6 +3,7 @@
  * TypeScript types, the validation Fastify applies, and the OpenAPI document served at /docs.
  */
 import { Type, type Static } from "typebox";
+import { badRequest } from "../core/errors.js";
 
 export const ErrorResponse = Type.Object(
   {
@@ -26,6 +27,29 @@ export const StopSequences = Type.Union(
 );
 
 /** Sampling fields shared by /predict and the OpenAI-compatible routes. */
+/** OpenAI's `logit_bias` (also read by llama.cpp's server): token id → bias; -100 bans, 100 forces. */
+export const LogitBias = Type.Record(Type.String(), Type.Number({ minimum: -100, maximum: 100 }), {
+  description:
+    "token id → bias added to its logit before sampling (-100 bans the token, 100 all but forces it)",
+  examples: [{ "2": -100 }],
+});
+
+/** The token ids of a `logit_bias` object; a key that is not a token id is a 400 naming it. */
+export function parseLogitBias(
+  bias: Record<string, number> | null | undefined,
+): Map<number, number> | undefined {
+  if (bias === undefined || bias === null) return undefined;
+  const parsed = new Map<number, number>();
+  for (const [key, value] of Object.entries(bias)) {
+    if (!/^\d{1,9}$/.test(key))
+      throw badRequest(`logit_bias keys are token ids (non-negative integers); "${key}" is not one`, [
+        { path: `/logit_bias/${key}` },
+      ]);
+    parsed.set(Number(key), value);
+  }
+  return parsed;
+}
+
 export const samplingFields = {
   top_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: "nucleus sampling" })),
   top_k: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000, description: "0 = all tokens" })),
@@ -33,6 +57,12 @@ export const samplingFields = {
   repeat_penalty: Type.Optional(Type.Number({ minimum: 0, maximum: 10, description: "1 = off" })),
   seed: Type.Optional(
     Type.Integer({ minimum: 0, maximum: 4294967295, description: "makes sampling repeatable" }),
+  ),
+  logit_bias: Type.Optional(LogitBias),
+  ignore_eos: Type.Optional(
+    Type.Boolean({
+      description: "never draw an end-of-generation token: generate until the token limit (llama.cpp's name)",
+    }),
   ),
 };
 

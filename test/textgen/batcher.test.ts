@@ -237,6 +237,24 @@ describe("ContinuousBatcher on the test model", () => {
     assert.equal(after.tokensGenerated, 8);
   });
 
+  it("fails a request whose sampler settings llama.cpp refuses, at once and alone", async () => {
+    const { batcher } = await makeBatcher();
+    const other = batcher.run(job("A big red ball", { maxTokens: 12 }));
+    // Not a number: the addon throws while configuring the sampler, before the request gets a sequence.
+    const refused = job("Once upon a time", { maxTokens: 12 });
+    refused.sampling = { ...refused.sampling, temperature: "hot" as unknown as number };
+    await assert.rejects(batcher.run(refused), /number/);
+    assert.equal((await other).tokensGenerated, 12);
+    // Its sequence was never taken: every sequence still serves.
+    const results = await Promise.all(
+      Array.from({ length: SEQUENCES }, (_, i) => batcher.run(job(`Tale ${i}`, { maxTokens: 4 }))),
+    );
+    assert.deepEqual(
+      results.map((result) => result.tokensGenerated),
+      Array<number>(SEQUENCES).fill(4),
+    );
+  });
+
   it("keeps the others going when one client's callback throws", async () => {
     const { batcher } = await makeBatcher();
     const throwing = batcher.run(

@@ -63,22 +63,69 @@ describe("request fields and small routes on the test model", () => {
   it("a field the server does not implement is a 400 naming it", async () => {
     const { status, body } = await request("POST", "/v1/chat/completions", {
       messages: [{ role: "user", content: "Hi" }],
-      logit_bias: { "50256": -100 },
+      best_of: 2,
     });
     assert.equal(status, 400);
-    assert.equal(body.error.param, "logit_bias");
-    assert.match(body.error.message, /logit_bias/);
+    assert.equal(body.error.param, "best_of");
+    assert.match(body.error.message, /best_of/);
     // null means "not set" in OpenAI's API: an unknown field sent as null is no error.
     const nulls = await request("POST", "/v1/chat/completions", {
       messages: [{ role: "user", content: "Hi" }],
       max_tokens: 2,
       logit_bias: null,
+      best_of: null,
       functions: null,
     });
     assert.equal(nulls.status, 200);
     const suffix = await request("POST", "/v1/completions", { prompt: "Hi", suffix: "end" });
     assert.equal(suffix.status, 400);
     assert.match(suffix.body.error.message, /suffix/);
+  });
+
+  it("logit_bias bans and forces tokens; ignore_eos generates past the end-of-generation token", async () => {
+    const eos = 2; // the test model's EOS (its README)
+    const usage = async (body: object) => {
+      const { status, body: json } = await request("POST", "/v1/completions", {
+        prompt: "Once upon a time",
+        max_tokens: 10,
+        temperature: 0,
+        ...body,
+      });
+      assert.equal(status, 200, JSON.stringify(json));
+      return { text: json.choices[0].text as string, finish: json.choices[0].finish_reason as string };
+    };
+    const greedy = await usage({});
+    const tokenize = async (content: string) =>
+      (await request("POST", "/tokenize", { content })).body.tokens as number[];
+    const firstToken = (await tokenize(`Once upon a time${greedy.text}`))[
+      (await tokenize("Once upon a time")).length
+    ];
+    // Banning the greedy first token changes the answer's start.
+    const banned = await usage({ logit_bias: { [firstToken!]: -100 } });
+    assert.notEqual(banned.text.slice(0, 3), greedy.text.slice(0, 3));
+    // Forcing end-of-generation ends the answer at once, unless ignore_eos bans it again.
+    assert.deepEqual(await usage({ logit_bias: { [eos]: 100 } }), { text: "", finish: "stop" });
+    const ignored = await usage({ logit_bias: { [eos]: 100 }, ignore_eos: true });
+    assert.equal(ignored.finish, "length");
+    assert.ok(ignored.text.length > 0);
+    // /predict reads the same fields.
+    const predicted = await request("POST", "/predict", {
+      text: "Once upon a time",
+      max_length: 10,
+      temperature: 0,
+      logit_bias: { [eos]: 100 },
+      ignore_eos: true,
+    });
+    assert.equal(predicted.status, 200);
+    assert.equal(predicted.body.generated_text, ignored.text);
+    // Not a token id, or not a token of this model: a 400 naming the key, before anything runs.
+    for (const key of ["x", "99999"]) {
+      const bad = await request("POST", "/v1/completions", { prompt: "Hi", logit_bias: { [key]: 5 } });
+      assert.equal(bad.status, 400, key);
+      assert.equal(bad.body.error.param, `logit_bias.${key}`);
+    }
+    const outOfRange = await request("POST", "/v1/completions", { prompt: "Hi", logit_bias: { "5": 101 } });
+    assert.equal(outOfRange.status, 400);
   });
 
   it("a list of prompts gives one choice each, each as that prompt alone", async () => {
