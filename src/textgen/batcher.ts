@@ -228,23 +228,15 @@ export class ContinuousBatcher {
       size += sequence.nextToken !== undefined ? 1 : sequence.job.promptTokens.length - sequence.promptFed;
     size = Math.min(size, this.batchSize);
     this.native.initBatch(size);
-    const inBatch: Running[] = [];
+    // What each sequence puts in: [sequence, tokens, whether its last token needs logits].
+    const planned: [Running, Token[], boolean][] = [];
     let room = size;
     // Generating sequences first: one token each keeps every stream moving.
     for (const sequence of this.running) {
       sequence.logitIndex = -1;
       if (sequence.nextToken === undefined) continue;
-      const [index] = this.native.addToBatch(
-        sequence.slot.sequenceId,
-        sequence.position,
-        Uint32Array.of(sequence.nextToken),
-        Uint32Array.of(0),
-      );
-      sequence.cells.push(sequence.nextToken);
-      sequence.logitIndex = index!;
-      sequence.position++;
+      planned.push([sequence, [sequence.nextToken], true]);
       sequence.nextToken = undefined;
-      inBatch.push(sequence);
       room--;
     }
     // Prompts fill the rest, oldest first, in chunks when longer than the room left.
@@ -253,19 +245,31 @@ export class ContinuousBatcher {
       const prompt = sequence.job.promptTokens;
       if (sequence.promptFed >= prompt.length) continue;
       const count = Math.min(room, prompt.length - sequence.promptFed);
-      const last = sequence.promptFed + count === prompt.length;
-      const chunk = prompt.slice(sequence.promptFed, sequence.promptFed + count);
+      planned.push([
+        sequence,
+        prompt.slice(sequence.promptFed, sequence.promptFed + count),
+        sequence.promptFed + count === prompt.length,
+      ]);
+      sequence.promptFed += count;
+      room -= count;
+    }
+    // In sequence order: llama.cpp decodes a run of consecutive sequence ids, as they come in the
+    // batch, as one micro-batch, and starts another at each break in the run (llama_batch_allocr::
+    // split_equal, for a KV cache with a stream per sequence). Eight sequences added out of order
+    // took three passes over the weights instead of one: 97 ms a step instead of 54 on the
+    // 0.5B-shaped model.
+    planned.sort(([a], [b]) => a.slot.sequenceId - b.slot.sequenceId);
+    const inBatch: Running[] = [];
+    for (const [sequence, tokens, wantsLogits] of planned) {
       const indexes = this.native.addToBatch(
         sequence.slot.sequenceId,
         sequence.position,
-        Uint32Array.from(chunk),
-        last ? Uint32Array.of(count - 1) : new Uint32Array(0),
+        Uint32Array.from(tokens),
+        wantsLogits ? Uint32Array.of(tokens.length - 1) : new Uint32Array(0),
       );
-      for (const token of chunk) sequence.cells.push(token);
-      sequence.promptFed += count;
-      sequence.position += count;
-      room -= count;
-      if (last) {
+      for (const token of tokens) sequence.cells.push(token);
+      sequence.position += tokens.length;
+      if (wantsLogits) {
         sequence.logitIndex = indexes[0]!;
         inBatch.push(sequence);
       }

@@ -45,16 +45,24 @@ describe("ContinuousBatcher on the test model", () => {
     });
     contexts.push(context);
     const native = nativeContextOf(context);
-    const counter = { decodes: 0, tokensInBatches: [] as number[], batchSequences: [] as number[] };
+    const counter = {
+      decodes: 0,
+      tokensInBatches: [] as number[],
+      batchSequences: [] as number[],
+      /** Sequence ids in the order they were added, per step. */
+      steps: [] as number[][],
+    };
     let tokensThisBatch = 0;
     const counting: NativeContext = {
       initBatch: (size) => {
         tokensThisBatch = 0;
+        counter.steps.push([]);
         native.initBatch(size);
       },
       addToBatch: (sequenceId, position, tokens, logits) => {
         tokensThisBatch += tokens.length;
         counter.batchSequences.push(sequenceId);
+        counter.steps.at(-1)!.push(sequenceId);
         return native.addToBatch(sequenceId, position, tokens, logits);
       },
       decodeBatch: () => {
@@ -199,6 +207,26 @@ describe("ContinuousBatcher on the test model", () => {
       batcher.run(job("Far away in a wood", { maxTokens: 8 })),
     ]);
     assert.deepEqual(inOrder(), [3, 2]);
+  });
+
+  it("puts a step's sequences in the batch in id order, whatever order they were admitted in", async () => {
+    const { batcher, counter } = await makeBatcher();
+    const prompts = ["The cat sat", "A bird flew", "The sun rose", "One day a boy"];
+    for (const prompt of prompts) await batcher.run(job(prompt, { maxTokens: 2 }));
+    counter.steps.length = 0;
+    // Each reuses its own cached prompt, so they are admitted as sequences 3, 0, 1, 2.
+    await Promise.all([3, 0, 1, 2].map((i) => batcher.run(job(prompts[i]!, { maxTokens: 8 }))));
+    assert.ok(
+      counter.steps.some((step) => step.length === 4),
+      "the four ran in the same steps",
+    );
+    // llama.cpp decodes a run of consecutive ids as one micro-batch and splits at every break.
+    for (const step of counter.steps)
+      assert.deepEqual(
+        step,
+        [...step].sort((a, b) => a - b),
+        `a step added sequences ${step.join(", ")}`,
+      );
   });
 
   it("queues requests beyond its sequences and runs them as sequences free up", async () => {
