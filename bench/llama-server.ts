@@ -7,8 +7,9 @@
  * wide, 14 heads, 2 KV heads, feed-forward 4864: random weights, quantised to Q4_K_M, 248 MB): the
  * speed of a real model of that size, without downloading one. Both servers get the same model,
  * threads, total context, parallel sequences and sampling (temperature 0.8, top-k 40, top-p 0.95, no
- * min-p, ignore_eos: every request generates all its tokens); each runs as a user would start it otherwise (llama-server's defaults; our app's defaults,
- * with the libuv pool size `npm start` would give it: src/cli/thread-pool.ts).
+ * min-p, ignore_eos: every request generates all its tokens); each runs as a user would start it
+ * otherwise (llama-server's defaults; our app's defaults, with the libuv pool size `npm start` would
+ * give it: src/cli/thread-pool.ts).
  *
  * Measured, every subject in turn within a round (the order rotates from round to round), so the
  * machine's other load hits both alike and ratios are taken within a round:
