@@ -721,6 +721,16 @@ function writeLatencyPlot(segments: Json | null): string {
   });
 }
 
+/** "0.5B" or "1.5B": the Qwen2.5 size whose shape bench/llama-server.ts gave the synthetic model. */
+function modelSizeOf(result: Json | null): string {
+  const embedding = num(get(result, "shape", "embedding"));
+  return embedding === 1536
+    ? "1.5B"
+    : embedding === 896 || embedding === undefined
+      ? "0.5B"
+      : `e${embedding}`;
+}
+
 function llamaServerPlot(result: Json | null): string {
   const byLevel = (get(result, "concurrency", "tokens_per_second") ?? {}) as Record<
     string,
@@ -739,7 +749,7 @@ function llamaServerPlot(result: Json | null): string {
     }
   }
   return lineChart([...subjects.values()], {
-    title: `Aggregate tokens/s against concurrency, vs llama-server (0.5B-shaped Q4_K_M, ${String(result?.threads)} thread(s))`,
+    title: `Aggregate tokens/s against concurrency, vs llama-server (${modelSizeOf(result)}-shaped Q4_K_M, ${String(result?.threads)} thread(s))`,
     xLabel: "requests in flight",
     yLabel: "tokens/s (all requests)",
     xLog: true,
@@ -845,7 +855,8 @@ function retrievalSection(retrieval: Json): string[] {
   return out;
 }
 
-function llamaServerSection(result: Json): string[] {
+/** The section of one bench/llama-server.ts result; `plot` is its SVG's name in docs/img. */
+function llamaServerSection(result: Json, plot: string): string[] {
   const conc = get(result, "concurrency") as Json | undefined;
   const levels = ((conc?.levels as number[]) ?? []).map(String);
   const subjects = Object.keys((get(conc, "tokens_per_second", levels[0] ?? "1") as Json) ?? {});
@@ -876,18 +887,24 @@ function llamaServerSection(result: Json): string[] {
   const described = Object.entries((result.subjects as Record<string, string>) ?? {}).map(
     ([name, what]) => `- ${name}: ${what}`,
   );
+  const size = modelSizeOf(result);
+  const sampling = Object.entries((result.sampling as Record<string, unknown>) ?? {})
+    .map(([key, value]) => `${key} ${String(value)}`)
+    .join(", ");
   return [
-    "## Against llama.cpp's own server",
+    size === "0.5B"
+      ? "## Against llama.cpp's own server"
+      : `## Against llama.cpp's own server, ${size}-shaped model`,
     "",
     `\`${String(result.command)}\` — ${String(result.date)}, model ${String(result.model)} (random weights in ` +
-      `Qwen2.5-0.5B's shape, quantised with llama-quantize: the speed of a real model that size), ` +
+      `Qwen2.5-${size}'s shape, quantised with llama-quantize: the speed of a real model that size), ` +
       `${String(result.threads)} threads, ${String(result.parallel_sequences)} parallel sequences, context ` +
-      `${String(result.context_size)}, temperature 0.8 / top-k 40 / top-p 0.95, ${String(result.rounds)} interleaved rounds, ` +
+      `${String(result.context_size)}, sampling ${sampling}, ${String(result.rounds)} interleaved rounds, ` +
       `load average ${String(get(result, "machine", "load_average_1m"))} at the start.`,
     "",
     ...described,
     "",
-    "![Aggregate tokens/s against concurrency, vs llama-server](img/tokens-per-second-vs-llama-server.svg)",
+    `![Aggregate tokens/s against concurrency, vs llama-server, ${size}-shaped model](img/${plot})`,
     "",
     markdownTable(
       [
@@ -1084,6 +1101,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
   const synthetic = readResult("generation-synthetic");
   const segments = readResult("segments");
   const llamaServer = readResult("llama-server");
+  const llamaServerLarger = readResult("llama-server-1.5b");
 
   const rows: Row[] = [
     ...(retrieval ? retrievalRows(retrieval) : []),
@@ -1110,6 +1128,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
     "generation",
     "generation-synthetic",
     "llama-server",
+    "llama-server-1.5b",
     "http-floor",
     "retrieval",
     "scale",
@@ -1131,8 +1150,13 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
 
   if (llamaServer)
     writeFileSync(path.join(imgDir, "tokens-per-second-vs-llama-server.svg"), llamaServerPlot(llamaServer));
+  if (llamaServerLarger)
+    writeFileSync(
+      path.join(imgDir, "tokens-per-second-vs-llama-server-1.5b.svg"),
+      llamaServerPlot(llamaServerLarger),
+    );
 
-  const dates = [generation, httpFloor, retrieval, concurrency, segments, llamaServer]
+  const dates = [generation, httpFloor, retrieval, concurrency, segments, llamaServer, llamaServerLarger]
     .map((r) => (typeof r?.date === "string" ? r.date : null))
     .filter((d): d is string => d !== null)
     .sort();
@@ -1171,7 +1195,10 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
     ...(segments
       ? ["![One-document write latency against index size](img/write-latency-vs-index-size.svg)", ""]
       : []),
-    ...(llamaServer ? llamaServerSection(llamaServer) : []),
+    ...(llamaServer ? llamaServerSection(llamaServer, "tokens-per-second-vs-llama-server.svg") : []),
+    ...(llamaServerLarger
+      ? llamaServerSection(llamaServerLarger, "tokens-per-second-vs-llama-server-1.5b.svg")
+      : []),
     ...detailSections(generation, httpFloor, retrieval, scale, synthetic),
     ...(segments ? segmentsSection(segments) : []),
     ...(others.length > 0 ? ["## Other results", "", `Also in this run: ${others.join(", ")}.`, ""] : []),
