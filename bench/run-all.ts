@@ -749,7 +749,7 @@ function llamaServerPlot(result: Json | null): string {
     }
   }
   return lineChart([...subjects.values()], {
-    title: `Aggregate tokens/s against concurrency, vs llama-server (${modelSizeOf(result)}-shaped Q4_K_M, ${String(result?.threads)} thread(s))`,
+    title: `Aggregate tokens/s vs llama-server (${modelSizeOf(result)}-shaped Q4_K_M, ${String(result?.threads)} threads)`,
     xLabel: "requests in flight",
     yLabel: "tokens/s (all requests)",
     xLog: true,
