@@ -721,14 +721,13 @@ function writeLatencyPlot(segments: Json | null): string {
   });
 }
 
-/** "0.5B" or "1.5B": the Qwen2.5 size whose shape bench/llama-server.ts gave the synthetic model. */
+/** Qwen2.5 sizes by embedding width: the shapes bench/llama-server.ts gives its synthetic models. */
+const QWEN_SIZE_BY_EMBEDDING: Readonly<Record<number, string>> = { 896: "0.5B", 1536: "1.5B" };
+
+/** "0.5B" or "1.5B": the size whose shape the result's model has (results without a shape are 0.5B). */
 function modelSizeOf(result: Json | null): string {
-  const embedding = num(get(result, "shape", "embedding"));
-  return embedding === 1536
-    ? "1.5B"
-    : embedding === 896 || embedding === undefined
-      ? "0.5B"
-      : `e${embedding}`;
+  const embedding = num(get(result, "shape", "embedding")) ?? 896;
+  return QWEN_SIZE_BY_EMBEDDING[embedding] ?? `e${embedding}`;
 }
 
 function llamaServerPlot(result: Json | null): string {

@@ -26,7 +26,6 @@ export const StopSequences = Type.Union(
   { description: "generation ends before any of these strings; the stop string is not returned" },
 );
 
-/** Sampling fields shared by /predict and the OpenAI-compatible routes. */
 /** OpenAI's `logit_bias` (also read by llama.cpp's server): token id → bias; -100 bans, 100 forces. */
 export const LogitBias = Type.Record(Type.String(), Type.Number({ minimum: -100, maximum: 100 }), {
   description:
@@ -50,6 +49,7 @@ export function parseLogitBias(
   return parsed;
 }
 
+/** Sampling fields shared by /predict and the OpenAI-compatible routes. */
 export const samplingFields = {
   top_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: "nucleus sampling" })),
   top_k: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000, description: "0 = all tokens" })),
