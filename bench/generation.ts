@@ -30,7 +30,7 @@
  *        [--profile] [--out NAME]
  *
  * --parts picks the parts above. --synthetic runs on a 26 M-parameter model with random weights
- * (bench/lib/synthetic-gguf.ts writes it to the temp folder) instead of the tiny test model, and
+ * (scripts/lib/synthetic-gguf.ts writes it to the temp folder) instead of the tiny test model, and
  * writes generation-synthetic.json. --profile writes a V8 CPU profile of the server to
  * bench/results/profiles/. MODEL_PATH / LECTERN_TEST_MODEL pick the model, LLAMA_THREADS the threads
  * (default 1). Writes bench/results/generation.json (--out NAME: NAME.json).
@@ -39,7 +39,7 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import { benchModelPath, resultsDir } from "./lib/bench-env.js";
 import { DirectLlama } from "./lib/direct-llama.js";
-import { syntheticModel } from "./lib/synthetic-gguf.js";
+import { syntheticModel } from "../scripts/lib/synthetic-gguf.js";
 import { processCpu, withCpu } from "./lib/proc-cpu.js";
 import { fmt, iqr, median, spread, textTable, writeResult, type Spread } from "./lib/report.js";
 import {
@@ -58,7 +58,7 @@ const { values: args } = parseArgs({
     profile: { type: "boolean", default: false },
     /** Which parts to run: a decode, b prompt, c concurrency, d first token, e prompt cache. */
     parts: { type: "string", default: "abcde" },
-    /** Run on a synthetic 26 M-parameter model (random weights, bench/lib/synthetic-gguf.ts). */
+    /** Run on a synthetic 26 M-parameter model (random weights, scripts/lib/synthetic-gguf.ts). */
     synthetic: { type: "boolean", default: false },
     /** Name of the results file (bench/results/NAME.json) instead of the default. */
     out: { type: "string" },

@@ -996,7 +996,7 @@ function detailSections(
       "### The same on a synthetic 26 M-parameter model",
       "",
       `\`${String(synthetic.command)}\` — ${String(synthetic.date)}, model ${String(synthetic.model)} (random weights, ` +
-        "written by bench/lib/synthetic-gguf.ts: it generates nonsense at the speed of a model that size). " +
+        "written by scripts/lib/synthetic-gguf.ts: it generates nonsense at the speed of a model that size). " +
         "It shows how aggregate throughput scales when the model's arithmetic (F32 weights), rather than " +
         "fixed per-token overhead, is what a token costs.",
       "",

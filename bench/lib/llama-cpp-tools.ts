@@ -22,7 +22,7 @@ import {
 import os from "node:os";
 import path from "node:path";
 import { repoRoot } from "./bench-env.js";
-import { syntheticModel, syntheticModelName, type SyntheticShape } from "./synthetic-gguf.js";
+import { syntheticModel, syntheticModelName, type SyntheticShape } from "../../scripts/lib/synthetic-gguf.js";
 
 export const llamaCacheDir = path.resolve(
   process.env.LECTERN_LLAMA_CACHE ?? path.join(os.homedir(), ".cache/lectern-llama"),

@@ -113,12 +113,35 @@ export interface SyntheticOptions {
    * (500, "does not match the expected Content-only format"); as text, "<0xE2>" is valid.
    */
   plainByteTokens?: boolean;
+  /** A Jinja chat template stored as `tokenizer.chat_template` (e.g. a Qwen3-style one that reasons). */
+  chatTemplate?: string;
+  /**
+   * Further metadata (e.g. `llama.pooling_type` for an embedding model); a key given here replaces
+   * the default of the same name. Part of the file name, so each variant is its own file.
+   */
+  metadata?: Record<string, string | number>;
+  /** A short tag added to the file name (e.g. "qwen3-chat"). */
+  tag?: string;
 }
 
 /** File name of the F32 model of `shape` (its parameters spelled out). */
 export function syntheticModelName(shape: SyntheticShape, options: SyntheticOptions = {}): string {
-  const suffix = options.plainByteTokens ? "-textbytes" : "";
+  let suffix = options.plainByteTokens ? "-textbytes" : "";
+  if (options.tag) suffix += `-${options.tag}`;
+  if (options.chatTemplate !== undefined || options.metadata !== undefined) {
+    suffix += `-${variantHash(JSON.stringify([options.chatTemplate ?? null, options.metadata ?? null]))}`;
+  }
   return `synthetic-llama-e${shape.embedding}-f${shape.feedForward}-l${shape.layers}-h${shape.heads}-kv${shape.kvHeads}${suffix}.gguf`;
+}
+
+/** FNV-1a of the variant's options, so two variants never share a file name. */
+function variantHash(text: string): string {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0).toString(16).padStart(8, "0");
 }
 
 /** The file for `shape`, written once (tokenizer taken from `tokenizerModel`). */
@@ -175,6 +198,20 @@ export async function syntheticModel(
     ["tokenizer.ggml.eos_token_id", { type: ValueType.UINT32, value: tokenizer.eos_token_id }],
     ["tokenizer.ggml.unknown_token_id", { type: ValueType.UINT32, value: tokenizer.unknown_token_id }],
   ];
+  if (options.chatTemplate !== undefined) {
+    metadata.push(["tokenizer.chat_template", { type: ValueType.STRING, value: options.chatTemplate }]);
+  }
+  for (const [key, value] of Object.entries(options.metadata ?? {})) {
+    const entry: MetaValue =
+      typeof value === "string"
+        ? { type: ValueType.STRING, value }
+        : Number.isInteger(value) && value >= 0
+          ? { type: ValueType.UINT32, value }
+          : { type: ValueType.FLOAT32, value };
+    const existing = metadata.findIndex(([name]) => name === key);
+    if (existing >= 0) metadata[existing] = [key, entry];
+    else metadata.push([key, entry]);
+  }
   // [name, dims (ggml order: fastest first), norm (all ones) or random]
   const tensors: Array<[string, number[], boolean]> = [
     ["token_embd.weight", [e, vocab], false],
