@@ -1220,9 +1220,19 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
   ].join("\n");
   mkdirSync(docsDir, { recursive: true });
   const file = path.join(docsDir, "BENCHMARKS.md");
-  // Written the way `prettier --check` (npm run lint) wants it.
-  writeFileSync(file, await format(md, { ...((await resolveConfig(file)) ?? {}), filepath: file }));
+  // Written the way `prettier --check` (npm run lint) wants it; the hand-written notes are kept.
+  const whole = `${md}${handWrittenNotes(file)}`;
+  writeFileSync(file, await format(whole, { ...((await resolveConfig(file)) ?? {}), filepath: file }));
   console.log(`\nwrote docs/BENCHMARKS.md and docs/img/*.svg`);
+}
+
+/** The hand-written part of BENCHMARKS.md (from its marker line on), kept across rewrites. */
+const NOTES_MARKER = "<!-- Notes: hand-written below this line;";
+function handWrittenNotes(file: string): string {
+  if (!existsSync(file)) return "";
+  const text = readFileSync(file, "utf8");
+  const at = text.indexOf(NOTES_MARKER);
+  return at < 0 ? "" : `\n${text.slice(at)}`;
 }
 
 // ---------------------------------------------------------------------------------------------------
