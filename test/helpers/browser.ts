@@ -2,10 +2,12 @@
  * Browser tests: Debian's Chromium driven by playwright-core (which downloads nothing), and both apps
  * on real sockets at known ports, so each app's /ui/config.json points at the other.
  */
+import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { it } from "node:test";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { buildRagApp } from "../../src/rag/app.js";
 import { buildTextgenApp } from "../../src/textgen/app.js";
@@ -19,6 +21,31 @@ export function browserSkipReason(): string | false {
   return existsSync(CHROMIUM_PATH)
     ? false
     : `Chromium not found at ${CHROMIUM_PATH}: install Debian's chromium package (apt-get install chromium) or set LECTERN_CHROMIUM to run the browser tests`;
+}
+
+/** Whether this run is CI's (CI=true, as CI services set it), where a missing browser is a failure. */
+export function isCi(): boolean {
+  const value = (process.env.CI ?? "").trim().toLowerCase();
+  return value !== "" && value !== "false" && value !== "0";
+}
+
+/**
+ * Gates a browser test file on Chromium. When it is missing, the file gets one test that says so: a
+ * skipped test with the reason (counted in the summary's `# skipped`, so a run without a browser does
+ * not look complete), or under CI=true a failing one (CI must not pass without its browser tests).
+ * Returns the reason to skip the file's browser tests with, or false when they can run.
+ */
+export function gateBrowserTests(what: string): string | false {
+  const reason = browserSkipReason();
+  if (!reason) return false;
+  if (isCi()) {
+    it(`${what}: Chromium is required under CI=true`, () => {
+      assert.fail(`CI=true, so the browser tests must run, but ${reason}`);
+    });
+  } else {
+    it(`${what} (needs Chromium)`, { skip: reason }, () => undefined);
+  }
+  return reason;
 }
 
 /** Ports free right now, distinct from one another (held open together while they are picked). */

@@ -10,7 +10,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Page } from "playwright-core";
 import {
-  browserSkipReason,
+  gateBrowserTests,
   launchBrowser,
   startPlaygroundApps,
   watchPage,
@@ -57,8 +57,7 @@ interface Update {
   state: string | undefined;
 }
 
-const skip = browserSkipReason();
-if (skip) console.log(`# skipping the browser tests: ${skip}`);
+const skip = gateBrowserTests("web playground in Chromium");
 
 // Screenshots go to a temporary folder so test runs leave the checkout clean; the README's copies are
 // refreshed with LECTERN_SCREENSHOT_DIR=docs/img.
@@ -183,8 +182,8 @@ describe("web playground in Chromium", { skip, timeout: 300_000 }, () => {
     assert.equal(await page.evaluate(() => document.activeElement?.id), "tab-indices");
     assert.equal(await page.isVisible("#panel-indices"), true);
     await page.keyboard.press("End");
-    assert.equal(await page.isVisible("#panel-ask"), true);
-    assert.match(page.url(), /#ask$/);
+    assert.equal(await page.isVisible("#panel-chat"), true);
+    assert.match(page.url(), /#chat$/);
     await page.keyboard.press("Home");
     assert.equal(await page.isVisible("#panel-generate"), true);
     assert.equal(await page.isVisible("#panel-ask"), false);

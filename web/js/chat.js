@@ -1,0 +1,481 @@
+// @ts-check
+// Chat: a multi-turn conversation, streamed. Without an index it goes to the text generation app's
+// /v1/chat/completions; with "answer from index" to the RAG app's /rag/chat, which condenses the
+// conversation into a search, answers from the index and cites its sources.
+import {
+  ApiError,
+  errorText,
+  failure,
+  isEventStream,
+  postJson,
+  readEvents,
+  tenant,
+  authHeaders,
+} from "./api.js";
+import { cardTitle, describeSource, highlighted, queryStems } from "./ask.js";
+import {
+  $,
+  el,
+  formatCount,
+  formatMs,
+  prefersReducedMotion,
+  requireElement,
+  setStatus,
+  toggleRunning,
+} from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
+import { config, on, running, shared } from "./state.js";
+
+/** @typedef {{ role: "user" | "assistant", content: string }} Message */
+
+/** The conversation so far, as it is sent: the user's turns and the answers (stopped ones too). */
+/** @type {Message[]} */
+let messages = [];
+/** @type {AbortController | null} */
+let chatting = null;
+/** Numbers the assistant turns, so each turn's source cards have ids of their own. */
+let turn = 0;
+
+const log = requireElement("#chat-log");
+const form = requireElement("#chat-form");
+const input = requireElement("#chat-input");
+const sendButton = requireElement("#chat-send");
+const stopButton = requireElement("#chat-stop");
+const status = requireElement("#chat-status");
+const modelSelect = requireElement("#chat-model");
+const indexSelect = requireElement("#chat-index");
+
+/**
+ * One message in the log: the user's text as typed (shown as text), or the assistant's as Markdown.
+ * @param {"user" | "assistant"} role
+ * @param {string} [text]
+ */
+function addMessage(role, text = "") {
+  const body = el("div", { className: "msg-body" });
+  if (role === "user") body.textContent = text;
+  const item = el(
+    "li",
+    { className: `msg msg-${role}`, "data-role": role, "data-state": role === "user" ? "done" : "waiting" },
+    el("span", { className: "visually-hidden", text: role === "user" ? "You:" : "Assistant:" }),
+    body,
+  );
+  log.append(item);
+  $("#chat-empty").hidden = true;
+  return { item, body };
+}
+
+/** Keeps the newest text in view while it streams, unless the reader scrolled up. */
+function followLog() {
+  const scroller = document.scrollingElement ?? document.documentElement;
+  const nearBottom = scroller.scrollHeight - scroller.scrollTop - window.innerHeight < 160;
+  if (nearBottom) log.lastElementChild?.scrollIntoView({ block: "end", behavior: "auto" });
+}
+
+/**
+ * The source cards of one answer, each with an id its citations link to.
+ * @param {HTMLElement} item the assistant's message
+ * @param {Array<Record<string, any>>} results
+ * @param {string} searched what was searched (for highlighting)
+ * @param {number} answerTurn
+ */
+function renderSources(item, results, searched, answerTurn) {
+  item.querySelector(".msg-sources")?.remove();
+  if (results.length === 0) return;
+  const stems = queryStems(searched);
+  const list = el(
+    "ol",
+    { className: "results chat-sources" },
+    ...results.map((result, index) => {
+      const n = index + 1;
+      const score = Number(result.score);
+      return el(
+        "li",
+        {
+          id: sourceId(answerTurn, n),
+          className: "card",
+          tabindex: "-1",
+          "data-source": n,
+          "data-file": result.file,
+        },
+        el(
+          "div",
+          { className: "card-head" },
+          el("span", { className: "card-number", text: `[${n}]` }),
+          el("h4", { className: "card-title", text: cardTitle(result) }),
+          el("span", { className: "card-cited", text: "cited", hidden: true }),
+          el("span", {
+            className: "card-score",
+            text: `score ${Number.isFinite(score) ? score.toFixed(3) : "–"}`,
+          }),
+        ),
+        describeSource(result) ? el("p", { className: "card-file", text: describeSource(result) }) : null,
+        el("p", { className: "card-text" }, ...highlighted(String(result.text ?? ""), stems)),
+      );
+    }),
+  );
+  const details = el(
+    "details",
+    { className: "msg-sources" },
+    el("summary", { text: `Sources (${formatCount(results.length)})` }),
+    list,
+  );
+  item.append(details);
+}
+
+/**
+ * @param {number} answerTurn
+ * @param {number} n
+ */
+function sourceId(answerTurn, n) {
+  return `chat-${answerTurn}-source-${n}`;
+}
+
+/**
+ * Renders an answer as Markdown with [n] linked to its source cards, and marks the cited cards.
+ * @param {HTMLElement} item
+ * @param {HTMLElement} body
+ * @param {string} text
+ * @param {number} answerTurn
+ * @param {number} sourceCount
+ */
+function renderAnswer(item, body, text, answerTurn, sourceCount) {
+  const cited = new Set();
+  renderMarkdown(body, text, {
+    cite:
+      sourceCount === 0
+        ? undefined
+        : (numbers) => {
+            if (!numbers.every((n) => Number.isInteger(n) && n >= 1 && n <= sourceCount)) return null;
+            const span = el("span", { className: "cites" }, "[");
+            numbers.forEach((n, i) => {
+              if (i > 0) span.append(", ");
+              cited.add(n);
+              span.append(
+                el("a", {
+                  href: `#${sourceId(answerTurn, n)}`,
+                  className: "cite",
+                  "data-source": n,
+                  text: String(n),
+                  "aria-label": `Source ${n}`,
+                }),
+              );
+            });
+            span.append("]");
+            return span;
+          },
+  });
+  for (const card of item.querySelectorAll(".msg-sources .card")) {
+    const isCited = cited.has(Number(/** @type {HTMLElement} */ (card).dataset.source));
+    card.classList.toggle("cited", isCited);
+    const badge = /** @type {HTMLElement | null} */ (card.querySelector(".card-cited"));
+    if (badge) badge.hidden = !isCited;
+  }
+}
+
+/**
+ * @param {HTMLElement} item
+ * @param {string} text
+ */
+function addNote(item, text) {
+  if (!text) return;
+  let note = item.querySelector(".msg-note");
+  if (!note) {
+    note = el("p", { className: "msg-note hint" });
+    item.querySelector(".msg-body")?.after(/** @type {Node} */ (note));
+  }
+  note.textContent = note.textContent ? `${note.textContent} ${text}` : text;
+}
+
+/**
+ * Plain chat with the text generation app: OpenAI's streamed chunks, content deltas appended.
+ * @param {AbortSignal} signal
+ * @param {(text: string) => void} onText the whole answer so far
+ */
+async function chatWithModel(signal, onText) {
+  const request = { messages, stream: true };
+  if (modelSelect.value) Object.assign(request, { model: modelSelect.value });
+  const response = await postJson(
+    `${config.textgen_url}/v1/chat/completions`,
+    request,
+    signal,
+    "the text generation app",
+    { accept: "text/event-stream" },
+  );
+  let answer = "";
+  let model = "";
+  let finish = "";
+  if (!isEventStream(response)) {
+    const whole = await response.json();
+    answer = whole.choices?.[0]?.message?.content ?? "";
+    onText(answer);
+    return { answer, note: `${whole.model ?? ""}` };
+  }
+  /** @type {any} */
+  let streamError = null;
+  await readEvents(response, (_event, data) => {
+    if (data === "[DONE]" || !data || typeof data !== "object") return;
+    if (data.error) {
+      streamError = data.error;
+      return;
+    }
+    model = data.model ?? model;
+    const choice = data.choices?.[0];
+    if (choice?.finish_reason) finish = choice.finish_reason;
+    const piece = choice?.delta?.content;
+    if (typeof piece === "string" && piece) {
+      answer += piece;
+      onText(answer);
+    }
+  });
+  if (streamError) throw new ApiError(streamError.message ?? "The answer failed", 500);
+  return {
+    answer,
+    note: [model && `Written by ${model}`, finish && `finish: ${finish}`].filter(Boolean).join(" · "),
+  };
+}
+
+/**
+ * A conversation answered from an index: /rag/chat with the whole conversation. A server without
+ * /rag/chat (an older one) gets the last question on /rag/query, searched as it stands.
+ * @param {string} index
+ * @param {AbortSignal} signal
+ * @param {{ item: HTMLElement, body: HTMLElement, answerTurn: number }} view
+ */
+async function chatWithIndex(index, signal, view) {
+  /** @type {Record<string, unknown>} */
+  const request = { index, messages, stream: true };
+  if (tenant()) request.tenant_id = tenant();
+  let response = await fetch(`${config.rag_url}/rag/chat`, {
+    method: "POST",
+    headers: authHeaders({ "content-type": "application/json", accept: "text/event-stream" }),
+    body: JSON.stringify(request),
+    signal,
+  }).catch((error) => {
+    if (error?.name === "AbortError") throw error;
+    throw new ApiError(`Cannot reach the RAG app: ${errorText(error)}`, 0);
+  });
+  let note = "";
+  if (response.status === 404) {
+    const text = await response.clone().text();
+    if (!/No route POST/.test(text)) throw await failure(response);
+    const last = messages.filter((message) => message.role === "user").at(-1)?.content ?? "";
+    /** @type {Record<string, unknown>} */
+    const query = { query: last, index_name: index, answer: "generative", stream: true };
+    if (tenant()) query.tenant_id = tenant();
+    response = await postJson(`${config.rag_url}/rag/query`, query, signal, "the RAG app", {
+      accept: "text/event-stream",
+    });
+    note = "This server has no /rag/chat: the last question was searched as it stands.";
+  } else if (!response.ok) {
+    throw await failure(response);
+  }
+  /** @type {Array<Record<string, any>>} */
+  let results = [];
+  let searched = String(messages.at(-1)?.content ?? "");
+  let answer = "";
+  /** @param {Record<string, any>} data */
+  const takeSearch = (data) => {
+    if (typeof data.search_query === "string") searched = data.search_query;
+    else if (typeof data.query === "string") searched = data.query;
+    if (data.query_rewritten === true) view.item.dataset.rewritten = "true";
+    view.item.dataset.searched = searched;
+  };
+  /** @param {Record<string, any>} whole */
+  const finish = (whole) => {
+    takeSearch(whole);
+    results = whole.results ?? results;
+    renderSources(view.item, results, searched, view.answerTurn);
+    answer = whole.answer ?? answer;
+    renderAnswer(
+      view.item,
+      view.body,
+      answer || "No answer could be composed from these results.",
+      view.answerTurn,
+      results.length,
+    );
+    const notes = [note];
+    if (view.item.dataset.rewritten === "true") notes.push(`Searched for “${searched}”.`);
+    if (whole.generation_skipped_reason)
+      notes.push(`Answered extractively: ${whole.generation_skipped_reason}.`);
+    if (whole.generation) {
+      notes.push(`Written by ${whole.generation.model} in ${formatMs(whole.generation.elapsed_ms)}.`);
+    }
+    return { answer, note: notes.filter(Boolean).join(" ") };
+  };
+  if (!isEventStream(response)) return finish(await response.json());
+  /** @type {any} */
+  let whole = null;
+  /** @type {any} */
+  let streamError = null;
+  await readEvents(response, (event, data) => {
+    if (!data || typeof data !== "object") return;
+    if (event === "results") {
+      takeSearch(data);
+      results = data.results ?? [];
+      renderSources(view.item, results, searched, view.answerTurn);
+    } else if (event === "done") {
+      whole = data;
+    } else if (event === "error") {
+      streamError = data;
+    } else if (typeof data.token === "string") {
+      answer += data.token;
+      view.item.dataset.state = "streaming";
+      renderAnswer(view.item, view.body, answer, view.answerTurn, results.length);
+      followLog();
+    }
+  });
+  if (streamError) throw new ApiError(streamError?.error?.message ?? "The answer failed", 500);
+  if (!whole) throw new ApiError("The stream ended before the answer was complete", 0);
+  return finish(whole);
+}
+
+/** @param {boolean} busy */
+function setChatting(busy) {
+  toggleRunning(sendButton, stopButton, busy);
+  log.setAttribute("aria-busy", String(busy));
+}
+
+async function send() {
+  if (chatting) return;
+  const text = input.value.trim();
+  if (!text) {
+    setStatus(status, "Type a message first.", "error");
+    input.focus();
+    return;
+  }
+  const index = indexSelect.value;
+  messages.push({ role: "user", content: text });
+  addMessage("user", text);
+  input.value = "";
+  const answerTurn = ++turn;
+  const { item, body } = addMessage("assistant");
+  const controller = new AbortController();
+  chatting = controller;
+  running.add(controller);
+  setChatting(true);
+  setStatus(status, index ? `Searching “${index}”, then writing…` : "Writing…");
+  const started = performance.now();
+  let partial = "";
+  try {
+    const done = index
+      ? await chatWithIndex(index, controller.signal, { item, body, answerTurn })
+      : await chatWithModel(controller.signal, (answer) => {
+          partial = answer;
+          item.dataset.state = "streaming";
+          renderMarkdown(body, answer);
+          followLog();
+        });
+    partial = done.answer;
+    if (!index) renderMarkdown(body, done.answer);
+    addNote(item, done.note);
+    item.dataset.state = "done";
+    messages.push({ role: "assistant", content: done.answer });
+    setStatus(status, `Answered in ${formatMs(performance.now() - started)}.`, "ok");
+  } catch (error) {
+    if (/** @type {any} */ (error)?.name === "AbortError") {
+      item.dataset.state = "stopped";
+      partial = partial || body.textContent || "";
+      // What was written so far stays in the conversation, as it is shown.
+      if (partial) messages.push({ role: "assistant", content: partial });
+      addNote(item, "Stopped.");
+      setStatus(status, "Stopped.");
+    } else {
+      item.dataset.state = "error";
+      addNote(item, errorText(error));
+      // The question stays shown but leaves the conversation: sending it again retries it.
+      messages.pop();
+      setStatus(status, errorText(error), "error");
+    }
+  } finally {
+    running.delete(controller);
+    chatting = null;
+    setChatting(false);
+    if (document.activeElement === document.body || document.activeElement === sendButton) input.focus();
+  }
+}
+
+function newConversation() {
+  chatting?.abort();
+  messages = [];
+  log.replaceChildren();
+  $("#chat-empty").hidden = false;
+  setStatus(status, "");
+  input.focus();
+}
+
+/** The text generation app's models (GET /v1/models): id, and status where the server tells it. */
+async function loadModels() {
+  try {
+    const response = await fetch(`${config.textgen_url}/v1/models`, { headers: authHeaders() });
+    if (!response.ok) throw await failure(response);
+    const body = await response.json();
+    /** @type {Array<Record<string, any>>} */
+    const models = Array.isArray(body.data) ? body.data : [];
+    const current = modelSelect.value;
+    modelSelect.replaceChildren(
+      ...models.map((model) => {
+        const state =
+          typeof model.status === "string" && model.status !== "loaded" ? ` (${model.status})` : "";
+        const role = typeof model.role === "string" && model.role !== "chat" ? ` · ${model.role}` : "";
+        return el("option", {
+          value: model.id,
+          text: `${model.id}${state}${role}`,
+          disabled: model.status === "failed",
+        });
+      }),
+    );
+    if (models.some((model) => model.id === current)) modelSelect.value = current;
+    if (models.length === 0) modelSelect.append(el("option", { value: "", text: "the server's model" }));
+  } catch {
+    modelSelect.replaceChildren(el("option", { value: "", text: "the server's model" }));
+  }
+}
+
+function populateIndices() {
+  const current = indexSelect.value;
+  indexSelect.replaceChildren(
+    el("option", { value: "", text: "No index: the model alone" }),
+    ...shared.indices.map((index) =>
+      el("option", { value: index.name, text: `${index.name} (${formatCount(index.documents_count)} docs)` }),
+    ),
+  );
+  if (shared.indices.some((index) => index.name === current)) indexSelect.value = current;
+}
+
+export function mountChat() {
+  form.addEventListener("submit", (/** @type {Event} */ event) => {
+    event.preventDefault();
+    void send();
+  });
+  // Enter sends; Shift+Enter is a new line (and Enter while composing text in an IME is not a send).
+  input.addEventListener("keydown", (/** @type {KeyboardEvent} */ event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  stopButton.addEventListener("click", () => chatting?.abort());
+  requireElement("#chat-new").addEventListener("click", newConversation);
+  indexSelect.addEventListener("change", () => {
+    modelSelect.disabled = indexSelect.value !== "";
+  });
+  log.addEventListener("click", (/** @type {MouseEvent} */ event) => {
+    const link = /** @type {HTMLElement | null} */ (event.target)?.closest?.("a.cite");
+    if (!link) return;
+    // The URL hash belongs to the tabs; move to the card without touching it.
+    event.preventDefault();
+    const card = document.getElementById(link.getAttribute("href")?.slice(1) ?? "");
+    if (!card) return;
+    const details = card.closest("details");
+    if (details) details.open = true;
+    for (const other of log.querySelectorAll(".card.active")) other.classList.remove("active");
+    card.classList.add("active");
+    card.scrollIntoView({ behavior: prefersReducedMotion() ? "auto" : "smooth", block: "nearest" });
+    card.focus({ preventScroll: true });
+  });
+  on("indices", populateIndices);
+  on("tab", (name) => {
+    if (name === "chat") void loadModels();
+  });
+  on("textgen-ready", () => void loadModels());
+}
