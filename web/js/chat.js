@@ -234,6 +234,27 @@ async function chatWithModel(signal, onText) {
   };
 }
 
+/** @type {Promise<{ indexField: string } | null> | null} */
+let ragChat = null;
+
+/**
+ * Whether the RAG app has POST /rag/chat (an older one does not), and what it calls the index field,
+ * read once from its OpenAPI document (which needs no key) rather than probed: a probe's 404 would
+ * show as an error in the browser's console.
+ */
+function ragChatRoute() {
+  ragChat ??= fetch(`${config.rag_url}/openapi.json`)
+    .then((response) => (response.ok ? response.json() : null))
+    .then((document) => {
+      const operation = document?.paths?.["/rag/chat"]?.post;
+      if (!operation) return null;
+      const properties = operation.requestBody?.content?.["application/json"]?.schema?.properties ?? {};
+      return { indexField: "index" in properties || !("index_name" in properties) ? "index" : "index_name" };
+    })
+    .catch(() => null);
+  return ragChat;
+}
+
 /**
  * A conversation answered from an index: /rag/chat with the whole conversation. A server without
  * /rag/chat (an older one) gets the last question on /rag/query, searched as it stands.
@@ -242,22 +263,17 @@ async function chatWithModel(signal, onText) {
  * @param {{ item: HTMLElement, body: HTMLElement, answerTurn: number }} view
  */
 async function chatWithIndex(index, signal, view) {
-  /** @type {Record<string, unknown>} */
-  const request = { index, messages, stream: true };
-  if (tenant()) request.tenant_id = tenant();
-  let response = await fetch(`${config.rag_url}/rag/chat`, {
-    method: "POST",
-    headers: authHeaders({ "content-type": "application/json", accept: "text/event-stream" }),
-    body: JSON.stringify(request),
-    signal,
-  }).catch((error) => {
-    if (error?.name === "AbortError") throw error;
-    throw new ApiError(`Cannot reach the RAG app: ${errorText(error)}`, 0);
-  });
+  const route = await ragChatRoute();
   let note = "";
-  if (response.status === 404) {
-    const text = await response.clone().text();
-    if (!/No route POST/.test(text)) throw await failure(response);
+  let response;
+  if (route) {
+    /** @type {Record<string, unknown>} */
+    const request = { [route.indexField]: index, messages, stream: true };
+    if (tenant()) request.tenant_id = tenant();
+    response = await postJson(`${config.rag_url}/rag/chat`, request, signal, "the RAG app", {
+      accept: "text/event-stream",
+    });
+  } else {
     const last = messages.filter((message) => message.role === "user").at(-1)?.content ?? "";
     /** @type {Record<string, unknown>} */
     const query = { query: last, index_name: index, answer: "generative", stream: true };
@@ -266,8 +282,6 @@ async function chatWithIndex(index, signal, view) {
       accept: "text/event-stream",
     });
     note = "This server has no /rag/chat: the last question was searched as it stands.";
-  } else if (!response.ok) {
-    throw await failure(response);
   }
   /** @type {Array<Record<string, any>>} */
   let results = [];
@@ -405,6 +419,7 @@ function newConversation() {
 
 /** The text generation app's models (GET /v1/models): id, and status where the server tells it. */
 async function loadModels() {
+  if (!shared.configLoaded) return;
   try {
     const response = await fetch(`${config.textgen_url}/v1/models`, { headers: authHeaders() });
     if (!response.ok) throw await failure(response);
