@@ -29,6 +29,7 @@ interface PageElement {
   querySelectorAll(selector: string): Iterable<PageElement>;
   getAttribute(name: string): string | null;
   blur(): void;
+  scrollIntoView(options: { block: string }): void;
   matches(selector: string): boolean;
 }
 declare const document: {
@@ -123,15 +124,24 @@ async function streamingUpdates(page: Page): Promise<number> {
     .size;
 }
 
-async function snap(page: Page, name: string): Promise<void> {
+/**
+ * A screenshot for the README of the screen as it is (not the full page: the message box sticks to the
+ * bottom of the screen, and a full-page shot would draw it over the conversation), with the newest
+ * question at the top when `toQuestion`, else from the top of the page.
+ */
+async function snap(page: Page, name: string, options: { toQuestion?: boolean } = {}): Promise<void> {
   await page.waitForFunction(() =>
     [...document.querySelectorAll(".service")].every((item) => item.dataset.state !== "unknown"),
   );
-  await page.evaluate(() => {
+  await page.evaluate((toQuestion) => {
     const active = document.activeElement;
     if (active?.matches("input, textarea, select, button")) active.blur();
-  });
-  await page.screenshot({ path: path.join(screenshots, name), fullPage: true });
+    const questions = [...document.querySelectorAll("#chat-log .msg-user")];
+    const last = questions[questions.length - 1];
+    if (toQuestion && last) last.scrollIntoView({ block: "start" });
+    else window.scrollTo(0, 0);
+  }, options.toQuestion ?? false);
+  await page.screenshot({ path: path.join(screenshots, name) });
 }
 
 describe("the playground's Chat tab in Chromium", { skip, timeout: 300_000 }, () => {
@@ -288,7 +298,10 @@ describe("the playground's Chat tab in Chromium", { skip, timeout: 300_000 }, ()
       await cite.click();
       assert.equal(await answer.locator(".card.active").count(), 1);
     }
+    // A screen tall enough for the whole answer and its source.
+    await page.setViewportSize({ width: 1280, height: 1150 });
     await snap(page, "ui-chat.png");
+    await page.setViewportSize({ width: 1280, height: 900 });
   });
 
   it("stops a streaming answer, keeps what was written, and starts a new conversation", async () => {
@@ -348,12 +361,11 @@ describe("the playground's Chat tab in Chromium", { skip, timeout: 300_000 }, ()
       await phone.selectOption("#chat-index", "keepers");
       await sendAndWait(phone, "When does the keeper trim the wick?");
       assert.ok((await phone.locator("#chat-log .msg-assistant .card").count()) >= 1);
-      await phone.click("#chat-log .msg-sources summary");
       const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
       assert.ok(overflow <= 0, `the page is ${overflow}px wider than the phone`);
       const box = await phone.locator("#chat-input").boundingBox();
       assert.ok(box && box.width > 250, `the message box is ${box?.width}px wide`);
-      await snap(phone, "ui-chat-phone.png");
+      await snap(phone, "ui-chat-phone.png", { toQuestion: true });
     } finally {
       await phone.close();
     }

@@ -115,7 +115,8 @@ function renderSources(item, results, searched, answerTurn) {
   );
   const details = el(
     "details",
-    { className: "msg-sources" },
+    // Open: the sources are half of an answer from documents; a click folds them away.
+    { className: "msg-sources", open: true },
     el("summary", { text: `Sources (${formatCount(results.length)})` }),
     list,
   );
