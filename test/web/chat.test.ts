@@ -253,6 +253,23 @@ describe("the playground's Chat tab in Chromium", { skip, timeout: 300_000 }, ()
     assert.deepEqual(result.pre, ["<script>alert(1)</script>"]);
     assert.match(result.text ?? "", /<img src=x onerror=alert\(1\)>/);
     assert.match(result.text ?? "", /\[bad\]\(javascript:alert\(1\)\)/);
+    // Citations in range become what `cite` makes; others stay text. (A string, so that tsx adds
+    // nothing to the callback that the page lacks.)
+    const cited = (await page.evaluate(`(async () => {
+      const { renderMarkdown } = await import("/ui/js/markdown.js");
+      const node = document.createElement("p");
+      renderMarkdown(node, "See [1] and [2, 3] but not [9].", {
+        cite(numbers) {
+          if (numbers.some((n) => n > 3)) return null;
+          const link = document.createElement("a");
+          link.textContent = numbers.join("+");
+          return link;
+        },
+      });
+      return { links: [...node.querySelectorAll("a")].map((n) => n.textContent), text: node.textContent };
+    })()`)) as { links: string[]; text: string };
+    assert.deepEqual(cited.links, ["1", "2+3"]);
+    assert.equal(cited.text, "See 1 and 2+3 but not [9].");
   });
 
   it("answers from an index with its sources and citations", async () => {

@@ -251,7 +251,9 @@ async function ask() {
       finishAnswer(whole, started);
       return;
     }
+    /** @type {any} */
     let whole = null;
+    /** @type {any} */
     let streamError = null;
     await readEvents(response, (event, data) => {
       if (event === "results") {

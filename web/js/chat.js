@@ -179,11 +179,9 @@ function renderAnswer(item, body, text, answerTurn, sourceCount) {
  */
 function addNote(item, text) {
   if (!text) return;
-  let note = item.querySelector(".msg-note");
-  if (!note) {
-    note = el("p", { className: "msg-note hint" });
-    item.querySelector(".msg-body")?.after(/** @type {Node} */ (note));
-  }
+  /** @type {HTMLElement} */
+  const note = item.querySelector(".msg-note") ?? el("p", { className: "msg-note hint" });
+  if (!note.isConnected) item.querySelector(".msg-body")?.after(note);
   note.textContent = note.textContent ? `${note.textContent} ${text}` : text;
 }
 

@@ -14,7 +14,10 @@ const generated = $(".generated", output);
 const toolCallView = $("#tool-calls");
 const toolCallList = $("#tool-calls ol");
 const stats = Object.fromEntries(
-  [...document.querySelectorAll("#generate-stats [data-stat]")].map((node) => [node.dataset.stat, node]),
+  [...document.querySelectorAll("#generate-stats [data-stat]")].map((node) => [
+    /** @type {HTMLElement} */ (node).dataset.stat,
+    node,
+  ]),
 );
 let generation = null;
 
@@ -28,6 +31,7 @@ function stopSequences(raw) {
   return parts.length === 1 ? parts[0] : parts;
 }
 
+/** @param {{ tokens: number, finish?: string, elapsedMs: number, model?: string }} figures */
 function showGenerationStats({ tokens, finish, elapsedMs, model }) {
   stats.tokens.textContent = formatCount(tokens);
   stats.finish.textContent = finish ?? "–";
@@ -119,6 +123,7 @@ function showToolCalls(calls) {
 
 async function generate() {
   if (generation) return;
+  /** @type {Record<string, any>} */
   let body;
   let toolsRequest = null;
   try {
@@ -150,6 +155,7 @@ async function generate() {
   const controller = new AbortController();
   const started = performance.now();
   let tokens = 0;
+  /** @type {any} */
   let done = null;
   const ticker = setInterval(() => {
     showGenerationStats({ tokens, finish: "…", elapsedMs: performance.now() - started });
@@ -180,6 +186,7 @@ async function generate() {
         done = await response.json();
         generated.textContent = done.generated_text ?? "";
       } else {
+        /** @type {any} */
         let streamError = null;
         await readEvents(response, (event, data) => {
           if (event === "done") done = data;
