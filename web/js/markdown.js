@@ -1,10 +1,11 @@
 // @ts-check
 // A small Markdown renderer that builds DOM nodes, for text a model wrote. Model output is untrusted:
 // no string is ever parsed as HTML (nodes are built one by one), so a "<script>" in an answer stays
-// text, and links are kept only for http(s) URLs. Written here rather than taken from npm because the playground is
-// served as plain files with no bundler: the well-kept renderers (marked, markdown-it) produce an HTML
-// string that then needs a sanitizer (DOMPurify) to be safe, two dependencies for what this covers:
-// paragraphs, headings, fenced code, inline code, emphasis, lists, links and [n] citations.
+// text, and links are kept only for http(s) URLs. Written here rather than taken from npm because the
+// playground is served as plain files with no bundler: the well-kept renderers (marked, markdown-it)
+// produce an HTML string that then needs a sanitizer (DOMPurify) to be safe, two dependencies for
+// what this covers: paragraphs, headings, fenced code, inline code, emphasis, lists, links and [n]
+// citations.
 
 /**
  * @typedef {object} RenderOptions
