@@ -250,18 +250,21 @@ function ragChatRoute() {
       const properties = operation.requestBody?.content?.["application/json"]?.schema?.properties ?? {};
       return { indexField: "index" in properties || !("index_name" in properties) ? "index" : "index_name" };
     })
-    .catch(() => null);
+    .catch(() => {
+      // Unreachable now: ask again next time rather than remember a guess.
+      ragChat = null;
+      return null;
+    });
   return ragChat;
 }
 
 /**
- * A conversation answered from an index: /rag/chat with the whole conversation. A server without
- * /rag/chat (an older one) gets the last question on /rag/query, searched as it stands.
+ * Sends the conversation to /rag/chat, or where the RAG app has none, its last question to /rag/query.
  * @param {string} index
  * @param {AbortSignal} signal
- * @param {{ item: HTMLElement, body: HTMLElement, answerTurn: number }} view
+ * @returns {Promise<{ response: Response, note: string }>}
  */
-async function chatWithIndex(index, signal, view) {
+async function askIndex(index, signal) {
   const route = await ragChatRoute();
   let note = "";
   let response;
@@ -282,6 +285,18 @@ async function chatWithIndex(index, signal, view) {
     });
     note = "This server has no /rag/chat: the last question was searched as it stands.";
   }
+  return { response, note };
+}
+
+/**
+ * A conversation answered from an index: /rag/chat with the whole conversation. A server without
+ * /rag/chat (an older one) gets the last question on /rag/query, searched as it stands.
+ * @param {string} index
+ * @param {AbortSignal} signal
+ * @param {{ item: HTMLElement, body: HTMLElement, answerTurn: number }} view
+ */
+async function chatWithIndex(index, signal, view) {
+  const { response, note } = await askIndex(index, signal);
   /** @type {Array<Record<string, any>>} */
   let results = [];
   let searched = String(messages.at(-1)?.content ?? "");
