@@ -323,6 +323,8 @@ async function chatWithIndex(index, signal, view) {
     );
     const notes = [note];
     if (view.item.dataset.rewritten === "true") notes.push(`Searched for “${searched}”.`);
+    else if (whole.rewrite_skipped_reason && messages.filter((m) => m.role === "user").length > 1)
+      notes.push(`Searched the last question as it stands: ${whole.rewrite_skipped_reason}.`);
     if (whole.generation_skipped_reason)
       notes.push(`Answered extractively: ${whole.generation_skipped_reason}.`);
     if (whole.generation) {
