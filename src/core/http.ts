@@ -180,6 +180,9 @@ export async function createHttpApp(options: HttpAppOptions) {
     return503OnClosing: true,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  // Before any route: state-changing routes get the CSRF check (cors.ts).
+  cors.registerCsrfCheck(app);
+
   app.decorate("onRequestCompleted", (listener: RequestCompletedListener) =>
     lifecycle.addCompletedListener(listener),
   );
@@ -208,7 +211,7 @@ export async function createHttpApp(options: HttpAppOptions) {
   );
 
   cors.registerPreflightRoute(app);
-  registerAuth(app, config.apiKeys);
+  registerAuth(app, config.apiKeys, { failuresPerMinute: config.rateLimitPerMinute });
   if (config.rateLimitPerMinute > 0) {
     await app.register(rateLimit, {
       max: config.rateLimitPerMinute,
