@@ -15,7 +15,7 @@
 import { constants } from "node:fs";
 import { open, readlink, type FileHandle } from "node:fs/promises";
 import path from "node:path";
-import type { ApiError} from "../../core/errors.js";
+import type { ApiError } from "../../core/errors.js";
 import { badRequest } from "../../core/errors.js";
 import { fileTooLarge } from "./limits.js";
 
