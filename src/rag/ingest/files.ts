@@ -2,7 +2,9 @@
  * Server-side files for `/rag/build`: only files inside RAG_FILES_DIR may be read. A path is refused
  * (400) when it holds a NUL byte, when it or any symlink on its way leads outside the folder, or when
  * it does not exist. A folder stands for every supported file below it (links leading outside are
- * skipped); a file of an unsupported type named on its own is a 400.
+ * skipped); a file of an unsupported type named on its own is a 400. A key confined to one tenant
+ * has RAG_FILES_DIR/<tenant> as its root. The bytes are read by safe-open.ts, through one checked
+ * descriptor, since a checked path may be swapped before it is read.
  */
 import { readdir, realpath, stat } from "node:fs/promises";
 import path from "node:path";
@@ -10,9 +12,9 @@ import { badRequest, notFound } from "../../core/errors.js";
 import type { DocumentInput } from "../service.js";
 import { isSupported, loadFile } from "./loaders.js";
 import { DEFAULT_INGEST_LIMITS, RequestTextBudget, type Ingest, type IngestLimits } from "./limits.js";
-import { readRegularFileInside } from "./safe-open.js";
+import { readRegularFileInside, within } from "./safe-open.js";
 
-export const within = (p: string, base: string) => p === base || p.startsWith(base + path.sep);
+export { within };
 
 interface Roots {
   configured: string;

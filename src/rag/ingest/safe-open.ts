@@ -19,7 +19,8 @@ import type { ApiError } from "../../core/errors.js";
 import { badRequest } from "../../core/errors.js";
 import { fileTooLarge } from "./limits.js";
 
-const within = (p: string, base: string) => p === base || p.startsWith(base + path.sep);
+/** Whether path `p` is `base` or lies below it (both absolute and normalised). */
+export const within = (p: string, base: string) => p === base || p.startsWith(base + path.sep);
 
 const READ_FLAGS =
   constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0) | (constants.O_NOCTTY ?? 0);
