@@ -154,7 +154,10 @@ describe("files swapped during a sync", () => {
       }
       fs.writeFileSync(path.join(root, ".stop"), "");
       const rounds = await swapper.done;
-      t.diagnostic(`${syncs} syncs during ${rounds} swap rounds; refused: ${JSON.stringify([...refusals])}`);
+      t.diagnostic(
+        `${syncs} syncs during ${rounds} swap rounds; refused: ${JSON.stringify([...refusals])}; ` +
+          `RSS ${Math.round(baseline / MIB)} → peak ${Math.round(peak / MIB)} MiB`,
+      );
 
       // The folder as it is now (every file regular again), then what the index holds.
       const last = await post(served, "/rag/indices/harbour/sync", { folder: "." });
