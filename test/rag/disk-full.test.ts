@@ -11,7 +11,9 @@ import fs from "node:fs";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import Database from "better-sqlite3";
+import pg from "pg";
 import { SQLITE_FILE_NAME } from "../../src/rag/store/sqlite-store.js";
+import { createTestDatabase, postgresUnavailable, type TestDatabase } from "../helpers/pg.js";
 import { makeTempDir, openRagApp, ragClient, removeTempDirs, type RagApp } from "../helpers/rag-http.js";
 
 const mountPoint = makeTempDir("disk-full");
@@ -114,3 +116,52 @@ describe(
     });
   },
 );
+
+const pgUnavailable = await postgresUnavailable();
+
+/**
+ * PostgreSQL's disk is not ours to fill: the server itself raises its real disk_full error (SQLSTATE
+ * 53100) from a trigger on inserts, so writes meet exactly what a full disk gives the store.
+ */
+describe("PostgreSQL reporting a full disk (53100)", { skip: pgUnavailable ?? false }, () => {
+  let db: TestDatabase;
+  let app: RagApp;
+  before(async () => {
+    db = await createTestDatabase();
+    ({ app } = await openRagApp({ DATABASE_URL: db.url }));
+  });
+  after(async () => {
+    await app.close();
+    await db.drop();
+  });
+
+  it("answers 507 to writes, keeps what was committed and still deletes", async () => {
+    const rag = ragClient(app);
+    const built = await rag.build({
+      index_name: "kept",
+      documents: ["The lighthouse keeper logs storms.", "Gulls."],
+    });
+    assert.equal(built.statusCode, 201, built.body);
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      await client.query(`CREATE FUNCTION full_disk() RETURNS trigger LANGUAGE plpgsql AS
+        $$ BEGIN RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = 'disk_full'; END $$`);
+      await client.query(
+        "CREATE TRIGGER full_disk BEFORE INSERT ON lectern_documents FOR EACH ROW EXECUTE FUNCTION full_disk()",
+      );
+    } finally {
+      await client.end();
+    }
+    const added = await rag.addDocuments("kept", { documents: [{ id: "late", text: "More storms." }] });
+    assert.equal(added.statusCode, 507, added.body);
+    assert.equal(added.json().error.code, "insufficient_storage");
+    assert.equal((await rag.build({ index_name: "new", documents: ["x"] })).statusCode, 507);
+    assert.equal((await rag.query({ index_name: "kept", query: "lighthouse" })).json().count, 1);
+    const ids = (await rag.query({ index_name: "kept", query: "gulls", answer: "none" })).json().results;
+    assert.equal(ids.length, 1);
+    const deleted = await rag.deleteDocument("kept", ids[0].document_id);
+    assert.equal(deleted.statusCode, 200, deleted.body);
+    assert.equal((await rag.query({ index_name: "kept", query: "gulls" })).json().count, 0);
+  });
+});
