@@ -3,6 +3,11 @@
  * `Authorization: Bearer <key>`; a key acts for its own tenant only, scope `admin` for all, scope
  * `metrics` may read /metrics. Keys are kept only as SHA-256 digests and compared in constant time
  * against every stored digest, so neither a match nor its position leaks through timing.
+ *
+ * Access is decided on the normalised path (escapes decoded, `//` collapsed, dot segments resolved)
+ * and on the route the router picked, so `/%6detrics` is /metrics here too. A request refused with
+ * 401 counts against RATE_LIMIT_PER_MINUTE for its client address; past it, 429 before any key is
+ * compared, so keys cannot be guessed faster than the limit.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -10,7 +15,7 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { ConfigError } from "./config.js";
 import { isPreflight } from "./cors.js";
 import { ApiError } from "./errors.js";
-import { pathOf } from "./url-path.js";
+import { normalisedPath, pathOf } from "./url-path.js";
 
 export interface Principal {
   tenant: string;
@@ -130,23 +135,92 @@ export class KeyRing {
 
 const PUBLIC_PATHS = new Set(["/", "/health", "/livez", "/openapi.json", "/docs", "/ui"]);
 
-/** Routes anyone may call even with keys on. */
+const isPublic = (path: string) =>
+  PUBLIC_PATHS.has(path) || path.startsWith("/docs/") || path.startsWith("/ui/");
+
+/**
+ * Routes anyone may call even with keys on: public as written and once normalised, so neither
+ * `/ui/../rag/indices` nor an escaped form of a protected path counts as public.
+ */
 export function isPublicPath(url: string): boolean {
-  const path = pathOf(url);
-  return PUBLIC_PATHS.has(path) || path.startsWith("/docs/") || path.startsWith("/ui/");
+  return isPublic(pathOf(url)) && isPublic(normalisedPath(url));
+}
+
+/** Whether a request reaches /metrics, however its path is written. */
+function isMetricsRequest(request: FastifyRequest): boolean {
+  return (
+    request.routeOptions.url === "/metrics" || normalisedPath(request.url).replace(/\/+$/, "") === "/metrics"
+  );
+}
+
+/**
+ * 401s per client address in a fixed one-minute window. Memory is bounded: expired entries are swept
+ * as the map grows, and past MAX_TRACKED addresses the oldest is forgotten.
+ */
+class FailedAttempts {
+  private static readonly MAX_TRACKED = 100_000;
+  private readonly byAddress = new Map<string, { count: number; resetAt: number }>();
+
+  constructor(
+    private readonly limit: number,
+    private readonly windowMs = 60_000,
+  ) {}
+
+  /** Seconds until `address` may try again, or 0 when it may now. */
+  retryAfter(address: string, now: number): number {
+    const entry = this.byAddress.get(address);
+    if (!entry || entry.resetAt <= now || entry.count < this.limit) return 0;
+    return Math.max(1, Math.ceil((entry.resetAt - now) / 1000));
+  }
+
+  record(address: string, now: number): void {
+    const entry = this.byAddress.get(address);
+    if (entry && entry.resetAt > now) {
+      entry.count++;
+      return;
+    }
+    this.byAddress.delete(address);
+    if (this.byAddress.size >= FailedAttempts.MAX_TRACKED) this.sweep(now);
+    this.byAddress.set(address, { count: 1, resetAt: now + this.windowMs });
+  }
+
+  private sweep(now: number): void {
+    for (const [address, entry] of this.byAddress) if (entry.resetAt <= now) this.byAddress.delete(address);
+    const oldest = this.byAddress.keys().next();
+    if (this.byAddress.size >= FailedAttempts.MAX_TRACKED && !oldest.done)
+      this.byAddress.delete(oldest.value);
+  }
+}
+
+export interface AuthOptions {
+  /** 401s one client address may get per minute before 429 (RATE_LIMIT_PER_MINUTE); 0: no limit. */
+  failuresPerMinute?: number;
 }
 
 /** Adds the bearer-key check to every non-public route when a key ring is given. */
-export function registerAuth(app: FastifyInstance, keys: KeyRing | null): void {
+export function registerAuth(app: FastifyInstance, keys: KeyRing | null, options: AuthOptions = {}): void {
   app.decorateRequest("principal", null);
   if (!keys) return;
+  const failures = options.failuresPerMinute ? new FailedAttempts(options.failuresPerMinute) : null;
   app.addHook("onRequest", async (request: FastifyRequest) => {
     // A browser sends its CORS preflight without credentials; the OPTIONS route answers it (cors.ts).
     if (isPublicPath(request.url) || isPreflight(request)) return;
+    const now = Date.now();
+    const wait = failures?.retryAfter(request.ip, now) ?? 0;
+    if (wait > 0) {
+      throw new ApiError(
+        429,
+        "rate_limited",
+        `Too many requests without a valid API key from this address (RATE_LIMIT_PER_MINUTE); retry after ${wait} s`,
+        [],
+        { "retry-after": String(wait) },
+      );
+    }
     const header = request.headers.authorization;
     const match = typeof header === "string" ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
     const principal = match ? keys.authenticate(match[1]!) : null;
     if (!principal) {
+      failures?.record(request.ip, now);
       throw new ApiError(
         401,
         "unauthorized",
@@ -156,7 +230,7 @@ export function registerAuth(app: FastifyInstance, keys: KeyRing | null): void {
       );
     }
     request.principal = principal;
-    if (pathOf(request.url) === "/metrics" && !principal.admin && !principal.scopes.has("metrics")) {
+    if (isMetricsRequest(request) && !principal.admin && !principal.scopes.has("metrics")) {
       throw new ApiError(
         403,
         "forbidden",
@@ -164,6 +238,42 @@ export function registerAuth(app: FastifyInstance, keys: KeyRing | null): void {
       );
     }
   });
+}
+
+/**
+ * The tenant whose folder under RAG_FILES_DIR a request may read: a key that is not admin reads
+ * RAG_FILES_DIR/<its tenant> only; admin keys, and everyone with auth off, all of RAG_FILES_DIR
+ * (undefined). Also the tenant whose share of /rag/stats a key sees.
+ */
+export function confinedTenant(request: FastifyRequest): string | undefined {
+  const principal = request.principal;
+  return principal && !principal.admin ? principal.tenant : undefined;
+}
+
+/**
+ * `?tenant_id=` in the query string of a route whose tenant travels in the body (POSTs, multipart
+ * included): taken when the body names none, 400 when it names another or the value is not a tenant
+ * id, so it is never silently ignored.
+ */
+function tenantInQuery(request: FastifyRequest, requested: string | undefined): string | undefined {
+  const query = request.query as Record<string, unknown> | null | undefined;
+  const value = query?.tenant_id;
+  if (value === undefined || value === requested) return requested;
+  if (typeof value !== "string" || !TENANT.test(value)) {
+    throw new ApiError(
+      400,
+      "invalid_request",
+      "Invalid request: querystring.tenant_id is not a valid tenant id",
+    );
+  }
+  if (requested !== undefined) {
+    throw new ApiError(
+      400,
+      "invalid_request",
+      `tenant_id "${requested}" in the body and "${value}" in the query string differ; send one`,
+    );
+  }
+  return value;
 }
 
 /**
@@ -175,6 +285,7 @@ export function actingTenant(
   requested: string | undefined,
   fallback = "default",
 ): string {
+  requested = tenantInQuery(request, requested);
   const principal = request.principal;
   if (!principal) return requested ?? fallback;
   if (requested === undefined || requested === principal.tenant) return principal.tenant;

@@ -80,6 +80,8 @@ export interface Config {
   httpRequestTimeoutMs: number;
   /** On SIGTERM, how long in-flight generations may run on before they are stopped. */
   shutdownGraceMs: number;
+  /** Slack kept beside the SQLite database so deletes still work on a full disk (0: none). */
+  diskReserveBytes: number;
   /** Body limit of `/rag/build` and the document routes. */
   maxBodyBytesLarge: number;
   /** Body limit of every other route. */
@@ -215,6 +217,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxParseQueue: integer(env, "MAX_PARSE_QUEUE", 16, 0, 100_000),
     httpRequestTimeoutMs: integer(env, "HTTP_REQUEST_TIMEOUT_MS", 60_000, 1000, 3_600_000),
     shutdownGraceMs: integer(env, "SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
+    diskReserveBytes: integer(env, "DISK_RESERVE_BYTES", 8 * mib, 0, 1024 * 1024 * mib),
     maxBodyBytesLarge: largeBody,
     // MAX_BODY_BYTES names the large limit; other routes keep 1 MiB unless that is larger.
     maxBodyBytes: Math.min(mib, largeBody),

@@ -8,8 +8,15 @@
  * per cent of a GET /health; see bench/http-floor.ts). The response headers are added where each
  * request enters (RequestLifecycle, src/core/request-lifecycle.ts); preflights are answered by an
  * OPTIONS route, which auth and rate limits let through (isPreflight).
+ *
+ * CSRF (issue #23): a browser sends a cross-origin form POST (urlencoded, multipart, text/plain)
+ * without a preflight, and CORS only hides the answer, not the effect. So state-changing routes
+ * (POST, PUT, PATCH, DELETE) refuse with 403 a request whose Origin is neither this app's own (same
+ * host and port as the Host header) nor allowed above, auth on or off. Requests without Origin
+ * (curl, SDKs, servers) are unaffected: only browsers send it, and a browser always sends it on these
+ * methods. The check is a route-level hook on those routes only, so GET /health runs no hook.
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from "fastify";
 import { ApiError } from "./errors.js";
 import { isSiblingOrigin } from "./ui.js";
 
@@ -46,6 +53,20 @@ export function isPreflight(request: FastifyRequest): boolean {
   );
 }
 
+const STATE_CHANGING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+/** Whether `origin` is the app's own: the same host and port as the request's Host header. */
+export function isSameOrigin(origin: string, host: string | undefined): boolean {
+  if (host === undefined) return false;
+  try {
+    const url = new URL(origin);
+    if (url.protocol !== "http:" && url.protocol !== "https:") return false;
+    return url.host.toLowerCase() === new URL(`${url.protocol}//${host}`).host.toLowerCase();
+  } catch {
+    return false;
+  }
+}
+
 export class CorsPolicy {
   readonly #any: boolean;
   readonly #origins: ReadonlySet<string>;
@@ -63,6 +84,38 @@ export class CorsPolicy {
       this.#origins.has(origin) ||
       (this.#siblingPort !== null && isSiblingOrigin(origin, host, this.#siblingPort))
     );
+  }
+
+  /** Whether a request with this Origin may change state: the app's own origin, or one CORS allows. */
+  allowsWrite(origin: string, host: string | undefined): boolean {
+    return isSameOrigin(origin, host) || this.allows(origin, host);
+  }
+
+  /**
+   * Adds the CSRF check to every state-changing route registered after this call (see the top of the
+   * file). Call before any route is registered.
+   */
+  registerCsrfCheck(app: FastifyInstance): void {
+    const check: onRequestHookHandler = (request, _reply, done) => {
+      const origin = request.headers.origin;
+      if (origin === undefined || this.allowsWrite(origin, request.headers.host)) {
+        done();
+        return;
+      }
+      done(
+        new ApiError(
+          403,
+          "forbidden",
+          `Origin ${JSON.stringify(origin)} may not change anything here: only this app's own origin and those in CORS_ORIGINS may (cross-site request refused)`,
+        ),
+      );
+    };
+    app.addHook("onRoute", (route) => {
+      const methods = Array.isArray(route.method) ? route.method : [route.method];
+      if (!methods.some((method) => STATE_CHANGING.has(method.toUpperCase()))) return;
+      const existing = route.onRequest === undefined ? [] : [route.onRequest].flat();
+      route.onRequest = [check, ...existing] as typeof route.onRequest;
+    });
   }
 
   /** The CORS headers of any answer to `request`; nothing for requests without Origin. */

@@ -9,7 +9,7 @@ import type { DestinationStream } from "pino";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import { ApiError, type ErrorCode } from "./errors.js";
+import { ApiError, isStorageFull, storageFull, type ErrorCode } from "./errors.js";
 import { lazyRequestLogger, loggerOptions } from "./logger.js";
 import { RequestLifecycle, type RequestCompletedListener } from "./request-lifecycle.js";
 import rateLimit from "@fastify/rate-limit";
@@ -93,6 +93,8 @@ export function validationProblem(
 
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
+  // A full disk (file system, SQLite or PostgreSQL) is a state, not a bug: 507 says what to do.
+  if (isStorageFull(error)) return storageFull();
   const err = error as Partial<FastifyError> & { validation?: unknown[]; validationContext?: string };
   if (Array.isArray(err.validation)) {
     const details = err.validation.map((v) => {
@@ -180,6 +182,9 @@ export async function createHttpApp(options: HttpAppOptions) {
     return503OnClosing: true,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  // Before any route: state-changing routes get the CSRF check (cors.ts).
+  cors.registerCsrfCheck(app);
+
   app.decorate("onRequestCompleted", (listener: RequestCompletedListener) =>
     lifecycle.addCompletedListener(listener),
   );
@@ -208,7 +213,7 @@ export async function createHttpApp(options: HttpAppOptions) {
   );
 
   cors.registerPreflightRoute(app);
-  registerAuth(app, config.apiKeys);
+  registerAuth(app, config.apiKeys, { failuresPerMinute: config.rateLimitPerMinute });
   if (config.rateLimitPerMinute > 0) {
     await app.register(rateLimit, {
       max: config.rateLimitPerMinute,

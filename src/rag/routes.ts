@@ -4,7 +4,7 @@ import { checkNestingDepth, checkWellFormed } from "../core/validation.js";
 import multipart from "@fastify/multipart";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { rootMessage, type TypedApp } from "../core/http.js";
-import { actingTenant, listingTenant } from "../core/auth.js";
+import { actingTenant, confinedTenant, listingTenant } from "../core/auth.js";
 import { ErrorResponse } from "../textgen/schemas.js";
 import { loadResolvedFiles, resolveFiles } from "./ingest/files.js";
 import type { Ingest } from "./ingest/limits.js";
@@ -177,7 +177,7 @@ function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
         documents = toDocumentInputs(body.documents ?? []);
         checkDocumentCount(deps, documents.length + (body.files?.length ?? 0));
         if (body.files?.length) {
-          const resolved = await resolveFiles(deps.ragFilesDir, body.files);
+          const resolved = await resolveFiles(deps.ragFilesDir, body.files, confinedTenant(request));
           checkDocumentCount(deps, documents.length + resolved.files.length);
           documents.push(...(await loadResolvedFiles(resolved.root, resolved.files, deps.ingest)));
         }
@@ -414,8 +414,7 @@ function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
     "/rag/stats",
     { schema: { tags: ["stats"], summary: "Whole-system counts, latency, storage, uptime and memory" } },
     // Keys that are not admin see their own tenant's share of the figures.
-    async (request) =>
-      service.stats(request.principal && !request.principal.admin ? request.principal.tenant : null),
+    async (request) => service.stats(confinedTenant(request) ?? null),
   );
 
   app.get(

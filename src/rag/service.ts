@@ -176,6 +176,12 @@ class LatencyWindow {
 }
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
+
+type ActivityKind = "queries" | "builds" | "documentWrites" | "writeRetries";
+/** What one tenant's requests did in this process: its share of /rag/stats (#23). */
+type Activity = Record<ActivityKind, number> & { latencies: LatencyWindow };
+/** Tenants whose activity is kept; past it the longest-known is forgotten (bounded memory). */
+const MAX_TENANTS_TRACKED = 10_000;
 const cacheKey = (key: IndexKey) => `${key.tenantId}\u0000${key.name}`;
 
 /** Attempts of one write that keeps meeting a stale version before its 409 reaches the client. */
@@ -236,6 +242,7 @@ export class RagService {
   private readonly startedAt = Date.now();
   private readonly latencies = new LatencyWindow();
   private readonly counters = { queries: 0, builds: 0, documentWrites: 0, writeRetries: 0 };
+  private readonly activity = new Map<string, Activity>();
   /** Segment counters of this process, all indices (monotonic: /metrics counters read them). */
   private readonly segmentTotals: SegmentCounters = { segmentsLoaded: 0, bytesLoaded: 0, mergesCompleted: 0 };
   private readonly segmentCounters = new Map<string, SegmentCounters & { tenantId: string }>();
@@ -305,7 +312,7 @@ export class RagService {
         [],
       );
     });
-    this.counters.builds++;
+    this.countActivity(input.key.tenantId, "builds");
     return { ...output, buildMs: round(performance.now() - started) };
   }
 
@@ -333,7 +340,7 @@ export class RagService {
       }
       return this.commit(key, "update", settingsOf(existing), existing, documents, deleteIds);
     });
-    this.counters.documentWrites++;
+    this.countActivity(key.tenantId, "documentWrites");
     return { ...output, buildMs: round(performance.now() - started) };
   }
 
@@ -345,7 +352,7 @@ export class RagService {
       }
       return this.commit(key, "update", settingsOf(existing), existing, [], [documentId]);
     });
-    this.counters.documentWrites++;
+    this.countActivity(key.tenantId, "documentWrites");
     return output.meta;
   }
 
@@ -392,8 +399,7 @@ export class RagService {
       metadata: chunk.metadata,
     }));
     const elapsedMs = round(performance.now() - started);
-    this.counters.queries++;
-    this.latencies.add(elapsedMs);
+    this.countActivity(input.key.tenantId, "queries", elapsedMs);
     return { results, elapsedMs, loaded };
   }
 
@@ -434,6 +440,32 @@ export class RagService {
     return extractiveAnswer(query, results, (text) => loaded.engine.analyze(text));
   }
 
+  /** Counts one request of `tenantId` in the process's figures and in the tenant's own. */
+  private countActivity(tenantId: string, kind: ActivityKind, latencyMs?: number): void {
+    let activity = this.activity.get(tenantId);
+    if (!activity) {
+      if (this.activity.size >= MAX_TENANTS_TRACKED) this.activity.delete(this.activity.keys().next().value!);
+      activity = {
+        queries: 0,
+        builds: 0,
+        documentWrites: 0,
+        writeRetries: 0,
+        latencies: new LatencyWindow(200),
+      };
+      this.activity.set(tenantId, activity);
+    }
+    this.counters[kind]++;
+    activity[kind]++;
+    if (latencyMs !== undefined) {
+      this.latencies.add(latencyMs);
+      activity.latencies.add(latencyMs);
+    }
+  }
+
+  /**
+   * The whole system's figures (tenantId null), or one tenant's share: its indices, its requests'
+   * counts and latencies, its storage; process-wide figures (memory, cache) are left out for it.
+   */
   async stats(tenantId: string | null = null) {
     const indices = await this.store.listIndices(tenantId);
     const memory = process.memoryUsage();
@@ -441,6 +473,12 @@ export class RagService {
     let running = 0;
     for (const k of this.merging.keys())
       if (tenantId === null || k.startsWith(`${tenantId}\u0000`)) running++;
+    const own = tenantId === null ? null : this.activity.get(tenantId);
+    const counts =
+      tenantId === null
+        ? this.counters
+        : (own ?? { queries: 0, builds: 0, documentWrites: 0, writeRetries: 0 });
+    const latencies = tenantId === null ? this.latencies : (own?.latencies ?? new LatencyWindow(1));
     return {
       indices_count: indices.length,
       documents_count: indices.reduce((sum, m) => sum + m.documentsCount, 0),
@@ -448,20 +486,29 @@ export class RagService {
       segments_count: indices.reduce((sum, m) => sum + m.segmentsCount, 0),
       deleted_chunks: indices.reduce((sum, m) => sum + m.deletedChunksCount, 0),
       tenants_count: new Set(indices.map((m) => m.tenantId)).size,
-      queries_served: this.counters.queries,
-      builds_served: this.counters.builds,
-      document_writes_served: this.counters.documentWrites,
-      write_retries: this.counters.writeRetries,
+      queries_served: counts.queries,
+      builds_served: counts.builds,
+      document_writes_served: counts.documentWrites,
+      write_retries: counts.writeRetries,
       merges: { completed: segments.mergesCompleted, running },
       loaded: { segments_loaded: segments.segmentsLoaded, bytes_loaded: segments.bytesLoaded },
-      query_latency: this.latencies.summary(),
-      storage: { backend: this.store.kind, size_bytes: await this.store.sizeBytes() },
-      cache: {
-        loaded_indices: this.cache.size,
-        validation: this.feed === null ? "per_query" : this.feed.live ? "change_feed" : "per_query_feed_down",
+      query_latency: latencies.summary(),
+      storage: {
+        backend: this.store.kind,
+        size_bytes:
+          tenantId === null ? await this.store.sizeBytes() : indices.reduce((sum, m) => sum + m.sizeBytes, 0),
       },
       uptime_s: Math.round((Date.now() - this.startedAt) / 1000),
-      memory: { rss_bytes: memory.rss, heap_used_bytes: memory.heapUsed },
+      ...(tenantId === null
+        ? {
+            cache: {
+              loaded_indices: this.cache.size,
+              validation:
+                this.feed === null ? "per_query" : this.feed.live ? "change_feed" : "per_query_feed_down",
+            },
+            memory: { rss_bytes: memory.rss, heap_used_bytes: memory.heapUsed },
+          }
+        : {}),
     };
   }
 
@@ -746,7 +793,7 @@ export class RagService {
               { "Retry-After": "1" },
             );
           }
-          this.counters.writeRetries++;
+          this.countActivity(key.tenantId, "writeRetries");
           await sleep(retryDelayMs(attempt));
         }
       }

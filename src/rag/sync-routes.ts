@@ -1,5 +1,5 @@
 /** The folder sync route (#14), registered in the /rag scope by registerRagRoutes. */
-import { actingTenant } from "../core/auth.js";
+import { actingTenant, confinedTenant } from "../core/auth.js";
 import { badRequest } from "../core/errors.js";
 import type { TypedApp } from "../core/http.js";
 import { ErrorResponse } from "../textgen/schemas.js";
@@ -35,7 +35,7 @@ export function registerSyncRoutes(app: TypedApp, deps: RagRouteDeps): void {
         ]);
       }
       const key = { tenantId: actingTenant(request, body.tenant_id), name: request.params.index_name };
-      const { root, folder } = await resolveFolder(deps.ragFilesDir, body.folder);
+      const { root, folder } = await resolveFolder(deps.ragFilesDir, body.folder, confinedTenant(request));
       const result = await syncFolder(deps.service, {
         key,
         root,

@@ -13,12 +13,13 @@
  */
 import { createHash } from "node:crypto";
 import type { Dirent } from "node:fs";
-import { readdir, readFile, realpath, stat } from "node:fs/promises";
+import { readdir, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { ApiError, badRequest } from "../core/errors.js";
 import { within } from "./ingest/files.js";
-import type { Ingest, IngestLimits } from "./ingest/limits.js";
+import { DEFAULT_INGEST_LIMITS, type Ingest, type IngestLimits } from "./ingest/limits.js";
 import { isSupported, loadFile } from "./ingest/loaders.js";
+import { readRegularFileInside } from "./ingest/safe-open.js";
 import type { ScorerName } from "./search/index.js";
 import type { BuildOutput, DocumentInput, RagService } from "./service.js";
 import type { IndexKey, IndexMeta } from "./store/types.js";
@@ -192,11 +193,13 @@ export async function syncFolder(service: RagService, input: SyncInput): Promise
   let updated = 0;
   let unchanged = 0;
   const present = new Set<string>();
+  const maxBytes = (input.ingest?.limits ?? DEFAULT_INGEST_LIMITS).maxFileBytes;
   const parseAll = async () => {
     for (const file of listing.files) {
       present.add(file.id);
       try {
-        const bytes = await readFile(file.real);
+        // One descriptor, checked (regular, inside the root, size): the listing may be stale.
+        const bytes = await readRegularFileInside(root, file.real, { name: file.id, maxBytes });
         const contentHash = sha256(bytes);
         const previous = indexedById.get(file.id);
         if (previous && previous.contentHash === contentHash) {

@@ -24,6 +24,8 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     LLAMA_CONTEXT_SIZE: "4096",
     MAX_CONCURRENT: "4",
     LOG_LEVEL: "silent",
+    // A small slack file per test store (the default 8 MiB, written per app, adds up over the suite).
+    DISK_RESERVE_BYTES: "65536",
     ...overrides,
   });
 }

@@ -222,7 +222,7 @@ describe("RagService cache with a change feed", () => {
     assert.equal(wrapped.getMetaCalls, 3);
     for (let i = 0; i < 5; i++) await query(service);
     assert.equal(wrapped.getMetaCalls, 3);
-    assert.equal((await service.stats()).cache.validation, "change_feed");
+    assert.equal((await service.stats()).cache?.validation, "change_feed");
 
     // Another replica writes; until it is announced the cache is served (the feed's lag), then it
     // catches up with what changed (not a whole reload).

@@ -289,9 +289,13 @@ describe("folder sync with MAX_BUILD_DOCUMENTS", () => {
 });
 
 describe("folder sync with API keys", () => {
-  it("acts for the key's tenant: no key is a 401, another tenant a 403", async () => {
+  it("acts for the key's tenant, from its own folder: no key is a 401, another tenant a 403", async () => {
     const root = makeTempDir("rag-sync-keys");
-    fs.writeFileSync(path.join(root, "a.txt"), "Apples and pears.");
+    // A tenant key reads RAG_FILES_DIR/<tenant> only (#23).
+    fs.mkdirSync(path.join(root, "tenant-a"));
+    fs.mkdirSync(path.join(root, "tenant-b"));
+    fs.writeFileSync(path.join(root, "tenant-a", "a.txt"), "Apples and pears.");
+    fs.writeFileSync(path.join(root, "tenant-b", "b.txt"), "Tenant b's plums.");
     const keysFile = path.join(makeTempDir("rag-sync-keyfile"), "keys.txt");
     fs.writeFileSync(keysFile, "key-for-tenant-a-0001 tenant-a\n");
     const { app } = await openRagApp({ RAG_FILES_DIR: root, API_KEYS_FILE: keysFile });
@@ -309,6 +313,20 @@ describe("folder sync with API keys", () => {
       const res = await post({ folder: "." }, key);
       assertStatus(res, 200);
       assert.deepEqual([res.json().tenant_id, res.json().added], ["tenant-a", 1]);
+      const found = await app.inject({
+        method: "POST",
+        url: "/rag/query",
+        payload: JSON.stringify({ index_name: "fruit", query: "apples", answer: "none" }),
+        headers: { "content-type": "application/json", ...key },
+      });
+      // Ids are relative to the tenant's own folder.
+      assert.deepEqual(
+        found.json().results.map((r: { document_id: string }) => r.document_id),
+        ["a.txt"],
+      );
+      // Another tenant's folder is outside this key's root.
+      assertApiError(await post({ folder: "../tenant-b" }, key), 400);
+      assertApiError(await post({ folder: path.join(root, "tenant-b") }, key), 400);
     } finally {
       await app.close();
     }

@@ -2,29 +2,40 @@
  * Server-side files for `/rag/build`: only files inside RAG_FILES_DIR may be read. A path is refused
  * (400) when it holds a NUL byte, when it or any symlink on its way leads outside the folder, or when
  * it does not exist. A folder stands for every supported file below it (links leading outside are
- * skipped); a file of an unsupported type named on its own is a 400.
+ * skipped); a file of an unsupported type named on its own is a 400. A key confined to one tenant
+ * has RAG_FILES_DIR/<tenant> as its root. The bytes are read by safe-open.ts, through one checked
+ * descriptor, since a checked path may be swapped before it is read.
  */
-import { readdir, readFile, realpath, stat } from "node:fs/promises";
+import { readdir, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { badRequest, notFound } from "../../core/errors.js";
 import type { DocumentInput } from "../service.js";
 import { isSupported, loadFile } from "./loaders.js";
 import { DEFAULT_INGEST_LIMITS, RequestTextBudget, type Ingest, type IngestLimits } from "./limits.js";
+import { readRegularFileInside, within } from "./safe-open.js";
 
-export const within = (p: string, base: string) => p === base || p.startsWith(base + path.sep);
+export { within };
 
 interface Roots {
   configured: string;
   real: string;
 }
 
-async function roots(root: string | null): Promise<Roots> {
+/**
+ * The folder a request may read: RAG_FILES_DIR, or its subfolder `<tenant>` for a key confined to
+ * one tenant (tenant ids are single path segments, never "." or "..", so the join stays inside).
+ */
+async function roots(root: string | null, tenant?: string): Promise<Roots> {
   if (root === null) {
     throw badRequest("Server-side file builds are off: set RAG_FILES_DIR, or send the documents inline");
   }
-  const configured = path.resolve(root);
+  const configured = path.resolve(tenant === undefined ? root : path.join(root, tenant));
   const real = await realpath(configured).catch(() => {
-    throw badRequest("RAG_FILES_DIR does not exist on the server");
+    throw badRequest(
+      tenant === undefined
+        ? "RAG_FILES_DIR does not exist on the server"
+        : `Tenant "${tenant}" has no folder on the server (RAG_FILES_DIR/${tenant})`,
+    );
   });
   return { configured, real };
 }
@@ -72,8 +83,10 @@ async function walk(base: Roots, folder: string, found: string[]): Promise<void>
 export async function resolveFiles(
   root: string | null,
   requested: string[],
+  /** A key confined to one tenant reads RAG_FILES_DIR/<tenant> only (confinedTenant). */
+  tenant?: string,
 ): Promise<{ root: string; files: string[] }> {
-  const base = await roots(root);
+  const base = await roots(root, tenant);
   const files: string[] = [];
   for (const item of requested) {
     const { real, isDirectory } = await resolveInside(base, item);
@@ -98,7 +111,10 @@ export async function loadResolvedFile(
   limits: IngestLimits = DEFAULT_INGEST_LIMITS,
 ): Promise<DocumentInput & { source: string }> {
   const relative = path.relative(root, real);
-  const loaded = await loadFile(relative, await readFile(real), limits);
+  // Read through one descriptor checked to be a regular file inside the root (the path may have
+  // been swapped since resolveFiles checked it).
+  const bytes = await readRegularFileInside(root, real, { name: relative, maxBytes: limits.maxFileBytes });
+  const loaded = await loadFile(relative, bytes, limits);
   return {
     id: relative,
     text: loaded.text,
@@ -117,8 +133,10 @@ export async function loadResolvedFile(
 export async function resolveFolder(
   root: string | null,
   requested: string,
+  /** A key confined to one tenant syncs from RAG_FILES_DIR/<tenant> only (confinedTenant). */
+  tenant?: string,
 ): Promise<{ root: string; folder: string; relative: string }> {
-  const base = await roots(root);
+  const base = await roots(root, tenant);
   if (requested.includes("\0")) throw badRequest("Folder path contains a NUL byte");
   const candidate = path.resolve(base.configured, requested);
   const outside = () => badRequest(`Folder "${requested}" is outside RAG_FILES_DIR`);

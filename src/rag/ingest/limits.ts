@@ -17,6 +17,8 @@ export interface IngestLimits {
   maxPdfPages: number;
   /** Element nesting depth of one HTML file (MAX_HTML_DEPTH). */
   maxHtmlDepth: number;
+  /** Bytes one server-side file (RAG_FILES_DIR) may have, checked before reading (MAX_BODY_BYTES). */
+  maxFileBytes: number;
 }
 
 /** What a route needs to load files: the bounds, and the gate every request's parsing goes through. */
@@ -32,6 +34,7 @@ export const DEFAULT_INGEST_LIMITS: IngestLimits = {
   maxRequestChars: 1_000_000_000,
   maxPdfPages: 10_000,
   maxHtmlDepth: 256,
+  maxFileBytes: 256 * 1024 * 1024,
 };
 
 /** 413 naming the file and the variable that bounds it, in the contract's error shape. */
@@ -123,6 +126,8 @@ export function ingestFromConfig(config: Config): Ingest {
       maxRequestChars: config.maxBuildChars,
       maxPdfPages: config.maxPdfPages,
       maxHtmlDepth: config.maxHtmlDepth,
+      // A file on the server may be as large as an upload of it could be.
+      maxFileBytes: config.maxBodyBytesLarge,
     },
     gate: new ParseGate(config.maxConcurrentParses, config.maxParseQueue),
   };

@@ -5,10 +5,10 @@ import { SqliteIndexStore } from "./sqlite-store.js";
 import type { IndexStore } from "./types.js";
 
 export async function openIndexStore(
-  config: Pick<Config, "databaseUrl" | "dataDir">,
+  config: Pick<Config, "databaseUrl" | "dataDir"> & Partial<Pick<Config, "diskReserveBytes">>,
   log: { warn: (object: object, message: string) => void } = { warn: () => undefined },
 ): Promise<IndexStore> {
-  if (!config.databaseUrl) return SqliteIndexStore.open(config.dataDir);
+  if (!config.databaseUrl) return SqliteIndexStore.open(config.dataDir, config.diskReserveBytes ?? 0);
   try {
     return await PostgresIndexStore.open(config.databaseUrl, {
       onError: (error, context) => log.warn({ err: error }, `PostgreSQL store: ${context}`),

@@ -21,6 +21,7 @@ import fs from "node:fs";
 import path from "node:path";
 
 import Database from "better-sqlite3";
+import { StorageReserve } from "./reserve.js";
 
 import { conflict, notFound } from "../../core/errors.js";
 import type { ScorerName } from "../search/types.js";
@@ -405,11 +406,18 @@ export class SqliteIndexStore implements IndexStore {
     (key: IndexKey, sinceVersion: number) => IndexDelta | undefined
   >;
 
-  private constructor(file: string) {
+  /** Slack kept beside the database so deletes work on a full disk (reserve.ts). */
+  private readonly reserve: StorageReserve;
+
+  private constructor(file: string, reserveBytes: number) {
     this.path = file;
+    this.reserve = new StorageReserve(`${file}.reserve`, reserveBytes);
     const db = new Database(file);
     this.db = db;
     try {
+      // New databases give freed pages back to the file system on request (after a delete on a full
+      // disk, so the slack can return); no effect on a database that already has tables.
+      db.pragma("auto_vacuum = INCREMENTAL");
       const mode = db.pragma("journal_mode = WAL", { simple: true });
       if (mode !== "wal") {
         throw new Error(`could not switch ${file} to WAL journal mode (got ${String(mode)})`);
@@ -471,10 +479,13 @@ export class SqliteIndexStore implements IndexStore {
     });
   }
 
-  /** Opens (creating if needed) `<dataDir>/lectern.db` and brings its schema up to date. */
-  static open(dataDir: string): SqliteIndexStore {
+  /**
+   * Opens (creating if needed) `<dataDir>/lectern.db` and brings its schema up to date. `reserveBytes`
+   * (DISK_RESERVE_BYTES) of slack are kept beside it for deletes on a full disk; 0: none.
+   */
+  static open(dataDir: string, reserveBytes = 0): SqliteIndexStore {
     fs.mkdirSync(dataDir, { recursive: true });
-    return new SqliteIndexStore(path.join(dataDir, SQLITE_FILE_NAME));
+    return new SqliteIndexStore(path.join(dataDir, SQLITE_FILE_NAME), reserveBytes);
   }
 
   async listIndices(tenantId: string | null): Promise<IndexMeta[]> {
@@ -558,17 +569,30 @@ export class SqliteIndexStore implements IndexStore {
 
   async write(change: IndexWrite): Promise<IndexMeta> {
     validateWrite(change);
-    return this.writeTransaction.immediate(change);
+    // A write that only deletes may use the slack on a full disk; one that adds data needs it in place.
+    if (change.upsert.length === 0 && change.segment === null) {
+      return this.reserve.guardDelete(() => this.writeTransaction.immediate(change), this.reclaim);
+    }
+    return this.reserve.guardWrite(() => this.writeTransaction.immediate(change));
   }
 
   async commitMerge(change: MergeWrite): Promise<IndexMeta> {
     validateMerge(change);
-    return this.mergeTransaction.immediate(change);
+    return this.reserve.guardWrite(() => this.mergeTransaction.immediate(change));
   }
 
   async deleteIndex(key: IndexKey): Promise<boolean> {
-    return this.deleteTransaction.immediate(key);
+    return this.reserve.guardDelete(() => this.deleteTransaction.immediate(key), this.reclaim);
   }
+
+  /**
+   * Gives the room of freed pages back to the file system: the free pages first (so the database the
+   * checkpoint writes is already small: it must not need to grow on a full disk), then the WAL.
+   */
+  private readonly reclaim = () => {
+    this.db.pragma("incremental_vacuum");
+    this.db.pragma("wal_checkpoint(TRUNCATE)");
+  };
 
   async sizeBytes(): Promise<number> {
     let total = 0;
