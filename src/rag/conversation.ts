@@ -30,8 +30,8 @@ const PRIOR_USER_TURNS = 2;
 const MAX_HISTORY_CHARS = 3000;
 /** Distinct words the rewrite grammar offers, and words in a rewrite: bound the grammar and output. */
 const MAX_GRAMMAR_WORDS = 300;
-const MAX_REWRITE_WORDS = 24;
-const MAX_REWRITE_TOKENS = 64;
+const MAX_REWRITE_WORDS = 16;
+const MAX_REWRITE_TOKENS = 96;
 
 export interface SearchPlan {
   /** The last user turn, as sent. */

@@ -29,7 +29,7 @@ import {
   TenantQuery,
   type DocumentInput as DocumentInputBody,
 } from "./schemas.js";
-import type { DocumentInput, IndexStats, QueryResult, RagService, LoadedIndex } from "./service.js";
+import type { DocumentInput, IndexStats, RagService } from "./service.js";
 import type { AnswerWriter } from "./generative.js";
 import { clientGoneSignal, generativeAnswer } from "./answering.js";
 import { answerConversation, registerChatRoutes } from "./chat-routes.js";

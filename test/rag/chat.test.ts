@@ -97,12 +97,13 @@ describe("POST /rag/chat with the in-process model", () => {
     const second = await chat(env.rag, { index: "handbook", messages, top_k: 2 });
     assert.equal(second.query, SECOND);
     assert.equal(second.query_rewritten, true);
-    // The rewrite is bound by a grammar to words of the conversation, ending with "?".
+    // The rewrite is bound by a grammar to words of the conversation (and a "?" unless it was cut at
+    // its token limit).
     const words = new Set(
       messages.flatMap((m) => m.content.toLowerCase().match(/[a-z0-9]+(?:['-][a-z0-9]+)*/g) ?? []),
     );
-    assert.match(second.standalone_question, /\?$/);
-    for (const word of second.standalone_question.slice(0, -1).split(" "))
+    assert.ok(second.standalone_question.length > 0);
+    for (const word of second.standalone_question.replace(/\?$/, "").split(" "))
       assert.ok(words.has(word), `"${word}" of the rewrite is not a word of the conversation`);
     assert.ok(second.search_query.startsWith(second.standalone_question));
     assert.ok(second.search_query.includes(FIRST), "the earlier question is searched too");
