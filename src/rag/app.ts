@@ -9,6 +9,8 @@ import { openIndexStore } from "./store/open.js";
 import type { IndexStore } from "./store/types.js";
 import { AnswerWriter, upstreamGeneration, type GenerationPort } from "./generative.js";
 import { ingestFromConfig } from "./ingest/limits.js";
+import { openAiRagRoutes } from "./openai-routes.js";
+import path from "node:path";
 
 export interface RagAppDeps {
   config: Config;
@@ -47,6 +49,7 @@ export async function buildRagApp({ config, store, localGeneration }: RagAppDeps
       { name: "query", description: "Search and answer" },
       { name: "documents", description: "Add, replace and delete single documents" },
       { name: "stats", description: "Counts and latency" },
+      { name: "openai", description: "OpenAI's API over the indices (errors in OpenAI's shape)" },
       { name: "service", description: "Health and identity" },
     ],
   });
@@ -61,7 +64,7 @@ export async function buildRagApp({ config, store, localGeneration }: RagAppDeps
   const generation = generationPortFor(config, localGeneration);
   const answerWriter = generation ? new AnswerWriter(generation, { maxTokens: 256 }) : null;
   const { registry } = registerMetrics(app, "rag");
-  registerRagRoutes(app, {
+  const routeDeps = {
     metrics: createRagMetrics(registry, indexStore, service),
     service,
     answerWriter,
@@ -70,6 +73,13 @@ export async function buildRagApp({ config, store, localGeneration }: RagAppDeps
     maxBuildDocuments: config.maxBuildDocuments,
     maxBuildChars: config.maxBuildChars,
     ingest: ingestFromConfig(config),
+  };
+  registerRagRoutes(app, routeDeps);
+  // OpenAI's API over the indices (chat completions, models, vector stores, files).
+  await app.register(openAiRagRoutes, {
+    prefix: "/v1",
+    ...routeDeps,
+    filesDir: path.join(config.dataDir, "openai-files"),
   });
   app.addHook("onClose", async () => {
     // Merges still running are waited for (and not committed) before the store closes under them.

@@ -100,6 +100,8 @@ export interface QueryInput {
   topK: number;
   minScore: number;
   filter?: Metadata;
+  /** A compiled metadata predicate (OpenAI's comparison and compound filters); with `filter`, both hold. */
+  predicate?: (metadata: Metadata) => boolean;
 }
 
 export interface QueryResult {
@@ -379,8 +381,11 @@ export class RagService {
   async query(input: QueryInput): Promise<QueryOutput> {
     const started = performance.now();
     const loaded = await this.load(input.key);
-    const filter =
+    const equality =
       input.filter && Object.keys(input.filter).length > 0 ? metadataFilter(input.filter) : undefined;
+    const predicate = input.predicate;
+    const filter =
+      equality && predicate ? (m: Metadata) => equality(m) && predicate(m) : (equality ?? predicate);
     const hits = await this.topChunks(input, loaded.engine, filter);
     const results = hits.map(({ chunk, score }): QueryResult => ({
       text: chunk.text,
