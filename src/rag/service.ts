@@ -83,6 +83,8 @@ export interface BuildInput {
   overlap: number;
   scorer: ScorerName;
   mode: "create" | "replace" | "append";
+  /** Create the index even with no text (an OpenAI vector store starts empty). */
+  allowEmpty?: boolean;
 }
 
 export interface BuildOutput {
@@ -305,6 +307,7 @@ export class RagService {
         existing,
         documents,
         [],
+        input.allowEmpty,
       );
     });
     this.counters.builds++;
@@ -778,6 +781,7 @@ export class RagService {
     existing: IndexMeta | undefined,
     documents: DocumentRecord[],
     deleteDocumentIds: string[],
+    allowEmpty = false,
   ): Promise<Omit<BuildOutput, "buildMs">> {
     const chunked = documents.map((document) => ({
       document,
@@ -789,7 +793,7 @@ export class RagService {
     const added = chunked.flatMap(({ document, chunks }) =>
       chunks.map((chunk) => engineText(document.title, chunk.text)),
     );
-    if (mode !== "update" && added.length === 0) {
+    if (mode !== "update" && added.length === 0 && !allowEmpty) {
       throw badRequest("The documents contain no text to index");
     }
     const k = cacheKey(key);

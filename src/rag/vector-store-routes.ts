@@ -233,6 +233,7 @@ export function registerVectorStoreRoutes(app: TypedApp, options: OpenAiRagOptio
         overlap: 128,
         scorer: "bm25",
         mode: "create",
+        allowEmpty: true,
       });
       const meta = files.length > 0 ? (await addFiles(key, files)).meta : built.meta;
       return vectorStore(meta);
