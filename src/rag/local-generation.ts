@@ -11,9 +11,8 @@ export function localGeneration(service: TextgenService): GenerationPort {
     get modelName() {
       return service.generator.modelName;
     },
-    get description() {
-      return `RAG: generative answers with the local model "${service.generator.modelName}", in this process (GENERATION_URL is not set)`;
-    },
+    description:
+      "RAG: generative answers with the local model of this process (MODEL_PATH), no HTTP hop; set GENERATION_URL to use another server",
     grammar: true,
     async chat(request) {
       const result = await service.run(

@@ -15,30 +15,8 @@ import { buildTextgenApp } from "../../src/textgen/app.js";
 import { createGenerator } from "../../src/textgen/create-generator.js";
 import type { LlamaGenerator } from "../../src/textgen/llama-generator.js";
 import { testConfig } from "../helpers/env.js";
+import { HANDBOOK } from "../helpers/handbook.js";
 import { sseEvents } from "../helpers/servers.js";
-
-export const HANDBOOK = [
-  {
-    id: "keys",
-    title: "Rotating API keys",
-    text:
-      "# Rotating API keys\n\nTo rotate the API keys, create a new key in the console, deploy it to every " +
-      "service, then revoke the old key. A rotation takes about ten minutes. The security team approves " +
-      "each rotation.",
-  },
-  {
-    id: "backups",
-    title: "Restoring backups",
-    text:
-      "# Restoring backups\n\nHow long a restore takes depends on the size of the database: a long restore " +
-      "takes two hours. The operations team approves each restore.",
-  },
-  {
-    id: "holidays",
-    title: "Holidays",
-    text: "Everyone gets twenty-five days of holiday a year. Ask your manager before booking.",
-  },
-];
 
 const FIRST = "How do I rotate the API keys?";
 const SECOND = "How long does that take?";

@@ -16,7 +16,7 @@ import { buildTextgenApp } from "../../src/textgen/app.js";
 import { createGenerator } from "../../src/textgen/create-generator.js";
 import type { LlamaGenerator } from "../../src/textgen/llama-generator.js";
 import { testConfig } from "../helpers/env.js";
-import { HANDBOOK } from "./chat.test.js";
+import { HANDBOOK } from "../helpers/handbook.js";
 
 describe("OpenAI's API on the RAG app, through the openai client", () => {
   let rag: Awaited<ReturnType<typeof buildRagApp>>;
