@@ -189,4 +189,23 @@ describe("POST /rag/chat without a model", () => {
     assert.equal(unknown.statusCode, 400);
     assert.match(unknown.json().error.message, /unknown field "topk"/);
   });
+
+  it("/rag/query names an unknown field, and says in words what an index name may be", async () => {
+    const unknown = await env.rag.inject({
+      method: "POST",
+      url: "/rag/query",
+      payload: { index_name: "handbook", query: "keys", topk: 1 },
+    });
+    assert.equal(unknown.statusCode, 400);
+    assert.match(unknown.json().error.message, /unknown field "topk"/);
+    const badName = await env.rag.inject({
+      method: "POST",
+      url: "/rag/query",
+      payload: { index_name: "hand book", query: "keys" },
+    });
+    assert.equal(badName.statusCode, 400);
+    const message: string = badName.json().error.message;
+    assert.match(message, /index_name must be 1 to 128 letters, digits/);
+    assert.doesNotMatch(message, /\(\?!/, "no raw regex");
+  });
 });
