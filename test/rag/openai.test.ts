@@ -4,7 +4,7 @@
  * the model in the same process as `npm start` wires it.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -173,5 +173,41 @@ describe("OpenAI's API on the RAG app, through the openai client", () => {
     const deleted = await client.vectorStores.delete("handbook");
     assert.equal(deleted.deleted, true);
     await assert.rejects(client.vectorStores.retrieve("handbook"), OpenAI.NotFoundError);
+  });
+});
+
+describe("OpenAI's API on the RAG app: keys and tenants", () => {
+  let rag: Awaited<ReturnType<typeof buildRagApp>>;
+  let baseURL: string;
+
+  before(async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "lectern-openai-keys-"));
+    writeFileSync(path.join(dir, "keys"), "team-a-secret team-a\nteam-b-secret team-b\n");
+    rag = await buildRagApp({
+      config: testConfig({ DATA_DIR: dir, API_KEYS_FILE: path.join(dir, "keys") }),
+    });
+    await rag.listen({ host: "127.0.0.1", port: 0 });
+    baseURL = `http://127.0.0.1:${(rag.server.address() as AddressInfo).port}/v1`;
+  });
+  after(() => rag.close());
+
+  it("a key sees its own tenant's vector stores only; no key is a 401 in OpenAI's shape", async () => {
+    const teamA = new OpenAI({ baseURL, apiKey: "team-a-secret", maxRetries: 0 });
+    const teamB = new OpenAI({ baseURL, apiKey: "team-b-secret", maxRetries: 0 });
+    await teamA.vectorStores.create({ name: "notes" });
+    const listedA = [];
+    for await (const s of teamA.vectorStores.list()) listedA.push(s.id);
+    assert.deepEqual(listedA, ["notes"]);
+    const listedB = [];
+    for await (const s of teamB.vectorStores.list()) listedB.push(s.id);
+    assert.deepEqual(listedB, []);
+    await assert.rejects(teamB.vectorStores.retrieve("notes"), OpenAI.NotFoundError);
+    const anonymous = new OpenAI({ baseURL, apiKey: "wrong", maxRetries: 0 });
+    await assert.rejects(
+      anonymous.vectorStores.list(),
+      (error: unknown) =>
+        error instanceof OpenAI.AuthenticationError &&
+        (error.error as { type?: string } | undefined)?.type === "authentication_error",
+    );
   });
 });
