@@ -7,7 +7,7 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { actingTenant } from "../core/auth.js";
 import { badRequest } from "../core/errors.js";
-import type { TypedApp } from "../core/http.js";
+import { toApiError, type TypedApp } from "../core/http.js";
 import { openEventStream, type EventStream } from "../core/sse.js";
 import { checkNestingDepth } from "../core/validation.js";
 import { ErrorResponse } from "../textgen/schemas.js";
@@ -112,26 +112,34 @@ export async function answerConversation(
   const signal = clientGoneSignal(reply);
   if (!body.stream) return runConversation(deps, request, body, { signal });
   let events: EventStream | undefined;
-  const whole = await runConversation(deps, request, body, {
-    signal,
-    onResults: (response) => {
-      events = openEventStream(request, reply);
-      events.send(
-        {
-          results: response.results,
-          count: response.count,
-          elapsed_ms: response.elapsed_ms,
-          search_query: response.search_query,
-          query_rewritten: response.query_rewritten,
-          standalone_question: response.standalone_question,
-        },
-        "results",
-      );
-    },
-    onText: (piece) => events?.send({ token: piece }),
-  });
-  events?.send(whole, "done");
-  events?.end();
+  try {
+    const whole = await runConversation(deps, request, body, {
+      signal,
+      onResults: (response) => {
+        events = openEventStream(request, reply);
+        events.send(
+          {
+            results: response.results,
+            count: response.count,
+            elapsed_ms: response.elapsed_ms,
+            search_query: response.search_query,
+            query_rewritten: response.query_rewritten,
+            standalone_question: response.standalone_question,
+          },
+          "results",
+        );
+      },
+      onText: (piece) => events?.send({ token: piece }),
+    });
+    events?.send(whole, "done");
+  } catch (error) {
+    // Before the stream opened, the error handler answers with a status; after, an `error` event.
+    if (!events) throw error;
+    request.log.error({ err: error }, "conversation failed after its stream opened");
+    events.send(toApiError(error).toBody(), "error");
+  } finally {
+    events?.end();
+  }
   return reply;
 }
 
