@@ -9,7 +9,7 @@ import multipart from "@fastify/multipart";
 import type { FastifyPluginAsync } from "fastify";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Type, type Static } from "typebox";
-import { listingTenant } from "../core/auth.js";
+import { actingTenant, listingTenant } from "../core/auth.js";
 import { ApiError } from "../core/errors.js";
 import { toApiError } from "../core/http.js";
 import { openEventStream, type EventStream } from "../core/sse.js";
@@ -135,6 +135,29 @@ export const openAiRagRoutes: FastifyPluginAsync<OpenAiRagOptions> = async (inst
           created: Math.floor(Date.parse(meta.createdAt) / 1000),
           owned_by: meta.tenantId,
         })),
+      };
+    },
+  );
+
+  app.get(
+    "/models/:model",
+    {
+      schema: {
+        tags: ["openai"],
+        summary: "One index, as a model",
+        params: Type.Object({ model: IndexName }),
+      },
+    },
+    async (request) => {
+      const meta = await options.service.requireMeta({
+        tenantId: actingTenant(request, undefined),
+        name: request.params.model,
+      });
+      return {
+        id: meta.name,
+        object: "model",
+        created: Math.floor(Date.parse(meta.createdAt) / 1000),
+        owned_by: meta.tenantId,
       };
     },
   );

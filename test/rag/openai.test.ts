@@ -130,6 +130,7 @@ describe("OpenAI's API on the RAG app, through the openai client", () => {
     const models = [];
     for await (const m of client.models.list()) models.push(m.id);
     assert.deepEqual(models, ["handbook"]);
+    assert.equal((await client.models.retrieve("handbook")).id, "handbook");
 
     const completion = await client.chat.completions.create({
       model: "handbook",
