@@ -96,8 +96,8 @@ function page<T extends { id: string }>(items: T[], limit: number, after: string
   };
 }
 
-export function registerVectorStoreRoutes(app: TypedApp, options: OpenAiRagOptions): void {
-  const { service } = options;
+/** Uploaded files waiting for a vector store, per tenant, and adding them to an index. */
+function fileShelf(options: OpenAiRagOptions) {
   const filesOf = (tenant: string) => path.join(options.filesDir, tenant);
   const fileAt = (tenant: string, id: string) => path.join(filesOf(tenant), `${id}.json`);
   const readStored = async (tenant: string, id: string): Promise<StoredFile> => {
@@ -123,7 +123,7 @@ export function registerVectorStoreRoutes(app: TypedApp, options: OpenAiRagOptio
     files: StoredFile[],
     attributes?: Metadata,
   ) =>
-    service.upsertDocuments(
+    options.service.upsertDocuments(
       key,
       files.map((file) => ({
         id: file.id,
@@ -134,6 +134,20 @@ export function registerVectorStoreRoutes(app: TypedApp, options: OpenAiRagOptio
       })),
     );
 
+  return { filesOf, fileAt, readStored, fileObject, addFiles };
+}
+type FileShelf = ReturnType<typeof fileShelf>;
+
+export function registerVectorStoreRoutes(app: TypedApp, options: OpenAiRagOptions): void {
+  const shelf = fileShelf(options);
+  registerFileRoutes(app, options, shelf);
+  registerStoreRoutes(app, options, shelf);
+  registerSearchRoute(app, options);
+}
+
+/** /v1/files: upload, list, retrieve, delete. */
+function registerFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: FileShelf): void {
+  const { filesOf, fileAt, readStored, fileObject } = shelf;
   app.post(
     "/files",
     {
@@ -201,7 +215,12 @@ export function registerVectorStoreRoutes(app: TypedApp, options: OpenAiRagOptio
       return { id: request.params.file_id, object: "file", deleted: true };
     },
   );
+}
 
+/** /v1/vector_stores and their files. */
+function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: FileShelf): void {
+  const { service } = options;
+  const { readStored, addFiles } = shelf;
   app.post(
     "/vector_stores",
     {
@@ -343,7 +362,11 @@ export function registerVectorStoreRoutes(app: TypedApp, options: OpenAiRagOptio
       return { id: request.params.file_id, object: "vector_store.file.deleted", deleted: true };
     },
   );
+}
 
+/** POST /v1/vector_stores/{id}/search. */
+function registerSearchRoute(app: TypedApp, options: OpenAiRagOptions): void {
+  const { service } = options;
   app.post(
     "/vector_stores/:vector_store_id/search",
     {
