@@ -11,7 +11,7 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Type, type Static } from "typebox";
 import { actingTenant, listingTenant } from "../core/auth.js";
 import { ApiError } from "../core/errors.js";
-import { toApiError } from "../core/http.js";
+import { toApiError, type TypedApp } from "../core/http.js";
 import { openEventStream, type EventStream } from "../core/sse.js";
 import { pathOf } from "../core/url-path.js";
 import { openAiErrorBody } from "../textgen/openai.js";
@@ -122,6 +122,13 @@ export const openAiRagRoutes: FastifyPluginAsync<OpenAiRagOptions> = async (inst
       ),
   );
 
+  registerModelRoutes(app, options);
+  registerChatCompletions(app, options);
+  registerVectorStoreRoutes(app, options);
+};
+
+/** GET /v1/models and /v1/models/{index}: the tenant's indices as models. */
+function registerModelRoutes(app: TypedApp, options: OpenAiRagOptions): void {
   app.get(
     "/models",
     { schema: { tags: ["openai"], summary: "The tenant's indices, as models to chat with" } },
@@ -161,7 +168,10 @@ export const openAiRagRoutes: FastifyPluginAsync<OpenAiRagOptions> = async (inst
       };
     },
   );
+}
 
+/** POST /v1/chat/completions: `model` names the index; the conversation as /rag/chat handles it. */
+function registerChatCompletions(app: TypedApp, options: OpenAiRagOptions): void {
   app.post(
     "/chat/completions",
     {
@@ -245,6 +255,4 @@ export const openAiRagRoutes: FastifyPluginAsync<OpenAiRagOptions> = async (inst
       return reply;
     },
   );
-
-  registerVectorStoreRoutes(app, options);
-};
+}
