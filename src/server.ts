@@ -2,6 +2,8 @@
 import path from "node:path";
 import type { Config } from "./core/config.js";
 import { buildRagApp } from "./rag/app.js";
+import type { GenerationPort } from "./rag/generative.js";
+import { localGeneration } from "./rag/local-generation.js";
 import { SQLITE_FILE_NAME } from "./rag/store/sqlite-store.js";
 import { buildTextgenApp } from "./textgen/app.js";
 import { createGenerator } from "./textgen/create-generator.js";
@@ -61,10 +63,13 @@ function redacted(databaseUrl: string): string {
 
 export async function serve(which: Which, config: Config): Promise<Listening[]> {
   const started: Listening[] = [];
+  // With both apps here, RAG writes with the loaded model in-process unless GENERATION_URL is set.
+  let local: GenerationPort | undefined;
   try {
     if (which === "textgen" || which === "all") {
       const generator = createGenerator(config);
       const app = await buildTextgenApp({ config, generator });
+      local = localGeneration(app.textgenService);
       await listen(app, config, "TEXTGEN_PORT", config.textgenPort);
       started.push(app);
       // One line once the model has loaded (or failed to): which model, llama.cpp binary and device.
@@ -89,7 +94,7 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
       }
     }
     if (which === "rag" || which === "all") {
-      const app = await buildRagApp({ config });
+      const app = await buildRagApp({ config, localGeneration: local });
       await listen(app, config, "RAG_PORT", config.ragPort);
       started.push(app);
       app.log.info(
@@ -97,6 +102,7 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
           ? `RAG: store PostgreSQL at ${redacted(config.databaseUrl)}`
           : `RAG: store SQLite at ${path.join(config.dataDir, SQLITE_FILE_NAME)}`,
       );
+      app.log.info(app.answering);
     }
   } catch (error) {
     // An app that did start is closed again: the caller exits, and nothing is left half up.

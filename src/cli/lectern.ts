@@ -4,7 +4,8 @@
  *
  * Exit codes: 0 done, 1 failed, 2 bad usage, 3 not found, 4 refused input, 78 bad configuration.
  */
-import { readdir, readFile, stat } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { readdir, readFile, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { Presets, SingleBar } from "cli-progress";
@@ -137,19 +138,54 @@ function progress(total: number, label: string) {
   };
 }
 
-async function collectFiles(paths: string[]): Promise<string[]> {
+interface FileToIndex {
+  file: string;
+  /** The document id: what `index sync` of the same folder would give the file. */
+  id: string;
+}
+
+/**
+ * The files below the paths given, each with the id `index sync` gives it: its path relative to the
+ * folder given (relative to RAG_FILES_DIR when that is set and holds the folder), or its name for a
+ * file given on its own. So `index build docs DIR` then `index sync docs DIR` finds nothing changed,
+ * whether DIR is written relative or absolute.
+ */
+async function collectFiles(paths: string[], filesDir: string | null): Promise<FileToIndex[]> {
   const { isSupported } = await loaders();
-  const found: string[] = [];
-  const visit = async (item: string, named: boolean) => {
+  const { resolveFolder, within } = await import("../rag/ingest/files.js");
+  const realFilesDir = filesDir ? await realpath(filesDir).catch(() => null) : null;
+  const found = new Map<string, FileToIndex>();
+  const add = (file: string, id: string) => {
+    const previous = found.get(id);
+    if (previous && previous.file !== file)
+      throw new UsageError(
+        `${previous.file} and ${file} would both be document "${id}"; index them separately`,
+      );
+    found.set(id, { file, id });
+  };
+  const visit = async (item: string, root: string, named: boolean) => {
     const info = await stat(item).catch(() => null);
     if (!info) throw new ApiError(404, "not_found", `No such file or folder: ${item}`);
     if (info.isDirectory()) {
       const entries = (await readdir(item)).filter((name) => !name.startsWith(".")).sort();
-      for (const entry of entries) await visit(path.join(item, entry), false);
-    } else if (info.isFile() && (named || isSupported(item))) found.push(item);
+      for (const entry of entries) await visit(path.join(item, entry), root, false);
+    } else if (info.isFile() && (named || isSupported(item))) add(item, path.relative(root, item));
   };
-  for (const item of paths) await visit(item, true);
-  return [...new Set(found)];
+  for (const item of paths) {
+    const info = await stat(item).catch(() => null);
+    if (!info) throw new ApiError(404, "not_found", `No such file or folder: ${item}`);
+    const real = await realpath(item);
+    if (info.isDirectory()) {
+      // As index sync: ids relative to RAG_FILES_DIR when it holds the folder, else to the folder.
+      const inFilesDir = filesDir ? await resolveFolder(filesDir, real).catch(() => null) : null;
+      const root = inFilesDir?.root ?? real;
+      await visit(real, root, true);
+    } else {
+      const inFilesDir = realFilesDir !== null && within(real, realFilesDir);
+      add(item, inFilesDir ? path.relative(realFilesDir, real) : path.basename(item));
+    }
+  }
+  return [...found.values()];
 }
 
 async function withService<T>(config: Config, work: (service: RagService) => Promise<T>): Promise<T> {
@@ -191,7 +227,7 @@ async function indexBuild(args: string[], config: Config): Promise<number> {
   const overlap = integer(values.overlap, "overlap") ?? Math.min(128, Math.floor(chunkSize / 2));
   if (overlap > chunkSize / 2) throw new UsageError("--overlap must be at most chunk-size/2");
 
-  const files = await collectFiles(paths);
+  const files = await collectFiles(paths, config.ragFilesDir);
   if (files.length === 0)
     throw new ApiError(400, "invalid_request", "No supported files (.txt .md .html .pdf .docx) found");
   const { loadFile } = await loaders();
@@ -199,15 +235,18 @@ async function indexBuild(args: string[], config: Config): Promise<number> {
   const documents: DocumentInput[] = [];
   let chars = 0;
   try {
-    for (const [index, file] of files.entries()) {
-      const loaded = await loadFile(file, await readFile(file));
+    for (const [index, { file, id }] of files.entries()) {
+      const bytes = await readFile(file);
+      const loaded = await loadFile(id, bytes);
       chars += loaded.text.length;
+      // Id, source, metadata.file and content hash exactly as index sync stores them.
       documents.push({
-        id: file,
+        id,
         text: loaded.text,
         title: loaded.title,
-        metadata: { ...loaded.metadata, file },
-        source: file,
+        metadata: { ...loaded.metadata, file: id },
+        source: id,
+        contentHash: createHash("sha256").update(bytes).digest("hex"),
         pageStarts: loaded.pageStarts,
       });
       bar.tick(index + 1, path.basename(file), chars);

@@ -19,6 +19,7 @@ import { registerUi } from "./ui.js";
 import type { Config } from "./config.js";
 import { PRODUCT_NAME, VERSION } from "./version.js";
 import { pathOf } from "./url-path.js";
+import { NAME_PATTERN, NAME_RULE } from "./validation.js";
 
 declare module "fastify" {
   interface FastifyInstance {
@@ -83,6 +84,10 @@ export function validationProblem(
   const pathOf = (error: { path?: string; instancePath?: string }) => error.path ?? error.instancePath ?? "";
   const first = errors[0];
   if (first === undefined) return "is invalid";
+  const params = first.params as { additionalProperty?: string; pattern?: string } | undefined;
+  if (params?.additionalProperty !== undefined)
+    return `has an unknown field "${params.additionalProperty}" (see /docs for the fields it takes)`;
+  if (params?.pattern === NAME_PATTERN) return `must be ${NAME_RULE}`;
   const allowed = errors
     .filter((error) => pathOf(error) === pathOf(first))
     .map((error) => (error.params as { allowedValue?: unknown } | undefined)?.allowedValue)

@@ -4,6 +4,11 @@
  */
 import { badRequest } from "./errors.js";
 
+/** Index names and tenant ids: safe as path segments, never "." or "..". */
+export const NAME_PATTERN = "^(?!\\.{1,2}$)[A-Za-z0-9._-]{1,128}$";
+/** NAME_PATTERN in words, for error messages (the regex itself helps nobody). */
+export const NAME_RULE = '1 to 128 letters, digits, ".", "_" or "-", and not "." or ".."';
+
 /** 400 when `value` nests objects or arrays deeper than `maxDepth`. Iterative: no stack to overflow. */
 export function checkNestingDepth(value: unknown, maxDepth: number, what: string): void {
   const stack: Array<[unknown, number]> = [[value, 0]];

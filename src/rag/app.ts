@@ -7,17 +7,37 @@ import { createRagMetrics } from "./metrics.js";
 import { RagService } from "./service.js";
 import { openIndexStore } from "./store/open.js";
 import type { IndexStore } from "./store/types.js";
-import { AnswerWriter } from "./generative.js";
+import { AnswerWriter, upstreamGeneration, type GenerationPort } from "./generative.js";
 import { ingestFromConfig } from "./ingest/limits.js";
-import { OpenAIUpstreamGenerator } from "../textgen/openai-upstream.js";
+import { openAiRagRoutes } from "./openai-routes.js";
+import path from "node:path";
 
 export interface RagAppDeps {
   config: Config;
   /** Defaults to PostgreSQL when DATABASE_URL is set (replicas share it), else SQLite under DATA_DIR. */
   store?: IndexStore;
+  /**
+   * The text generation service of the same process (`npm start`), used for generative answers and
+   * conversation rewriting when GENERATION_URL is not set.
+   */
+  localGeneration?: GenerationPort;
 }
 
-export async function buildRagApp({ config, store }: RagAppDeps) {
+/** The port RAG writes with: GENERATION_URL when set, else the in-process model, else none. */
+export function generationPortFor(config: Config, local: GenerationPort | undefined): GenerationPort | null {
+  if (config.generationUrl) return upstreamGeneration(config, config.generationUrl);
+  return local ?? null;
+}
+
+/** The start-up line saying how answers are written. */
+export function answeringDescription(port: GenerationPort | null): string {
+  return (
+    port?.description ??
+    "RAG: extractive answers (no model in this process and GENERATION_URL is not set); conversations search the last user turn as it stands"
+  );
+}
+
+export async function buildRagApp({ config, store, localGeneration }: RagAppDeps) {
   const app = await createHttpApp({
     service: RAG_SERVICE_NAME,
     description:
@@ -29,6 +49,7 @@ export async function buildRagApp({ config, store }: RagAppDeps) {
       { name: "query", description: "Search and answer" },
       { name: "documents", description: "Add, replace and delete single documents" },
       { name: "stats", description: "Counts and latency" },
+      { name: "openai", description: "OpenAI's API over the indices (errors in OpenAI's shape)" },
       { name: "service", description: "Health and identity" },
     ],
   });
@@ -40,19 +61,10 @@ export async function buildRagApp({ config, store }: RagAppDeps) {
     throw error;
   }
   const service = new RagService(indexStore, { log: app.log });
-  const answerWriter = config.generationUrl
-    ? new AnswerWriter(
-        new OpenAIUpstreamGenerator({
-          baseUrl: config.generationUrl,
-          model: config.generationModel,
-          apiKey: config.generationApiKey,
-          timeoutMs: config.generationTimeoutMs,
-        }),
-        { maxTokens: 256 },
-      )
-    : null;
+  const generation = generationPortFor(config, localGeneration);
+  const answerWriter = generation ? new AnswerWriter(generation, { maxTokens: 256 }) : null;
   const { registry } = registerMetrics(app, "rag");
-  registerRagRoutes(app, {
+  const routeDeps = {
     metrics: createRagMetrics(registry, indexStore, service),
     service,
     answerWriter,
@@ -61,6 +73,13 @@ export async function buildRagApp({ config, store }: RagAppDeps) {
     maxBuildDocuments: config.maxBuildDocuments,
     maxBuildChars: config.maxBuildChars,
     ingest: ingestFromConfig(config),
+  };
+  registerRagRoutes(app, routeDeps);
+  // OpenAI's API over the indices (chat completions, models, vector stores, files).
+  await app.register(openAiRagRoutes, {
+    prefix: "/v1",
+    ...routeDeps,
+    filesDir: path.join(config.dataDir, "openai-files"),
   });
   app.addHook("onClose", async () => {
     // Merges still running are waited for (and not committed) before the store closes under them.
@@ -68,5 +87,5 @@ export async function buildRagApp({ config, store }: RagAppDeps) {
     await answerWriter?.close();
     await indexStore.close();
   });
-  return app;
+  return Object.assign(app, { answering: answeringDescription(generation) });
 }

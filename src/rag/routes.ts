@@ -29,11 +29,12 @@ import {
   TenantQuery,
   type DocumentInput as DocumentInputBody,
 } from "./schemas.js";
-import type { DocumentInput, IndexStats, QueryResult, RagService, LoadedIndex } from "./service.js";
+import type { DocumentInput, IndexStats, RagService } from "./service.js";
 import type { AnswerWriter } from "./generative.js";
+import { clientGoneSignal, generativeAnswer } from "./answering.js";
+import { answerConversation, registerChatRoutes } from "./chat-routes.js";
 import type { RagMetrics } from "./metrics.js";
-import { openEventStream, type EventStream } from "../core/sse.js";
-import type { FastifyReply, FastifyRequest } from "fastify";
+import { openEventStream } from "../core/sse.js";
 import type { IndexMeta } from "./store/types.js";
 import type { Static } from "typebox";
 
@@ -43,7 +44,7 @@ export const DEFAULT_TENANT = "default";
 export interface RagRouteDeps {
   service: RagService;
   metrics: RagMetrics;
-  /** Set when GENERATION_URL is: writes generative answers. */
+  /** Writes generative answers: GENERATION_URL's model, or the one in this process; null without. */
   answerWriter: AnswerWriter | null;
   ragFilesDir: string | null;
   /** Body limit of the build and document routes. */
@@ -134,6 +135,7 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
     });
     registerIndexRoutes(scope.withTypeProvider<TypeBoxTypeProvider>(), deps);
     registerSyncRoutes(scope.withTypeProvider<TypeBoxTypeProvider>(), deps);
+    registerChatRoutes(scope.withTypeProvider<TypeBoxTypeProvider>(), deps);
   });
 }
 
@@ -226,6 +228,8 @@ function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
     },
     async (request, reply) => {
       const body = request.body;
+      if (body.messages)
+        return answerConversation(deps, request, reply, { ...body, messages: body.messages });
       const query = body.query ?? body.question;
       checkNestingDepth(body.filter, MAX_METADATA_DEPTH, "filter");
       if (query === undefined) throw badRequest("Send the question as query (or question)");
@@ -255,7 +259,15 @@ function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
       if (mode === "extractive") return { ...response, answer: service.extractive(query, results, loaded) };
       const events = body.stream ? openEventStream(request, reply) : undefined;
       events?.send({ results, count: results.length, elapsed_ms: elapsedMs }, "results");
-      const answered = await generativeAnswer(query, results, loaded, request, reply, events);
+      const answered = await generativeAnswer(
+        deps,
+        { question: query, results, loaded },
+        {
+          signal: clientGoneSignal(reply),
+          onText: events ? (piece) => events.send({ token: piece }) : undefined,
+          log: request.log,
+        },
+      );
       const whole = { ...response, ...answered };
       if (!events) return whole;
       events.send(whole, "done");
@@ -263,43 +275,6 @@ function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
       return reply;
     },
   );
-
-  /** A generative answer, or the extractive one with the reason generation was skipped. */
-  async function generativeAnswer(
-    query: string,
-    results: QueryResult[],
-    loaded: LoadedIndex,
-    request: FastifyRequest,
-    reply: FastifyReply,
-    events: EventStream | undefined,
-  ) {
-    const fallback = (reason: string) => ({
-      answer: service.extractive(query, results, loaded),
-      answer_mode: "extractive" as const,
-      generation_skipped_reason: reason,
-    });
-    if (!deps.answerWriter) return fallback("GENERATION_URL is not set on the RAG server");
-    if (results.length === 0) return fallback("no results to answer from");
-    const controller = new AbortController();
-    reply.raw.on("close", () => {
-      if (!reply.raw.writableFinished) controller.abort();
-    });
-    try {
-      const written = await deps.answerWriter.write(query, results, {
-        signal: controller.signal,
-        onText: events ? (piece) => events.send({ token: piece }) : undefined,
-      });
-      return {
-        answer: written.answer,
-        answer_mode: "generative" as const,
-        citations: written.citations,
-        generation: { model: written.model, tokens: written.tokens, elapsed_ms: written.elapsedMs },
-      };
-    } catch (error) {
-      request.log.warn({ err: error }, "generative answer failed; falling back to extractive");
-      return fallback(`generation failed: ${error instanceof Error ? error.message : String(error)}`);
-    }
-  }
 
   app.get(
     "/rag/indices",

@@ -3,26 +3,31 @@
  * OpenAPI document.
  */
 import { Type, type Static } from "typebox";
+import { NAME_PATTERN } from "../core/validation.js";
 
-/** Index names and tenant ids: safe as path segments, never "." or "..". */
-export const NAME_PATTERN = "^(?!\\.{1,2}$)[A-Za-z0-9._-]{1,128}$";
+export { NAME_PATTERN };
 export const IndexName = Type.String({
   pattern: NAME_PATTERN,
   description: "letters, digits, . _ -; 1 … 128 characters; not . or ..",
 });
 export const TenantId = Type.String({ pattern: NAME_PATTERN, description: 'defaults to "default"' });
+/** Every request field is declared: an unknown one ("topk") is a 400 naming it, never ignored. */
+const strict = { additionalProperties: false } as const;
 const Metadata = Type.Record(Type.String(), Type.Unknown(), { description: "any JSON object" });
 
 export const DocumentInput = Type.Union([
   Type.String({ minLength: 1, description: "the document's text" }),
-  Type.Object({
-    id: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 512, description: "your id; a content hash when left out" }),
-    ),
-    text: Type.String({ minLength: 1 }),
-    title: Type.Optional(Type.Union([Type.String({ maxLength: 4096 }), Type.Null()])),
-    metadata: Type.Optional(Metadata),
-  }),
+  Type.Object(
+    {
+      id: Type.Optional(
+        Type.String({ minLength: 1, maxLength: 512, description: "your id; a content hash when left out" }),
+      ),
+      text: Type.String({ minLength: 1 }),
+      title: Type.Optional(Type.Union([Type.String({ maxLength: 4096 }), Type.Null()])),
+      metadata: Type.Optional(Metadata),
+    },
+    strict,
+  ),
 ]);
 export type DocumentInput = Static<typeof DocumentInput>;
 
@@ -52,6 +57,7 @@ export const BuildRequest = Type.Object(
     }),
   },
   {
+    ...strict,
     examples: [
       {
         index_name: "handbook",
@@ -67,7 +73,7 @@ export const BuildForm = Type.Omit(BuildRequest, ["documents", "files"]);
 export type BuildForm = Static<typeof BuildForm>;
 
 /** The text fields of a multipart add-documents request. */
-export const DocumentsForm = Type.Object({ tenant_id: Type.Optional(TenantId) });
+export const DocumentsForm = Type.Object({ tenant_id: Type.Optional(TenantId) }, strict);
 export type DocumentsForm = Static<typeof DocumentsForm>;
 
 export const BuildResponse = Type.Object({
@@ -79,6 +85,19 @@ export const BuildResponse = Type.Object({
   vocabulary_size: Type.Integer(),
   build_ms: Type.Number(),
   message: Type.String(),
+});
+
+export const ChatTurn = Type.Object(
+  {
+    role: Type.Union([Type.Literal("system"), Type.Literal("user"), Type.Literal("assistant")]),
+    content: Type.String({ maxLength: 16_384 }),
+  },
+  { additionalProperties: false },
+);
+export const ChatTurns = Type.Array(ChatTurn, {
+  minItems: 1,
+  maxItems: 100,
+  description: "the conversation, oldest first; it ends with the user's question",
 });
 
 export const QueryRequest = Type.Object(
@@ -100,8 +119,12 @@ export const QueryRequest = Type.Object(
         description: "server-sent events: results, then answer pieces, then the whole response",
       }),
     ),
+    messages: Type.Optional({
+      ...ChatTurns,
+      description: "a conversation instead of query: searched as POST /rag/chat does",
+    }),
   },
-  { examples: [{ query: "What does Lectern do?", index_name: "handbook", top_k: 3 }] },
+  { ...strict, examples: [{ query: "What does Lectern do?", index_name: "handbook", top_k: 3 }] },
 );
 export type QueryRequest = Static<typeof QueryRequest>;
 
@@ -114,6 +137,20 @@ export const QueryResultSchema = Type.Object({
   title: Type.Union([Type.String(), Type.Null()]),
   metadata: Metadata,
 });
+
+/** What a conversation searched: in /rag/chat responses and /rag/query responses given `messages`. */
+export const SearchPlanFields = {
+  search_query: Type.String({ description: "what was searched" }),
+  query_rewritten: Type.Boolean({
+    description: "true when the model condensed the conversation into a standalone question",
+  }),
+  standalone_question: Type.Union([Type.String(), Type.Null()], {
+    description: "the model's standalone question, or null",
+  }),
+  rewrite_skipped_reason: Type.Optional(
+    Type.String({ description: "why the last user turn was searched as it stands" }),
+  ),
+};
 
 export const QueryResponse = Type.Object({
   query: Type.String(),
@@ -129,6 +166,11 @@ export const QueryResponse = Type.Object({
   generation_skipped_reason: Type.Optional(
     Type.String({ description: "why a generative answer was asked for but an extractive one is given" }),
   ),
+  // Present when `messages` was sent.
+  search_query: Type.Optional(SearchPlanFields.search_query),
+  query_rewritten: Type.Optional(SearchPlanFields.query_rewritten),
+  standalone_question: Type.Optional(SearchPlanFields.standalone_question),
+  rewrite_skipped_reason: SearchPlanFields.rewrite_skipped_reason,
 });
 
 export const IndexInfo = Type.Object({
@@ -187,10 +229,13 @@ export const DocumentParams = Type.Object({
   document_id: Type.String({ minLength: 1, maxLength: 512 }),
 });
 
-export const DocumentsRequest = Type.Object({
-  documents: Type.Array(DocumentInput, { minItems: 1, maxItems: 1_000_000 }),
-  tenant_id: Type.Optional(TenantId),
-});
+export const DocumentsRequest = Type.Object(
+  {
+    documents: Type.Array(DocumentInput, { minItems: 1, maxItems: 1_000_000 }),
+    tenant_id: Type.Optional(TenantId),
+  },
+  strict,
+);
 
 export const DocumentsResponse = Type.Object({
   success: Type.Boolean(),
@@ -234,7 +279,7 @@ export const SyncRequest = Type.Object(
       }),
     ),
   },
-  { examples: [{ folder: "handbook" }] },
+  { ...strict, examples: [{ folder: "handbook" }] },
 );
 export type SyncRequest = Static<typeof SyncRequest>;
 
@@ -256,3 +301,43 @@ export const SyncResponse = Type.Object({
   }),
   elapsed_ms: Type.Number(),
 });
+
+/** Conversations (#27): POST /rag/chat, and `messages` on /rag/query. */
+export const ChatRequest = Type.Object(
+  {
+    index: Type.Optional(IndexName),
+    index_name: Type.Optional({ ...IndexName, description: "alias of index" }),
+    tenant_id: Type.Optional(TenantId),
+    messages: ChatTurns,
+    top_k: Type.Integer({ minimum: 1, maximum: 100, default: 5 }),
+    min_score: Type.Number({ minimum: 0, maximum: 1, default: 0 }),
+    filter: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "metadata equality" })),
+    answer: Type.Optional(
+      Type.Union([Type.Literal("none"), Type.Literal("extractive"), Type.Literal("generative")], {
+        description: 'default "generative" when a model is available, else "extractive"',
+      }),
+    ),
+    stream: Type.Optional(
+      Type.Boolean({
+        description:
+          "server-sent events: `results` (with search_query), answer pieces ({token}), then `done` with the whole response",
+      }),
+    ),
+  },
+  {
+    additionalProperties: false,
+    examples: [
+      {
+        index: "handbook",
+        messages: [
+          { role: "user", content: "How do I rotate the API keys?" },
+          { role: "assistant", content: "Create a new key, deploy it, then revoke the old one [1]." },
+          { role: "user", content: "How long does that take?" },
+        ],
+      },
+    ],
+  },
+);
+export type ChatRequest = Static<typeof ChatRequest>;
+
+export const ChatResponse = Type.Object({ ...QueryResponse.properties, ...SearchPlanFields });

@@ -83,6 +83,8 @@ export interface BuildInput {
   overlap: number;
   scorer: ScorerName;
   mode: "create" | "replace" | "append";
+  /** Create the index even with no text (an OpenAI vector store starts empty). */
+  allowEmpty?: boolean;
 }
 
 export interface BuildOutput {
@@ -100,6 +102,8 @@ export interface QueryInput {
   topK: number;
   minScore: number;
   filter?: Metadata;
+  /** A compiled metadata predicate (OpenAI's comparison and compound filters); with `filter`, both hold. */
+  predicate?: (metadata: Metadata) => boolean;
 }
 
 export interface QueryResult {
@@ -310,6 +314,7 @@ export class RagService {
         existing,
         documents,
         [],
+        input.allowEmpty,
       );
     });
     this.countActivity(input.key.tenantId, "builds");
@@ -386,8 +391,11 @@ export class RagService {
   async query(input: QueryInput): Promise<QueryOutput> {
     const started = performance.now();
     const loaded = await this.load(input.key);
-    const filter =
+    const equality =
       input.filter && Object.keys(input.filter).length > 0 ? metadataFilter(input.filter) : undefined;
+    const predicate = input.predicate;
+    const filter =
+      equality && predicate ? (m: Metadata) => equality(m) && predicate(m) : (equality ?? predicate);
     const hits = await this.topChunks(input, loaded.engine, filter);
     const results = hits.map(({ chunk, score }): QueryResult => ({
       text: chunk.text,
@@ -820,6 +828,7 @@ export class RagService {
     existing: IndexMeta | undefined,
     documents: DocumentRecord[],
     deleteDocumentIds: string[],
+    allowEmpty = false,
   ): Promise<Omit<BuildOutput, "buildMs">> {
     const chunked = documents.map((document) => ({
       document,
@@ -831,7 +840,7 @@ export class RagService {
     const added = chunked.flatMap(({ document, chunks }) =>
       chunks.map((chunk) => engineText(document.title, chunk.text)),
     );
-    if (mode !== "update" && added.length === 0) {
+    if (mode !== "update" && added.length === 0 && !allowEmpty) {
       throw badRequest("The documents contain no text to index");
     }
     const k = cacheKey(key);

@@ -66,5 +66,6 @@ export async function buildTextgenApp({ config, generator, embedder: givenEmbedd
     await embedder.close();
     await generator.close();
   });
-  return app;
+  // The service, for the RAG app of the same process to generate through (rag/local-generation.ts).
+  return Object.assign(app, { textgenService: service });
 }

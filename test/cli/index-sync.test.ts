@@ -43,6 +43,30 @@ function lectern(dataDir: string, args: string[], env: Record<string, string> = 
 }
 
 describe("lectern index sync", () => {
+  it("build then sync of the same folder reports 0 changes, the folder given relative or absolute", () => {
+    const folder = tempDir("same");
+    mkdirSync(path.join(folder, "sub"));
+    writeFileSync(path.join(folder, "alpha.md"), "# Alpha\n\nAlpha particles are helium nuclei.\n");
+    writeFileSync(path.join(folder, "sub", "beta.txt"), "Beta decay emits electrons.\n");
+    const relative = path.relative(repoRoot, folder);
+    for (const [build, sync] of [
+      [relative, folder],
+      [folder, relative],
+      [relative, relative],
+    ]) {
+      const dataDir = tempDir("data");
+      const built = lectern(dataDir, ["index", "build", "docs", build!, "--json"]);
+      assert.equal(built.code, 0, built.stderr);
+      const synced = lectern(dataDir, ["index", "sync", "docs", sync!]);
+      assert.equal(synced.code, 0, synced.stderr);
+      assert.match(
+        synced.stdout,
+        /^synced "docs": 0 added, 0 updated, 0 deleted, 2 unchanged, 0 failed; 2 documents/,
+        `build ${build}, sync ${sync}`,
+      );
+    }
+  });
+
   it("applies only what changed; a bad file is named and the exit code says so", () => {
     const dataDir = tempDir("data");
     const folder = tempDir("docs");
