@@ -26,6 +26,7 @@ import {
 import { ApiError, badRequest } from "../core/errors.js";
 import { ContinuousBatcher, type BatchJob, type TokenLogprob as BatchLogprob } from "./batcher.js";
 import { checkGbnf } from "./gbnf-check.js";
+import { checkGrammarBudgetCached, GrammarBudgetError, type GrammarBudget } from "./grammar-budget.js";
 import {
   isChatRequest,
   type CompletionResult,
@@ -36,7 +37,7 @@ import {
   type TextTokenizer,
   type TokenLogprob,
 } from "./generator.js";
-import { SchemaError, toGrammarSchema } from "./json-schema.js";
+import { DEFAULT_SCHEMA_BUDGET, SchemaError, toGrammarSchema, type SchemaBudget } from "./json-schema.js";
 import { cmakeOptionsFor, describeBinary, type LlamaBinaryChoice } from "./llama-binary.js";
 import { createNativeSampler, grammarStateOf, nativeContextOf } from "./llama-native.js";
 import {
@@ -70,7 +71,21 @@ export interface LlamaGeneratorOptions {
   flashAttention?: boolean;
   /** Start-up lines (which binary runs). */
   log?: (line: string) => void;
+  /** GRAMMAR_MAX_* and SCHEMA_MAX_* (defaults: DEFAULT_GRAMMAR_BUDGET, DEFAULT_SCHEMA_BUDGET). */
+  grammarBudget?: GrammarBudget;
+  schemaBudget?: SchemaBudget;
 }
+
+/** The defaults of GRAMMAR_MAX_* (src/core/config.ts), for callers without a configuration. */
+export const DEFAULT_GRAMMAR_BUDGET: GrammarBudget = {
+  maxBytes: 128 * 1024,
+  maxRules: 4096,
+  maxExpansion: 200_000,
+  maxAlternatives: 1024,
+  maxNesting: 64,
+  maxRepetition: 1000,
+  maxStacks: 512,
+};
 
 /** Models up to this size fit in a server CPU's caches (see resolveContexts). */
 const CACHE_RESIDENT_MODEL_BYTES = 64 * 1024 ** 2;
@@ -261,7 +276,13 @@ export class LlamaGenerator implements Generator {
   private async prepare(request: GenerationRequest): Promise<PreparedPrompt> {
     const { llama, model, chatWrapper } = this.requireReady();
     this.checkLogitBias(request);
-    let grammar = request.constraint ? await compileConstraint(llama, request.constraint) : undefined;
+    const budgets = {
+      grammar: this.options.grammarBudget ?? DEFAULT_GRAMMAR_BUDGET,
+      schema: this.options.schemaBudget ?? DEFAULT_SCHEMA_BUDGET,
+    };
+    let grammar = request.constraint
+      ? await compileConstraint(llama, request.constraint, budgets)
+      : undefined;
     if (!isChatRequest(request)) {
       // As llama.cpp's own server does: BOS when the model wants one, then the text tokenized as it
       // stands (SentencePiece vocabularies see the word-initial "▁Once", not "O n ce").
@@ -287,7 +308,8 @@ export class LlamaGenerator implements Generator {
       toolMode = choice === "auto" ? "auto" : "forced";
       if (toolMode === "forced") {
         if (grammar) throw badRequest("response_format cannot be combined with a required tool call");
-        grammar = await compileSchema(llama, toolCallSchema(toolsForChoice(tools, choice), tools), "/tools");
+        const schema = toolCallSchema(toolsForChoice(tools, choice), tools);
+        grammar = await compileSchema(llama, schema, "/tools", budgets.grammar);
       }
     } else if (typeof choice === "object") toolsForChoice(tools, choice);
     const history: ChatHistoryItem[] = [...toChatHistory(request.messages), { type: "model", response: [] }];
@@ -538,23 +560,42 @@ function grammarStopStrings(grammar: LlamaGrammar | undefined): string[] {
   return grammar.stopGenerationTriggers.map((trigger) => LlamaText(trigger).toString());
 }
 
-/** Compiles a request's output constraint; a schema or grammar that does not compile is a 400. */
-async function compileConstraint(llama: Llama, constraint: OutputConstraint): Promise<LlamaGrammar> {
+interface Budgets {
+  grammar: GrammarBudget;
+  schema: SchemaBudget;
+}
+
+/**
+ * Compiles a request's output constraint; a schema or grammar that does not compile, or is over its
+ * budget (grammar-budget.ts, json-schema.ts), is a 400 before llama.cpp builds anything from it.
+ */
+async function compileConstraint(
+  llama: Llama,
+  constraint: OutputConstraint,
+  budgets: Budgets,
+): Promise<LlamaGrammar> {
   if (constraint.type === "json_object")
-    return compileSchema(llama, { type: "object", additionalProperties: true }, "");
+    return compileSchema(llama, { type: "object", additionalProperties: true }, "", budgets.grammar);
   if (constraint.type === "json_schema") {
     let schema;
     try {
-      schema = toGrammarSchema(constraint.schema);
+      schema = toGrammarSchema(constraint.schema, "schema", budgets.schema);
     } catch (error) {
       if (error instanceof SchemaError)
         throw badRequest(`Invalid JSON schema: ${error.message}`, [{ path: "/schema" }]);
       throw error;
     }
-    return compileSchema(llama, schema, "/schema");
+    return compileSchema(llama, schema, "/schema", budgets.grammar);
   }
   const problem = checkGbnf(constraint.grammar);
   if (problem) throw badRequest(`Invalid grammar: ${problem}`, [{ path: "/grammar" }]);
+  try {
+    checkGrammarBudgetCached(constraint.grammar, budgets.grammar);
+  } catch (error) {
+    if (error instanceof GrammarBudgetError)
+      throw badRequest(`Grammar over budget: ${error.message}`, [{ path: "/grammar", limit: error.limit }]);
+    throw badRequest(`Invalid grammar: ${(error as Error).message}`, [{ path: "/grammar" }]);
+  }
   try {
     return await llama.createGrammar({ grammar: constraint.grammar });
   } catch (error) {
@@ -564,15 +605,35 @@ async function compileConstraint(llama: Llama, constraint: OutputConstraint): Pr
   }
 }
 
-async function compileSchema(llama: Llama, schema: GbnfJsonSchema, path: string): Promise<LlamaGrammar> {
+/**
+ * node-llama-cpp writes the schema's grammar and parses it; the grammar's budget is checked before
+ * anything samples with it (its parse is linear in the schema, which SCHEMA_MAX_* bound).
+ */
+async function compileSchema(
+  llama: Llama,
+  schema: GbnfJsonSchema,
+  path: string,
+  budget: GrammarBudget,
+): Promise<LlamaGrammar> {
+  let grammar: LlamaGrammar;
   try {
     // `as never`: the method's generic parameters want a literal schema type, not any schema.
-    return await llama.createGrammarForJsonSchema(schema as never);
+    grammar = await llama.createGrammarForJsonSchema(schema as never);
   } catch (error) {
     throw badRequest(`The JSON schema could not be compiled to a grammar: ${(error as Error).message}`, [
       { path },
     ]);
   }
+  try {
+    checkGrammarBudgetCached(grammar.grammar, budget);
+  } catch (error) {
+    // Only the budget refuses: node-llama-cpp's own grammar is well formed by construction.
+    if (error instanceof GrammarBudgetError)
+      throw badRequest(`The JSON schema's grammar is over budget: ${error.message}`, [
+        { path, limit: error.limit },
+      ]);
+  }
+  return grammar;
 }
 
 /** Contexts "auto" gives on a CPU for a model that is not cache-sized: one per `threads` cores. */
