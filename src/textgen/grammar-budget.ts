@@ -28,7 +28,7 @@ export interface GrammarBudget {
   maxExpansion: number;
   /** Alternatives of one rule (or group). */
   maxAlternatives: number;
-  /** Nested parentheses, and the longest chain of rule references from root. */
+  /** Nested parentheses (llama.cpp's parser recurses into each group). */
   maxNesting: number;
   /** The largest count in `{m,n}`. */
   maxRepetition: number;
@@ -80,33 +80,8 @@ export function checkGrammarBudget(grammar: string, budget: GrammarBudget): numb
       "maxBytes",
     );
   const parsed = new GbnfParser(grammar, budget).parse();
-  checkReferenceDepth(parsed, budget);
   checkLeftRecursionWork(parsed);
   return simulateStacks(parsed, budget);
-}
-
-const checked = new Map<string, number | Error>();
-const CHECK_CACHE_SIZE = 64;
-
-/**
- * checkGrammarBudget, remembered for the last few grammars: clients send the same tool and response
- * schemas again and again, and the check costs up to tens of milliseconds of this thread.
- */
-export function checkGrammarBudgetCached(grammar: string, budget: GrammarBudget): number {
-  const key = `${JSON.stringify(budget)}\n${grammar}`;
-  let result = checked.get(key);
-  if (result === undefined) {
-    try {
-      result = checkGrammarBudget(grammar, budget);
-    } catch (error) {
-      if (!(error instanceof Error)) throw error;
-      result = error;
-    }
-    if (checked.size >= CHECK_CACHE_SIZE) checked.delete(checked.keys().next().value!);
-  } else checked.delete(key);
-  checked.set(key, result);
-  if (result instanceof Error) throw result;
-  return result;
 }
 
 interface ParsedGrammar {
@@ -404,50 +379,6 @@ class GbnfParser {
 
 function isWordChar(char: string): boolean {
   return /[a-zA-Z0-9-]/.test(char);
-}
-
-/** The longest chain of rule references from root (cycles cut): llama.cpp recurses along it. */
-function checkReferenceDepth({ rules, names, root }: ParsedGrammar, budget: GrammarBudget): void {
-  const depth = new Array<number>(rules.length).fill(-1);
-  const onPath = new Array<boolean>(rules.length).fill(false);
-  // Iterative depth-first search: a deep chain must not overflow this stack either.
-  const stack: { rule: number; next: number; best: number }[] = [{ rule: root, next: 0, best: 0 }];
-  onPath[root] = true;
-  while (stack.length > 0) {
-    const frame = stack[stack.length - 1]!;
-    if (stack.length > budget.maxNesting)
-      throw new GrammarBudgetError(
-        `rule references nest more than ${budget.maxNesting} deep (from root to "${names[frame.rule]}"); GRAMMAR_MAX_NESTING allows ${budget.maxNesting}`,
-        "maxNesting",
-      );
-    const body = rules[frame.rule]!;
-    let pushed = false;
-    while (frame.next < body.length) {
-      const element = body[frame.next++]!;
-      if (element.kind !== REF) continue;
-      const child = element.rule!;
-      if (onPath[child]) continue;
-      if (depth[child]! >= 0) {
-        frame.best = Math.max(frame.best, depth[child]! + 1);
-        continue;
-      }
-      onPath[child] = true;
-      stack.push({ rule: child, next: 0, best: 0 });
-      pushed = true;
-      break;
-    }
-    if (pushed) continue;
-    stack.pop();
-    onPath[frame.rule] = false;
-    depth[frame.rule] = frame.best;
-    const parent = stack[stack.length - 1];
-    if (parent) parent.best = Math.max(parent.best, frame.best + 1);
-    if (frame.best + 1 > budget.maxNesting)
-      throw new GrammarBudgetError(
-        `rule references nest more than ${budget.maxNesting} deep (through "${names[frame.rule]}"); GRAMMAR_MAX_NESTING allows ${budget.maxNesting}`,
-        "maxNesting",
-      );
-  }
 }
 
 /** Calls llama.cpp's left-recursion check may make before it gives up on a grammar. */

@@ -26,7 +26,8 @@ import {
 import { ApiError, badRequest } from "../core/errors.js";
 import { ContinuousBatcher, type BatchJob, type TokenLogprob as BatchLogprob } from "./batcher.js";
 import { checkGbnf } from "./gbnf-check.js";
-import { checkGrammarBudgetCached, GrammarBudgetError, type GrammarBudget } from "./grammar-budget.js";
+import { GrammarBudgetError, type GrammarBudget } from "./grammar-budget.js";
+import { GrammarChecker } from "./grammar-check.js";
 import {
   isChatRequest,
   type CompletionResult,
@@ -122,6 +123,7 @@ export class LlamaGenerator implements Generator {
   private state: GeneratorStatus = { state: "loading" };
   private loaded?: Loaded;
   private readonly loading: Promise<void>;
+  private readonly grammarChecker = new GrammarChecker();
 
   /** Starts loading at once; `status()` says when it can serve. */
   constructor(private readonly options: LlamaGeneratorOptions) {
@@ -276,9 +278,10 @@ export class LlamaGenerator implements Generator {
   private async prepare(request: GenerationRequest): Promise<PreparedPrompt> {
     const { llama, model, chatWrapper } = this.requireReady();
     this.checkLogitBias(request);
-    const budgets = {
-      grammar: this.options.grammarBudget ?? DEFAULT_GRAMMAR_BUDGET,
+    const grammarBudget = this.options.grammarBudget ?? DEFAULT_GRAMMAR_BUDGET;
+    const budgets: Budgets = {
       schema: this.options.schemaBudget ?? DEFAULT_SCHEMA_BUDGET,
+      checkGrammar: (text) => this.grammarChecker.check(text, grammarBudget),
     };
     let grammar = request.constraint
       ? await compileConstraint(llama, request.constraint, budgets)
@@ -309,7 +312,7 @@ export class LlamaGenerator implements Generator {
       if (toolMode === "forced") {
         if (grammar) throw badRequest("response_format cannot be combined with a required tool call");
         const schema = toolCallSchema(toolsForChoice(tools, choice), tools);
-        grammar = await compileSchema(llama, schema, "/tools", budgets.grammar);
+        grammar = await compileSchema(llama, schema, "/tools", budgets);
       }
     } else if (typeof choice === "object") toolsForChoice(tools, choice);
     const history: ChatHistoryItem[] = [...toChatHistory(request.messages), { type: "model", response: [] }];
@@ -517,6 +520,7 @@ export class LlamaGenerator implements Generator {
 
   async close(): Promise<void> {
     await this.loading;
+    await this.grammarChecker.close();
     const loaded = this.loaded;
     if (!loaded) return;
     for (const batcher of loaded.batchers) await batcher.close();
@@ -561,8 +565,9 @@ function grammarStopStrings(grammar: LlamaGrammar | undefined): string[] {
 }
 
 interface Budgets {
-  grammar: GrammarBudget;
   schema: SchemaBudget;
+  /** The grammar budget check (off this thread); throws GrammarBudgetError, or Error for bad syntax. */
+  checkGrammar: (grammar: string) => Promise<unknown>;
 }
 
 /**
@@ -575,7 +580,7 @@ async function compileConstraint(
   budgets: Budgets,
 ): Promise<LlamaGrammar> {
   if (constraint.type === "json_object")
-    return compileSchema(llama, { type: "object", additionalProperties: true }, "", budgets.grammar);
+    return compileSchema(llama, { type: "object", additionalProperties: true }, "", budgets);
   if (constraint.type === "json_schema") {
     let schema;
     try {
@@ -585,13 +590,14 @@ async function compileConstraint(
         throw badRequest(`Invalid JSON schema: ${error.message}`, [{ path: "/schema" }]);
       throw error;
     }
-    return compileSchema(llama, schema, "/schema", budgets.grammar);
+    return compileSchema(llama, schema, "/schema", budgets);
   }
   const problem = checkGbnf(constraint.grammar);
   if (problem) throw badRequest(`Invalid grammar: ${problem}`, [{ path: "/grammar" }]);
   try {
-    checkGrammarBudgetCached(constraint.grammar, budgets.grammar);
+    await budgets.checkGrammar(constraint.grammar);
   } catch (error) {
+    if (error instanceof ApiError) throw error;
     if (error instanceof GrammarBudgetError)
       throw badRequest(`Grammar over budget: ${error.message}`, [{ path: "/grammar", limit: error.limit }]);
     throw badRequest(`Invalid grammar: ${(error as Error).message}`, [{ path: "/grammar" }]);
@@ -613,7 +619,7 @@ async function compileSchema(
   llama: Llama,
   schema: GbnfJsonSchema,
   path: string,
-  budget: GrammarBudget,
+  budgets: Budgets,
 ): Promise<LlamaGrammar> {
   let grammar: LlamaGrammar;
   try {
@@ -625,8 +631,9 @@ async function compileSchema(
     ]);
   }
   try {
-    checkGrammarBudgetCached(grammar.grammar, budget);
+    await budgets.checkGrammar(grammar.grammar);
   } catch (error) {
+    if (error instanceof ApiError) throw error;
     // Only the budget refuses: node-llama-cpp's own grammar is well formed by construction.
     if (error instanceof GrammarBudgetError)
       throw badRequest(`The JSON schema's grammar is over budget: ${error.message}`, [
