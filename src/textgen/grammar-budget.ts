@@ -46,8 +46,11 @@ export class GrammarBudgetError extends Error {
   }
 }
 
-/** Characters simulated per explored input, stack sets kept per step, and the simulation's work cap. */
-const PROBE_LENGTH = 32;
+/**
+ * Characters simulated per explored input (long: a blow-up may need many characters per level to
+ * show, e.g. 18-character leaves), stack sets kept per step, and the simulation's work cap.
+ */
+const PROBE_LENGTH = 4096;
 const BEAM_WIDTH = 8;
 const RANDOM_SHARE = 3;
 const PROBE_WORK = 2_000_000;
@@ -574,8 +577,18 @@ function matches(element: Element, code: number): boolean {
   return inside !== element.negated!;
 }
 
+/** Stack elements that tell stack sets apart when exploring (see setKey). */
+const KEY_DEPTH = 6;
+
+/**
+ * What identifies a stack set for the exploration: its size and the tops of its stacks. Sets that
+ * differ only deep down (a JSON value nested one level more) behave alike and are explored once, so
+ * recursive grammars converge; a set that grew is always new, so a growing one is followed.
+ */
 function setKey(stacks: Map<string, Stack>): string {
-  return [...stacks.keys()].sort().join("|");
+  const tops = new Set<string>();
+  for (const stack of stacks.values()) tops.add(stack.slice(-KEY_DEPTH).join(","));
+  return `${stacks.size}|${[...tops].sort().join("|")}`;
 }
 
 /** Explores inputs that grow the stacks; throws when they pass the budget. Returns the most seen. */
