@@ -120,7 +120,10 @@ describe("hostile grammars and schemas against the server", () => {
       {
         messages: [{ role: "user", content: "Hi" }],
         max_tokens: 8,
-        response_format: { type: "json_schema", json_schema: { name: "deep", schema: deepArraySchema(3000) } },
+        response_format: {
+          type: "json_schema",
+          json_schema: { name: "deep", schema: deepArraySchema(3000) },
+        },
       },
       /SCHEMA_MAX_DEPTH/,
     ],
