@@ -153,6 +153,80 @@ describe("hostile grammars and schemas against the server", () => {
     });
   }
 
+  const realistic: [string, unknown][] = [
+    [
+      "OpenAI's structured-output example (steps of a math answer)",
+      {
+        type: "object",
+        properties: {
+          steps: {
+            type: "array",
+            items: {
+              type: "object",
+              properties: { explanation: { type: "string" }, output: { type: "string" } },
+              required: ["explanation", "output"],
+              additionalProperties: false,
+            },
+          },
+          final_answer: { type: "string" },
+        },
+        required: ["steps", "final_answer"],
+        additionalProperties: false,
+      },
+    ],
+    [
+      "a recursive tree through $ref",
+      {
+        $defs: {
+          node: {
+            type: "object",
+            properties: {
+              value: { type: "string" },
+              children: { type: "array", items: { $ref: "#/$defs/node" } },
+            },
+            required: ["value", "children"],
+          },
+        },
+        $ref: "#/$defs/node",
+      },
+    ],
+    [
+      "20 tagged alternatives",
+      {
+        anyOf: Array.from({ length: 20 }, (_, i) => ({
+          type: "object",
+          properties: { kind: { const: `k${i}` }, data: { type: "string" } },
+          required: ["kind", "data"],
+        })),
+      },
+    ],
+    [
+      "zod's bounded and safe integers",
+      {
+        type: "object",
+        properties: {
+          age: { type: "integer", minimum: 0, maximum: 150 },
+          id: { type: "integer", minimum: -9007199254740991, maximum: 9007199254740991 },
+        },
+      },
+    ],
+    ["a 500-value enum", { enum: Array.from({ length: 500 }, (_, i) => `country-${i}`) }],
+  ];
+  for (const [name, schema] of realistic) {
+    it(`accepts ${name} with the default budget`, async () => {
+      const res = await request(served.port, {
+        method: "POST",
+        path: "/v1/chat/completions",
+        body: {
+          messages: [{ role: "user", content: "Hi" }],
+          max_tokens: 8,
+          response_format: { type: "json_schema", json_schema: { name: "realistic", schema } },
+        },
+      });
+      assert.equal(res.status, 200, res.body);
+    });
+  }
+
   it("an accepted but costly grammar completes within the timeout, /health alive meanwhile", async () => {
     const body = { text: "Once", max_length: 200, ignore_eos: true, grammar: COSTLY_GRAMMAR, temperature: 0 };
     const [res, slowestHealth] = await withHealthProbe(
