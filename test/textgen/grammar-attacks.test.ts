@@ -10,7 +10,7 @@ import http from "node:http";
 import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { request, startServe, waitHealthy, type ServedProcess } from "../helpers/serve-process.js";
-import { nestedOptionalGrammar } from "./grammar-budget.test.js";
+import { nestedOptionalGrammar } from "../helpers/grammar-fixtures.js";
 
 const MAX_CONCURRENT = 2;
 /** Liveness bound for /health while an attack runs: generous (a loaded 2-core CI machine), not a speed figure. */

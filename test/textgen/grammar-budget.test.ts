@@ -16,21 +16,7 @@ import {
 } from "../../src/textgen/json-schema.js";
 import { DEFAULT_GRAMMAR_BUDGET } from "../../src/textgen/llama-generator.js";
 import { repoRoot } from "../helpers/env.js";
-
-/** Issue #23's grammar: every level an item and an optional copy of it, so parses multiply. */
-export function nestedOptionalGrammar(levels: number, leaf = '"x"'): string {
-  const lines = ["root ::= a0"];
-  for (let i = 0; i < levels; i++) lines.push(`a${i} ::= a${i + 1} a${i + 1}?`);
-  lines.push(`a${levels} ::= ${leaf}`);
-  return lines.join("\n");
-}
-
-/** A schema nested `depth` objects deep. */
-export function deepSchema(depth: number): Record<string, unknown> {
-  let schema: Record<string, unknown> = { type: "string" };
-  for (let i = 0; i < depth; i++) schema = { type: "object", properties: { a: schema }, required: ["a"] };
-  return schema;
-}
+import { deepSchema, nestedOptionalGrammar } from "../helpers/grammar-fixtures.js";
 
 function refusedFor(grammar: string, limit: GrammarBudgetError["limit"]): void {
   assert.throws(
