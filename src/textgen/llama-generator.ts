@@ -281,6 +281,7 @@ export class LlamaGenerator implements Generator {
     const grammarBudget = this.options.grammarBudget ?? DEFAULT_GRAMMAR_BUDGET;
     const budgets: Budgets = {
       schema: this.options.schemaBudget ?? DEFAULT_SCHEMA_BUDGET,
+      maxGrammarBytes: grammarBudget.maxBytes,
       checkGrammar: (text) => this.grammarChecker.check(text, grammarBudget),
     };
     let grammar = request.constraint
@@ -566,6 +567,8 @@ function grammarStopStrings(grammar: LlamaGrammar | undefined): string[] {
 
 interface Budgets {
   schema: SchemaBudget;
+  /** GRAMMAR_MAX_BYTES, checked first: even the syntax check is linear in the grammar's size. */
+  maxGrammarBytes: number;
   /** The grammar budget check (off this thread); throws GrammarBudgetError, or Error for bad syntax. */
   checkGrammar: (grammar: string) => Promise<unknown>;
 }
@@ -592,6 +595,12 @@ async function compileConstraint(
     }
     return compileSchema(llama, schema, "/schema", budgets);
   }
+  const bytes = Buffer.byteLength(constraint.grammar, "utf8");
+  if (bytes > budgets.maxGrammarBytes)
+    throw badRequest(
+      `Grammar over budget: the grammar is ${bytes} bytes; GRAMMAR_MAX_BYTES allows ${budgets.maxGrammarBytes}`,
+      [{ path: "/grammar", limit: "maxBytes" }],
+    );
   const problem = checkGbnf(constraint.grammar);
   if (problem) throw badRequest(`Invalid grammar: ${problem}`, [{ path: "/grammar" }]);
   try {
