@@ -93,6 +93,22 @@ export interface Config {
   /** Requests waiting for a sequence before new ones get 429. */
   maxQueue: number;
   requestTimeoutMs: number;
+  /**
+   * Budget of a GBNF grammar (`grammar`, and the grammars JSON schemas compile to), checked before
+   * sampling: see src/textgen/grammar-budget.ts. `grammarMaxStacks` bounds llama.cpp's parse stacks,
+   * which its grammar sampler's work per token grows with.
+   */
+  grammarMaxBytes: number;
+  grammarMaxRules: number;
+  grammarMaxExpansion: number;
+  grammarMaxNesting: number;
+  grammarMaxStacks: number;
+  /** Budget of a JSON schema (`response_format`, `json_schema`, tool parameters). */
+  schemaMaxDepth: number;
+  schemaMaxProperties: number;
+  schemaMaxEnum: number;
+  schemaMaxEnumBytes: number;
+  schemaMaxAlternatives: number;
   logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
   // Embeddings (#15): /v1/embeddings from EMBEDDING_MODEL_PATH, or from MODEL_PATH's model when unset.
   embeddingModelPath: string | null;
@@ -225,6 +241,16 @@ export function loadConfig(env: Env = process.env): Config {
     maxConcurrent,
     maxQueue: integer(env, "MAX_QUEUE", 64, 0, 100_000),
     requestTimeoutMs: integer(env, "REQUEST_TIMEOUT_MS", 120_000, 100, 86_400_000),
+    grammarMaxBytes: integer(env, "GRAMMAR_MAX_BYTES", 128 * 1024, 64, 16 * mib),
+    grammarMaxRules: integer(env, "GRAMMAR_MAX_RULES", 4096, 1, 1_000_000),
+    grammarMaxExpansion: integer(env, "GRAMMAR_MAX_EXPANSION", 200_000, 16, 10_000_000),
+    grammarMaxNesting: integer(env, "GRAMMAR_MAX_NESTING", 64, 2, 1000),
+    grammarMaxStacks: integer(env, "GRAMMAR_MAX_STACKS", 512, 1, 100_000),
+    schemaMaxDepth: integer(env, "SCHEMA_MAX_DEPTH", 32, 1, 1000),
+    schemaMaxProperties: integer(env, "SCHEMA_MAX_PROPERTIES", 1000, 1, 1_000_000),
+    schemaMaxEnum: integer(env, "SCHEMA_MAX_ENUM", 500, 1, 1_000_000),
+    schemaMaxEnumBytes: integer(env, "SCHEMA_MAX_ENUM_BYTES", 32 * 1024, 16, 16 * mib),
+    schemaMaxAlternatives: integer(env, "SCHEMA_MAX_ALTERNATIVES", 128, 1, 100_000),
     logLevel: oneOf(env, "LOG_LEVEL", "info", [
       "fatal",
       "error",

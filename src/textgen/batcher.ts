@@ -97,6 +97,8 @@ interface Sampled {
   token: Token | -1;
   /** `[token, probability, …]`, most probable first (only when the job wants logprobs). */
   probabilities?: (Token | number)[];
+  /** Why sampling failed (token -1). */
+  error?: unknown;
 }
 
 const REPEAT_PENALTY_LAST_TOKENS = 64;
@@ -279,30 +281,37 @@ export class ContinuousBatcher {
 
   private sample(inBatch: Running[]): Promise<Sampled[]> {
     return Promise.all(
-      inBatch.map(async (sequence): Promise<Sampled> => {
-        if (hasPenalties(sequence.job.sampling))
-          sequence.sampler.applyConfig(this.samplerConfig(sequence.job, sequence.generated));
-        if (sequence.job.logprobs === undefined)
-          return { token: await this.native.sampleToken(sequence.logitIndex, sequence.sampler) };
-        const [token, probabilities] = await this.native.sampleToken(
-          sequence.logitIndex,
-          sequence.sampler,
-          true,
-        );
-        return { token, probabilities };
-      }),
+      inBatch.map((sequence) =>
+        // One sequence's failure (its grammar refusing every token) is its own, not the batch's.
+        this.sampleOne(sequence).catch((error: unknown): Sampled => ({ token: -1, error })),
+      ),
     );
+  }
+
+  private async sampleOne(sequence: Running): Promise<Sampled> {
+    if (hasPenalties(sequence.job.sampling))
+      sequence.sampler.applyConfig(this.samplerConfig(sequence.job, sequence.generated));
+    if (sequence.job.logprobs === undefined)
+      return { token: await this.native.sampleToken(sequence.logitIndex, sequence.sampler) };
+    const [token, probabilities] = await this.native.sampleToken(sequence.logitIndex, sequence.sampler, true);
+    return { token, probabilities };
   }
 
   /** Books each sampled token; returns the callbacks to run once the next step is decoding. */
   private accept(inBatch: Running[], sampled: Sampled[]): (() => void)[] {
     const deliveries: (() => void)[] = [];
     inBatch.forEach((sequence, i) => {
-      const { token, probabilities } = sampled[i]!;
+      const { token, probabilities, error } = sampled[i]!;
       const { job } = sequence;
+      if (token === -1 && job.grammar) {
+        // The grammar allows no token (llama.cpp then fails to accept one): it is complete and its
+        // end was banned (ignore_eos, a bias). The answer is what it has.
+        this.finish(sequence, "stop", deliveries);
+        return;
+      }
       if (token === -1) {
         this.remove(sequence, false);
-        sequence.reject(new Error("llama.cpp could not sample a token"));
+        sequence.reject(error ?? new Error("llama.cpp could not sample a token"));
         return;
       }
       if (this.model.isEogToken(token)) {

@@ -23,5 +23,21 @@ export function createGenerator(config: Config): Generator {
     binary: config.llamaBinary,
     flashAttention: config.llamaFlashAttention,
     log: (line) => process.stderr.write(`lectern: ${line}\n`),
+    grammarBudget: {
+      maxBytes: config.grammarMaxBytes,
+      maxRules: config.grammarMaxRules,
+      maxExpansion: config.grammarMaxExpansion,
+      maxAlternatives: 1024,
+      maxNesting: config.grammarMaxNesting,
+      maxRepetition: 1000,
+      maxStacks: config.grammarMaxStacks,
+    },
+    schemaBudget: {
+      maxDepth: config.schemaMaxDepth,
+      maxProperties: config.schemaMaxProperties,
+      maxEnum: config.schemaMaxEnum,
+      maxEnumBytes: config.schemaMaxEnumBytes,
+      maxAlternatives: config.schemaMaxAlternatives,
+    },
   });
 }

@@ -11,10 +11,15 @@ export function checkGbnf(grammar: string): string | undefined {
   const used: { name: string; line: number }[] = [];
   let line = 1;
   let i = 0;
+  // Inside `{2,5}`: counts, not rule names (tracked as we go, so the scan stays linear).
+  let inRepetition = false;
   const text = grammar;
   while (i < text.length) {
     const char = text[i]!;
-    if (char === "\n") {
+    if (char === "{" || char === "}") {
+      inRepetition = char === "{";
+      i++;
+    } else if (char === "\n") {
       line++;
       i++;
     } else if (char === "#") {
@@ -32,13 +37,14 @@ export function checkGbnf(grammar: string): string | undefined {
       if (i >= text.length)
         return `line ${startLine}: unterminated ${char === '"' ? "string" : "character class"}`;
       i++;
-    } else if (/[a-zA-Z0-9_-]/.test(char)) {
+    } else if (isNameChar(text.charCodeAt(i))) {
       let end = i;
-      while (end < text.length && /[a-zA-Z0-9_-]/.test(text[end]!)) end++;
+      while (end < text.length && isNameChar(text.charCodeAt(end))) end++;
       const name = text.slice(i, end);
-      const after = text.slice(end).match(/^[ \t]*::=/);
-      if (after) defined.add(name);
-      else if (!/^\d+$/.test(name) && !isInsideRepetition(text, i)) used.push({ name, line });
+      let next = end;
+      while (text[next] === " " || text[next] === "\t") next++;
+      if (text.startsWith("::=", next)) defined.add(name);
+      else if (!/^\d+$/.test(name) && !inRepetition) used.push({ name, line });
       i = end;
     } else i++;
   }
@@ -50,9 +56,13 @@ export function checkGbnf(grammar: string): string | undefined {
   return undefined;
 }
 
-/** `{2,5}`-style counts are not rule names. */
-function isInsideRepetition(text: string, at: number): boolean {
-  const open = text.lastIndexOf("{", at);
-  const close = text.lastIndexOf("}", at);
-  return open > close;
+/** [a-zA-Z0-9_-], without a regular expression per character. */
+function isNameChar(code: number): boolean {
+  return (
+    (code >= 97 && code <= 122) ||
+    (code >= 65 && code <= 90) ||
+    (code >= 48 && code <= 57) ||
+    code === 95 ||
+    code === 45
+  );
 }

@@ -13,6 +13,123 @@ import type { GbnfJsonSchema } from "node-llama-cpp";
 
 export class SchemaError extends Error {}
 
+/**
+ * How large a schema may be before it is translated (translate recurses along its nesting, and the
+ * grammar node-llama-cpp writes grows with every property, enum value and alternative): refused with
+ * a SchemaError naming the path and the limit. `$ref`s cost nothing extra: each definition becomes
+ * one grammar rule, referenced, never copied.
+ */
+export interface SchemaBudget {
+  /** Nested subschemas on any path (properties, items, anyOf…, $defs), the root being 1. */
+  maxDepth: number;
+  /** Properties over the whole schema. */
+  maxProperties: number;
+  /** Values of one enum (integer ranges enumerated by the translation count too). */
+  maxEnum: number;
+  /** Bytes of all enum and const values together, as JSON. */
+  maxEnumBytes: number;
+  /** Alternatives of one anyOf / oneOf, and types of one `type` list. */
+  maxAlternatives: number;
+}
+
+/** The defaults of SCHEMA_MAX_* (src/core/config.ts), for callers without a configuration. */
+export const DEFAULT_SCHEMA_BUDGET: SchemaBudget = {
+  maxDepth: 32,
+  maxProperties: 1000,
+  maxEnum: 500,
+  maxEnumBytes: 32 * 1024,
+  maxAlternatives: 128,
+};
+
+/** Keywords whose value is a subschema, a list of them, or a map of them. */
+const singleSubschema = ["items", "additionalProperties", "not", "if", "then", "else", "contains"];
+const listOfSubschemas = ["anyOf", "oneOf", "allOf", "prefixItems", "items"];
+const mapOfSubschemas = ["properties", "$defs", "definitions", "patternProperties"];
+
+/** Walks the schema without recursion (a 3,000-deep one must not overflow this either). */
+export function checkSchemaBudget(schema: unknown, budget: SchemaBudget, root = "schema"): void {
+  const todo: { node: unknown; path: string; depth: number }[] = [{ node: schema, path: root, depth: 1 }];
+  let properties = 0;
+  let enumBytes = 0;
+  const over = (path: string, what: string, variable: string, limit: number) =>
+    new SchemaError(`${path}: ${what}; ${variable} allows ${limit}`);
+  while (todo.length > 0) {
+    const { node, path, depth } = todo.pop()!;
+    if (!isObject(node)) continue;
+    if (depth > budget.maxDepth)
+      throw over(
+        path,
+        `subschemas nest more than ${budget.maxDepth} deep`,
+        "SCHEMA_MAX_DEPTH",
+        budget.maxDepth,
+      );
+    const values = Array.isArray(node.enum) ? node.enum : node.const !== undefined ? [node.const] : [];
+    if (values.length > budget.maxEnum)
+      throw over(`${path}.enum`, `${values.length} values`, "SCHEMA_MAX_ENUM", budget.maxEnum);
+    for (const value of values) enumBytes += typeof value === "string" ? Buffer.byteLength(value) + 2 : 8;
+    if (enumBytes > budget.maxEnumBytes)
+      throw over(
+        path,
+        `enum and const values pass ${budget.maxEnumBytes} bytes`,
+        "SCHEMA_MAX_ENUM_BYTES",
+        budget.maxEnumBytes,
+      );
+    const integerRange = integerRangeSize(node);
+    if (integerRange > budget.maxEnum)
+      throw over(
+        path,
+        `an integer range of ${integerRange} values is enumerated`,
+        "SCHEMA_MAX_ENUM",
+        budget.maxEnum,
+      );
+    for (const key of ["anyOf", "oneOf", "type"]) {
+      const list = node[key];
+      if (Array.isArray(list) && list.length > budget.maxAlternatives)
+        throw over(
+          `${path}.${key}`,
+          `${list.length} alternatives`,
+          "SCHEMA_MAX_ALTERNATIVES",
+          budget.maxAlternatives,
+        );
+    }
+    for (const key of singleSubschema)
+      if (isObject(node[key])) todo.push({ node: node[key], path: `${path}.${key}`, depth: depth + 1 });
+    for (const key of listOfSubschemas) {
+      const list = node[key];
+      if (Array.isArray(list))
+        list.forEach((item, i) => todo.push({ node: item, path: `${path}.${key}.${i}`, depth: depth + 1 }));
+    }
+    for (const key of mapOfSubschemas) {
+      const map = node[key];
+      if (!isObject(map)) continue;
+      const names = Object.keys(map);
+      if (key === "properties") {
+        properties += names.length;
+        if (properties > budget.maxProperties)
+          throw over(
+            `${path}.properties`,
+            `more than ${budget.maxProperties} properties in the schema`,
+            "SCHEMA_MAX_PROPERTIES",
+            budget.maxProperties,
+          );
+      }
+      for (const name of names)
+        todo.push({ node: map[name], path: `${path}.${key}.${name}`, depth: depth + 1 });
+    }
+  }
+}
+
+/** Values the translation would enumerate for an integer range (0 when it would not). */
+function integerRangeSize(schema: Json): number {
+  const types = Array.isArray(schema.type) ? schema.type : [schema.type];
+  if (!types.includes("integer")) return 0;
+  const low = integerBound(schema.minimum, schema.exclusiveMinimum, 1, Math.ceil);
+  const high = integerBound(schema.maximum, schema.exclusiveMaximum, -1, Math.floor);
+  if (low === undefined || high === undefined || high < low || high - low >= MAX_ENUMERATED_INTEGERS)
+    return 0;
+  return high - low + 1;
+}
+
 type Json = Record<string, unknown>;
 
 /** Keywords that only describe, or that the translation handles. */
@@ -63,9 +180,17 @@ const handled = new Set([
 const grammarFormats = new Set(["date-time", "date", "time"]);
 const MAX_ENUMERATED_INTEGERS = 256;
 
-/** Throws SchemaError naming the first problem (with its path, e.g. `schema.properties.age`). */
-export function toGrammarSchema(schema: unknown, path = "schema"): GbnfJsonSchema {
+/**
+ * Throws SchemaError naming the first problem (with its path, e.g. `schema.properties.age`); the
+ * budget is checked first, so translation never meets a schema deeper than SCHEMA_MAX_DEPTH.
+ */
+export function toGrammarSchema(
+  schema: unknown,
+  path = "schema",
+  budget: SchemaBudget = DEFAULT_SCHEMA_BUDGET,
+): GbnfJsonSchema {
   if (!isObject(schema)) throw new SchemaError(`${path} must be a JSON Schema object`);
+  checkSchemaBudget(schema, budget, path);
   const root = translate(schema, path);
   const defs = schema.$defs ?? schema.definitions;
   if (defs === undefined) return root;

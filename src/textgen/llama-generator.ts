@@ -26,6 +26,8 @@ import {
 import { ApiError, badRequest } from "../core/errors.js";
 import { ContinuousBatcher, type BatchJob, type TokenLogprob as BatchLogprob } from "./batcher.js";
 import { checkGbnf } from "./gbnf-check.js";
+import { GrammarBudgetError, type GrammarBudget } from "./grammar-budget.js";
+import { GrammarChecker } from "./grammar-check.js";
 import {
   isChatRequest,
   type CompletionResult,
@@ -36,7 +38,7 @@ import {
   type TextTokenizer,
   type TokenLogprob,
 } from "./generator.js";
-import { SchemaError, toGrammarSchema } from "./json-schema.js";
+import { DEFAULT_SCHEMA_BUDGET, SchemaError, toGrammarSchema, type SchemaBudget } from "./json-schema.js";
 import { cmakeOptionsFor, describeBinary, type LlamaBinaryChoice } from "./llama-binary.js";
 import { createNativeSampler, grammarStateOf, nativeContextOf } from "./llama-native.js";
 import {
@@ -70,7 +72,21 @@ export interface LlamaGeneratorOptions {
   flashAttention?: boolean;
   /** Start-up lines (which binary runs). */
   log?: (line: string) => void;
+  /** GRAMMAR_MAX_* and SCHEMA_MAX_* (defaults: DEFAULT_GRAMMAR_BUDGET, DEFAULT_SCHEMA_BUDGET). */
+  grammarBudget?: GrammarBudget;
+  schemaBudget?: SchemaBudget;
 }
+
+/** The defaults of GRAMMAR_MAX_* (src/core/config.ts), for callers without a configuration. */
+export const DEFAULT_GRAMMAR_BUDGET: GrammarBudget = {
+  maxBytes: 128 * 1024,
+  maxRules: 4096,
+  maxExpansion: 200_000,
+  maxAlternatives: 1024,
+  maxNesting: 64,
+  maxRepetition: 1000,
+  maxStacks: 512,
+};
 
 /** Models up to this size fit in a server CPU's caches (see resolveContexts). */
 const CACHE_RESIDENT_MODEL_BYTES = 64 * 1024 ** 2;
@@ -107,6 +123,7 @@ export class LlamaGenerator implements Generator {
   private state: GeneratorStatus = { state: "loading" };
   private loaded?: Loaded;
   private readonly loading: Promise<void>;
+  private readonly grammarChecker = new GrammarChecker();
 
   /** Starts loading at once; `status()` says when it can serve. */
   constructor(private readonly options: LlamaGeneratorOptions) {
@@ -261,7 +278,15 @@ export class LlamaGenerator implements Generator {
   private async prepare(request: GenerationRequest): Promise<PreparedPrompt> {
     const { llama, model, chatWrapper } = this.requireReady();
     this.checkLogitBias(request);
-    let grammar = request.constraint ? await compileConstraint(llama, request.constraint) : undefined;
+    const grammarBudget = this.options.grammarBudget ?? DEFAULT_GRAMMAR_BUDGET;
+    const budgets: Budgets = {
+      schema: this.options.schemaBudget ?? DEFAULT_SCHEMA_BUDGET,
+      maxGrammarBytes: grammarBudget.maxBytes,
+      checkGrammar: (text) => this.grammarChecker.check(text, grammarBudget),
+    };
+    let grammar = request.constraint
+      ? await compileConstraint(llama, request.constraint, budgets)
+      : undefined;
     if (!isChatRequest(request)) {
       // As llama.cpp's own server does: BOS when the model wants one, then the text tokenized as it
       // stands (SentencePiece vocabularies see the word-initial "▁Once", not "O n ce").
@@ -287,7 +312,8 @@ export class LlamaGenerator implements Generator {
       toolMode = choice === "auto" ? "auto" : "forced";
       if (toolMode === "forced") {
         if (grammar) throw badRequest("response_format cannot be combined with a required tool call");
-        grammar = await compileSchema(llama, toolCallSchema(toolsForChoice(tools, choice), tools), "/tools");
+        const schema = toolCallSchema(toolsForChoice(tools, choice), tools);
+        grammar = await compileSchema(llama, schema, "/tools", budgets);
       }
     } else if (typeof choice === "object") toolsForChoice(tools, choice);
     const history: ChatHistoryItem[] = [...toChatHistory(request.messages), { type: "model", response: [] }];
@@ -495,6 +521,7 @@ export class LlamaGenerator implements Generator {
 
   async close(): Promise<void> {
     await this.loading;
+    await this.grammarChecker.close();
     const loaded = this.loaded;
     if (!loaded) return;
     for (const batcher of loaded.batchers) await batcher.close();
@@ -538,23 +565,52 @@ function grammarStopStrings(grammar: LlamaGrammar | undefined): string[] {
   return grammar.stopGenerationTriggers.map((trigger) => LlamaText(trigger).toString());
 }
 
-/** Compiles a request's output constraint; a schema or grammar that does not compile is a 400. */
-async function compileConstraint(llama: Llama, constraint: OutputConstraint): Promise<LlamaGrammar> {
+interface Budgets {
+  schema: SchemaBudget;
+  /** GRAMMAR_MAX_BYTES, checked first: even the syntax check is linear in the grammar's size. */
+  maxGrammarBytes: number;
+  /** The grammar budget check (off this thread); throws GrammarBudgetError, or Error for bad syntax. */
+  checkGrammar: (grammar: string) => Promise<unknown>;
+}
+
+/**
+ * Compiles a request's output constraint; a schema or grammar that does not compile, or is over its
+ * budget (grammar-budget.ts, json-schema.ts), is a 400 before llama.cpp builds anything from it.
+ */
+async function compileConstraint(
+  llama: Llama,
+  constraint: OutputConstraint,
+  budgets: Budgets,
+): Promise<LlamaGrammar> {
   if (constraint.type === "json_object")
-    return compileSchema(llama, { type: "object", additionalProperties: true }, "");
+    return compileSchema(llama, { type: "object", additionalProperties: true }, "", budgets);
   if (constraint.type === "json_schema") {
     let schema;
     try {
-      schema = toGrammarSchema(constraint.schema);
+      schema = toGrammarSchema(constraint.schema, "schema", budgets.schema);
     } catch (error) {
       if (error instanceof SchemaError)
         throw badRequest(`Invalid JSON schema: ${error.message}`, [{ path: "/schema" }]);
       throw error;
     }
-    return compileSchema(llama, schema, "/schema");
+    return compileSchema(llama, schema, "/schema", budgets);
   }
+  const bytes = Buffer.byteLength(constraint.grammar, "utf8");
+  if (bytes > budgets.maxGrammarBytes)
+    throw badRequest(
+      `Grammar over budget: the grammar is ${bytes} bytes; GRAMMAR_MAX_BYTES allows ${budgets.maxGrammarBytes}`,
+      [{ path: "/grammar", limit: "maxBytes" }],
+    );
   const problem = checkGbnf(constraint.grammar);
   if (problem) throw badRequest(`Invalid grammar: ${problem}`, [{ path: "/grammar" }]);
+  try {
+    await budgets.checkGrammar(constraint.grammar);
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    if (error instanceof GrammarBudgetError)
+      throw badRequest(`Grammar over budget: ${error.message}`, [{ path: "/grammar", limit: error.limit }]);
+    throw badRequest(`Invalid grammar: ${(error as Error).message}`, [{ path: "/grammar" }]);
+  }
   try {
     return await llama.createGrammar({ grammar: constraint.grammar });
   } catch (error) {
@@ -564,15 +620,36 @@ async function compileConstraint(llama: Llama, constraint: OutputConstraint): Pr
   }
 }
 
-async function compileSchema(llama: Llama, schema: GbnfJsonSchema, path: string): Promise<LlamaGrammar> {
+/**
+ * node-llama-cpp writes the schema's grammar and parses it; the grammar's budget is checked before
+ * anything samples with it (its parse is linear in the schema, which SCHEMA_MAX_* bound).
+ */
+async function compileSchema(
+  llama: Llama,
+  schema: GbnfJsonSchema,
+  path: string,
+  budgets: Budgets,
+): Promise<LlamaGrammar> {
+  let grammar: LlamaGrammar;
   try {
     // `as never`: the method's generic parameters want a literal schema type, not any schema.
-    return await llama.createGrammarForJsonSchema(schema as never);
+    grammar = await llama.createGrammarForJsonSchema(schema as never);
   } catch (error) {
     throw badRequest(`The JSON schema could not be compiled to a grammar: ${(error as Error).message}`, [
       { path },
     ]);
   }
+  try {
+    await budgets.checkGrammar(grammar.grammar);
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    // Only the budget refuses: node-llama-cpp's own grammar is well formed by construction.
+    if (error instanceof GrammarBudgetError)
+      throw badRequest(`The JSON schema's grammar is over budget: ${error.message}`, [
+        { path, limit: error.limit },
+      ]);
+  }
+  return grammar;
 }
 
 /** Contexts "auto" gives on a CPU for a model that is not cache-sized: one per `threads` cores. */

@@ -82,23 +82,29 @@ export class Scheduler {
     try {
       await this.acquire(controller.signal, () => timedOut);
       const startedAt = performance.now();
-      try {
-        const result = await task(controller.signal);
-        if (timedOut) throw timeoutError(this.options.timeoutMs);
-        if (controller.signal.reason === SHUTDOWN) throw shuttingDownError();
-        if (clientSignal?.aborted) this.counters.cancelled++;
-        else this.counters.completed++;
-        return result;
-      } finally {
+      // The slot is held until the task has really ended (its llama.cpp sequence is busy until then),
+      // but the caller is answered at the deadline or when its client leaves, whatever the task is
+      // doing: a step of native work cannot be interrupted, a request can.
+      const work = task(controller.signal).finally(() => {
         this.meanRunMs = 0.8 * this.meanRunMs + 0.2 * (performance.now() - startedAt);
         this.release();
-      }
+      });
+      const result = await untilAborted(work, controller.signal);
+      if (timedOut) throw timeoutError(this.options.timeoutMs);
+      if (controller.signal.reason === SHUTDOWN) throw shuttingDownError();
+      if (clientSignal?.aborted) this.counters.cancelled++;
+      else this.counters.completed++;
+      return result;
     } catch (error) {
       if (timedOut) {
         this.counters.timedOut++;
         throw timeoutError(this.options.timeoutMs);
       }
       if (controller.signal.reason === SHUTDOWN) throw shuttingDownError();
+      if (clientSignal?.aborted) {
+        this.counters.cancelled++;
+        throw cancelledError();
+      }
       throw error;
     } finally {
       clearTimeout(deadline);
@@ -159,6 +165,26 @@ export class Scheduler {
 }
 
 const SHUTDOWN = new Error("server shutting down");
+
+/** `work`, or a rejection as soon as `signal` aborts; a later failure of `work` is then ignored. */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  work.catch(() => undefined);
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error as Error);
+      },
+    );
+  });
+}
 
 function shuttingDownError(): ApiError {
   return new ApiError(

@@ -308,3 +308,207 @@ describe(`fuzzing the text generation API (seed ${FUZZ_SEED}, ${FUZZ_RUNS} reque
     assert.equal(completion.statusCode, 200, completion.body);
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+// Grammars and schemas (#23): random and adversarial ones are accepted and sampled within the
+// budget, or refused with a 400; none stalls /health.
+// ---------------------------------------------------------------------------------------------
+
+/** Grammar and schema requests per kind (each one samples a few tokens or is refused). */
+const CONSTRAINT_RUNS = Number(process.env.FUZZ_CONSTRAINT_RUNS ?? 40);
+/** Short, so that a request the budget let through and that cannot finish fails the property fast. */
+const CONSTRAINT_TIMEOUT_MS = 15_000;
+/** Liveness bound for /health during each request: generous for a loaded 2-core CI machine. */
+const CONSTRAINT_HEALTH_BOUND_MS = 1000;
+
+const literal = fc.string({
+  unit: fc.constantFrom("a", "b", "x", " ", "1", "é"),
+  minLength: 1,
+  maxLength: 4,
+});
+const charClass = fc.constantFrom("[a-z]", "[abx]", "[^x]", ".", "[0-9]", "[a-c0-1]");
+const quantifier = fc.constantFrom("", "", "", "?", "*", "+", "{0,3}", "{2}", "{1,}");
+
+/** A random GBNF of `rules` rules: references go to later rules, or anywhere after a first item. */
+const randomGrammar = fc.integer({ min: 1, max: 6 }).chain((rules) => {
+  const item = (rule: number, first: boolean): fc.Arbitrary<string> =>
+    fc.oneof(
+      literal.map((text) => JSON.stringify(text)),
+      charClass,
+      ...(rule + 1 < rules ? [fc.integer({ min: rule + 1, max: rules - 1 }).map((r) => `r${r}`)] : []),
+      ...(first ? [] : [fc.integer({ min: 0, max: rules - 1 }).map((r) => `r${r}`)]),
+    );
+  const sequence = (rule: number) =>
+    fc
+      .array(fc.tuple(fc.boolean(), quantifier), { minLength: 1, maxLength: 4 })
+      .chain((parts) =>
+        fc.tuple(
+          ...parts.map(([group, q], i) =>
+            (group ? groupOf(rule, i === 0) : item(rule, i === 0)).map((x) => x + q),
+          ),
+        ),
+      )
+      .map((parts) => parts.join(" "));
+  const groupOf = (rule: number, first: boolean): fc.Arbitrary<string> =>
+    fc.array(item(rule, first), { minLength: 1, maxLength: 3 }).map((alts) => `(${alts.join(" | ")})`);
+  return fc
+    .tuple(
+      ...Array.from({ length: rules }, (_, rule) => fc.array(sequence(rule), { minLength: 1, maxLength: 4 })),
+    )
+    .map((bodies) => bodies.map((alts, rule) => `r${rule} ::= ${alts.join(" | ")}`).join("\n"))
+    .map((body) => `root ::= r0\n${body}`);
+});
+
+/** The shapes that have stalled llama.cpp: nested optionals, wide alternations, deep groups, big counts. */
+const adversarialGrammar = fc.oneof(
+  fc
+    .tuple(fc.integer({ min: 1, max: 60 }), fc.integer({ min: 1, max: 20 }), fc.boolean())
+    .map(([levels, leaf, both]) => {
+      const lines = ["root ::= a0"];
+      for (let i = 0; i < levels; i++)
+        lines.push(`a${i} ::= ${both ? `a${i + 1}?` : `a${i + 1}`} a${i + 1}?`);
+      lines.push(`a${levels} ::= "${"x".repeat(leaf)}"`);
+      return lines.join("\n");
+    }),
+  fc
+    .integer({ min: 2, max: 3000 })
+    .map((n) => `root ::= ${Array.from({ length: n }, (_, i) => `"v${i}"`).join(" | ")}`),
+  fc.integer({ min: 1, max: 300 }).map((n) => `root ::= ${"(".repeat(n)}"x"${")".repeat(n)}`),
+  fc
+    .tuple(fc.integer({ min: 0, max: 3000 }), fc.integer({ min: 0, max: 40 }))
+    .map(([m, n]) => `root ::= ("ab"{0,${n}}){0,${m}}`),
+  fc.integer({ min: 1, max: 40 }).map((n) => `root ::= ${'"x"? '.repeat(n)}"y"`),
+);
+
+type Schema = Record<string, unknown>;
+const randomSchema: fc.Arbitrary<Schema> = fc.letrec<{ schema: Schema }>((tie) => ({
+  schema: fc.oneof(
+    { depthSize: "small", withCrossShrink: true },
+    fc.constantFrom<Schema>({ type: "string" }, { type: "number" }, { type: "boolean" }, { type: "null" }),
+    fc
+      .tuple(fc.integer({ min: -5, max: 5 }), fc.integer({ min: 0, max: 400 }))
+      .map(([low, span]): Schema => ({ type: "integer", minimum: low, maximum: low + span })),
+    fc
+      .array(fc.oneof(fc.string({ maxLength: 6 }), fc.integer(), fc.boolean()), {
+        minLength: 1,
+        maxLength: 8,
+      })
+      .map((values): Schema => ({ enum: values })),
+    fc
+      .dictionary(fc.string({ minLength: 1, maxLength: 6 }), tie("schema"), { maxKeys: 4 })
+      .map((properties): Schema => ({ type: "object", properties, required: Object.keys(properties) })),
+    tie("schema").map((items): Schema => ({ type: "array", items, maxItems: 3 })),
+    fc.array(tie("schema"), { minLength: 2, maxLength: 3 }).map((anyOf): Schema => ({ anyOf })),
+  ),
+})).schema;
+
+const adversarialSchema = fc.oneof(
+  fc.integer({ min: 1, max: 4000 }).map((depth) => {
+    let schema: Schema = { type: "string" };
+    for (let i = 0; i < depth; i++) schema = { type: "array", items: schema };
+    return schema;
+  }),
+  fc
+    .integer({ min: 1, max: 60_000 })
+    .map((n): Schema => ({ enum: Array.from({ length: n }, (_, i) => `value-${i}`) })),
+  fc
+    .integer({ min: 1, max: 400 })
+    .map((n): Schema => ({ anyOf: Array.from({ length: n }, (_, i) => ({ const: `c${i}` })) })),
+  fc.integer({ min: 1, max: 1500 }).map((n): Schema => ({
+    type: "object",
+    properties: Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, { type: "boolean" }])),
+  })),
+);
+
+describe(`fuzzing grammars and schemas (seed ${FUZZ_SEED}, ${CONSTRAINT_RUNS} per kind)`, () => {
+  let app: App;
+  before(async () => {
+    const config = testConfig({
+      MAX_NEW_TOKENS: "8",
+      MAX_CONCURRENT: "2",
+      REQUEST_TIMEOUT_MS: String(CONSTRAINT_TIMEOUT_MS),
+      LOG_LEVEL: process.env.FUZZ_LOG_LEVEL ?? "silent",
+    });
+    const generator = createGenerator(config) as LlamaGenerator;
+    app = await buildTextgenApp({ config, generator });
+    await generator.ready();
+  });
+  after(async () => app?.close());
+
+  /** Sends one constrained request while probing /health; checks the reply and the probe. */
+  const send = async (url: string, body: unknown, kind: string) => {
+    const request = {
+      method: "POST" as const,
+      url,
+      headers: { "content-type": "application/json" },
+      payload: JSON.stringify(body),
+      kind,
+    };
+    let done = false;
+    let slowest = 0;
+    const probe = (async () => {
+      while (!done) {
+        const started = performance.now();
+        const health = await app.inject({ method: "GET", url: "/health" });
+        assert.equal(health.statusCode, 200);
+        slowest = Math.max(slowest, performance.now() - started);
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+    })();
+    const reply = await injectRequest(app, request).finally(() => (done = true));
+    await probe;
+    checkReply(request, reply, { shape: url.startsWith("/v1") ? "openai" : "contract" });
+    assert.ok(
+      reply.statusCode === 200 || reply.statusCode === 400,
+      `${kind}: ${reply.statusCode} ${reply.body.slice(0, 300)}\n${request.payload.slice(0, 300)}`,
+    );
+    assert.ok(slowest < CONSTRAINT_HEALTH_BOUND_MS, `/health took ${Math.round(slowest)} ms during ${kind}`);
+    return reply.statusCode;
+  };
+
+  it("grammars, random and adversarial: 200 within the timeout or 400", async (t) => {
+    const statuses: number[] = [];
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(randomGrammar, adversarialGrammar),
+        fc.boolean(),
+        async (grammar, predict) => {
+          statuses.push(
+            predict
+              ? await send("/predict", { text: "Once", max_length: 8, grammar }, "grammar")
+              : await send("/v1/completions", { prompt: "Once", max_tokens: 8, grammar }, "grammar"),
+          );
+        },
+      ),
+      fuzzParameters(900, CONSTRAINT_RUNS),
+    );
+    t.diagnostic(
+      `${statuses.filter((s) => s === 200).length} served, ${statuses.filter((s) => s === 400).length} refused`,
+    );
+  });
+
+  it("schemas, random and adversarial: 200 within the timeout or 400", async (t) => {
+    const statuses: number[] = [];
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(randomSchema, adversarialSchema), fc.boolean(), async (schema, predict) => {
+        statuses.push(
+          predict
+            ? await send("/predict", { text: "Once", max_length: 8, json_schema: schema }, "schema")
+            : await send(
+                "/v1/chat/completions",
+                {
+                  messages: [{ role: "user", content: "Hi" }],
+                  max_tokens: 8,
+                  response_format: { type: "json_schema", json_schema: { name: "fuzz", schema } },
+                },
+                "schema",
+              ),
+        );
+      }),
+      fuzzParameters(901, CONSTRAINT_RUNS),
+    );
+    t.diagnostic(
+      `${statuses.filter((s) => s === 200).length} served, ${statuses.filter((s) => s === 400).length} refused`,
+    );
+  });
+});

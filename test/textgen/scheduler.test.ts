@@ -76,11 +76,31 @@ describe("Scheduler", () => {
     const scheduler = new Scheduler({ maxConcurrent: 1, maxQueue: 5, timeoutMs: 10_000 });
     const g = gate();
     const client = new AbortController();
-    const running = scheduler.run(client.signal, g.job);
+    let jobSignal: AbortSignal | undefined;
+    const running = scheduler.run(client.signal, (signal) => ((jobSignal = signal), g.job(signal)));
     await sleep(5);
     client.abort();
-    assert.equal(await running, "aborted");
+    await assert.rejects(running, (error: unknown) => error instanceof ApiError && error.statusCode === 499);
+    assert.equal(jobSignal?.aborted, true);
     assert.equal(scheduler.stats().running, 0);
+    assert.equal(scheduler.stats().cancelled, 1);
+  });
+
+  it("answers at the deadline even when the job ignores its signal, and holds the slot until it ends", async () => {
+    const scheduler = new Scheduler({ maxConcurrent: 1, maxQueue: 5, timeoutMs: 50 });
+    // A job that cannot be interrupted (a native step), ending only when opened.
+    const g = gate();
+    const stubborn = () =>
+      new Promise<string>((resolve) => void g.job(new AbortController().signal).then(resolve));
+    await assert.rejects(
+      scheduler.run(undefined, stubborn),
+      (error: unknown) => error instanceof ApiError && error.statusCode === 504,
+    );
+    assert.equal(scheduler.stats().running, 1, "the slot stays held while the job still runs");
+    g.open();
+    await sleep(5);
+    assert.equal(scheduler.stats().running, 0);
+    assert.equal(await scheduler.run(undefined, async () => "next"), "next");
   });
 
   it("a job past its deadline is aborted and answered 504", async () => {
