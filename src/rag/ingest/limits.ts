@@ -17,6 +17,12 @@ export interface IngestLimits {
   maxPdfPages: number;
   /** Element nesting depth of one HTML file (MAX_HTML_DEPTH). */
   maxHtmlDepth: number;
+  /** Time one file's parse may take on its worker thread (MAX_PARSE_MS). */
+  maxParseMs: number;
+  /** Heap of one parse worker thread, in MB (MAX_PARSE_HEAP_MB). */
+  maxParseHeapMb: number;
+  /** Parse worker threads at once (MAX_CONCURRENT_PARSES). */
+  maxConcurrentParses: number;
 }
 
 /** What a route needs to load files: the bounds, and the gate every request's parsing goes through. */
@@ -32,6 +38,9 @@ export const DEFAULT_INGEST_LIMITS: IngestLimits = {
   maxRequestChars: 1_000_000_000,
   maxPdfPages: 10_000,
   maxHtmlDepth: 256,
+  maxParseMs: 120_000,
+  maxParseHeapMb: 1024,
+  maxConcurrentParses: 2,
 };
 
 /** 413 naming the file and the variable that bounds it, in the contract's error shape. */
@@ -78,9 +87,12 @@ export class ParseGate {
     private readonly retryAfterSeconds = 2,
   ) {}
 
-  /** Runs `parse` once a slot is free. */
-  async run<T>(parse: () => Promise<T>): Promise<T> {
-    await this.acquire();
+  /**
+   * Runs `parse` once a slot is free. With `signal`, a caller whose client left while waiting gives
+   * its place up at once (rejected), so abandoned requests never fill the queue.
+   */
+  async run<T>(parse: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    await this.acquire(signal);
     try {
       return await parse();
     } finally {
@@ -88,7 +100,8 @@ export class ParseGate {
     }
   }
 
-  private acquire(): Promise<void> {
+  private acquire(signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted) return Promise.reject(clientLeft());
     if (this.running < this.concurrency) {
       this.running++;
       return Promise.resolve();
@@ -105,7 +118,19 @@ export class ParseGate {
       );
     }
     // The slot is handed over directly by release(), so `running` stays counted meanwhile.
-    return new Promise((resolve) => this.waiting.push(resolve));
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        const at = this.waiting.indexOf(admit);
+        if (at >= 0) this.waiting.splice(at, 1);
+        reject(clientLeft());
+      };
+      const admit = () => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      };
+      this.waiting.push(admit);
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
   }
 
   private release(): void {
@@ -113,7 +138,14 @@ export class ParseGate {
     if (next) next();
     else this.running--;
   }
+
+  /** Requests waiting for a slot now (for tests and metrics). */
+  get queued(): number {
+    return this.waiting.length;
+  }
 }
+
+const clientLeft = () => new ApiError(400, "invalid_request", "The client closed the request");
 
 export function ingestFromConfig(config: Config): Ingest {
   return {
@@ -123,6 +155,9 @@ export function ingestFromConfig(config: Config): Ingest {
       maxRequestChars: config.maxBuildChars,
       maxPdfPages: config.maxPdfPages,
       maxHtmlDepth: config.maxHtmlDepth,
+      maxParseMs: config.maxParseMs,
+      maxParseHeapMb: config.maxParseHeapMb,
+      maxConcurrentParses: config.maxConcurrentParses,
     },
     gate: new ParseGate(config.maxConcurrentParses, config.maxParseQueue),
   };
