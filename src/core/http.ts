@@ -147,6 +147,9 @@ export async function createHttpApp(options: HttpAppOptions) {
     childLoggerFactory: lazyRequestLogger,
     bodyLimit: config.maxBodyBytes,
     requestTimeout: config.httpRequestTimeoutMs,
+    // Node checks for timed-out requests every 30 s by default: check often enough that the 408
+    // comes close to HTTP_REQUEST_TIMEOUT_MS.
+    http: { connectionsCheckingInterval: Math.min(30_000, Math.max(250, config.httpRequestTimeoutMs / 4)) },
     // JSON keys that could reach a prototype are refused (400), never merged.
     onProtoPoisoning: "error",
     onConstructorPoisoning: "error",

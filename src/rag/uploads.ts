@@ -54,7 +54,7 @@ async function spool(part: MultipartFile, folder: string, index: number): Promis
 /** Resolves once the whole request body has arrived (a request timeout can no longer fire after). */
 function bodyReceived(request: FastifyRequest): Promise<void> {
   const raw = request.raw;
-  if (raw.complete) return Promise.resolve();
+  if (raw.complete || raw.readableEnded) return Promise.resolve();
   return new Promise((resolve, reject) => {
     raw.once("end", resolve);
     raw.once("error", reject);
