@@ -148,8 +148,12 @@ export async function createHttpApp(options: HttpAppOptions) {
     bodyLimit: config.maxBodyBytes,
     requestTimeout: config.httpRequestTimeoutMs,
     // Node checks for timed-out requests every 30 s by default: check often enough that the 408
-    // comes close to HTTP_REQUEST_TIMEOUT_MS.
-    http: { connectionsCheckingInterval: Math.min(30_000, Math.max(250, config.httpRequestTimeoutMs / 4)) },
+    // comes close to HTTP_REQUEST_TIMEOUT_MS; and with a headers timeout (60 s by default) longer than
+    // the request timeout, Node answers a stalled body only at the headers timeout: bound it too.
+    http: {
+      connectionsCheckingInterval: Math.min(30_000, Math.max(250, config.httpRequestTimeoutMs / 4)),
+      headersTimeout: Math.min(60_000, config.httpRequestTimeoutMs),
+    },
     // JSON keys that could reach a prototype are refused (400), never merged.
     onProtoPoisoning: "error",
     onConstructorPoisoning: "error",

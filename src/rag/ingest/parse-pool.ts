@@ -91,10 +91,22 @@ class ParsePool {
   private async parseOn(job: Job): Promise<void> {
     if (job.signal?.aborted) return job.reject(clientLeft());
     const thread = this.take(job.limits.maxParseHeapMb);
-    try {
-      await thread.ready;
-    } catch (error) {
-      return job.reject(error as Error);
+    // A client that leaves while a new thread starts (seconds under tsx) frees its slot at once; the
+    // thread, once started, waits for the next file.
+    const started = await Promise.race([
+      thread.ready.then(
+        () => "ready" as const,
+        (error: Error) => error,
+      ),
+      whenAborted(job.signal),
+    ]);
+    if (started !== "ready") {
+      if (started === "aborted")
+        void thread.ready.then(
+          () => this.putBack(thread),
+          () => undefined,
+        );
+      return job.reject(started === "aborted" ? clientLeft() : started);
     }
     const id = this.nextId++;
     const outcome = await new Promise<{ keep: boolean; settle: () => void }>((resolve) => {
@@ -164,6 +176,14 @@ class ParsePool {
     }, IDLE_MS);
     thread.idleTimer.unref();
   }
+}
+
+/** Resolves with "aborted" when `signal` fires (never without one). */
+function whenAborted(signal: AbortSignal | undefined): Promise<"aborted"> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) resolve("aborted");
+    else signal?.addEventListener("abort", () => resolve("aborted"), { once: true });
+  });
 }
 
 function refusalError(refusal: Refusal): ApiError {

@@ -4,6 +4,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { parentPort } from "node:worker_threads";
+import { getResolvedPDFJS } from "unpdf";
 import { ApiError } from "../../core/errors.js";
 import type { IngestLimits } from "./limits.js";
 import { loadFile } from "./loaders.js";
@@ -35,5 +36,7 @@ parentPort?.on("message", (job: ParseJob) => {
     }
   })();
 });
-// The parsers are loaded: the time limit of the first job starts now, not while modules compile.
+// The parsers are loaded (pdf.js, which unpdf loads on first use, too): the time limit of the first
+// job starts now, not while modules compile.
+await getResolvedPDFJS();
 parentPort?.postMessage({ ready: true });
