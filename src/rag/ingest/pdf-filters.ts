@@ -156,7 +156,7 @@ class LzwDecoder extends Decoder {
 
   private codeWidth(): number {
     const size = this.next + this.earlyChange;
-    return size <= 512 ? 9 : size <= 1024 ? 10 : size <= 2048 ? 11 : 12;
+    return size < 512 ? 9 : size < 1024 ? 10 : size < 2048 ? 11 : 12;
   }
 
   protected decode(chunk: Buffer): Buffer {

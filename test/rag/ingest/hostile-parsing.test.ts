@@ -5,12 +5,14 @@
  * The HTTP side (the same inputs against a server child process) is in test/reliability.
  */
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
 import type { ApiError } from "../../../src/core/errors.js";
 import { checkPdfInflation, InflateLimitError } from "../../../src/rag/ingest/inflate-check.js";
 import { DEFAULT_INGEST_LIMITS } from "../../../src/rag/ingest/limits.js";
 import { markdownTitle, outlineHtml } from "../../../src/rag/ingest/loaders.js";
 import { parseFileBytes } from "../../../src/rag/ingest/parse-pool.js";
+import { decoderFor } from "../../../src/rag/ingest/pdf-filters.js";
 import { makeBombDocx } from "../../helpers/bomb-fixtures.js";
 import { makePdf } from "../../helpers/doc-fixtures.js";
 import {
@@ -19,6 +21,8 @@ import {
   hexFlateBombPdf,
   hiddenEndstreamBombPdf,
   implicitNestingHtml,
+  lzwBombPdf,
+  lzwEncode,
   manyScriptsHtml,
   repeatedPagePdf,
   selfClosingDivsHtml,
@@ -77,6 +81,23 @@ describe("PDF inflation check follows what pdf.js decodes", () => {
   it("after `stream\\r`", () => refused(eolBombPdf(16, "\r")));
   it("after `stream \\n`", () => refused(eolBombPdf(16, " \n")));
   it("past an `endstream` inside a stored deflate block", () => refused(hiddenEndstreamBombPdf(16)));
+  it("through /Filter /LZWDecode (16 MiB from 14 KB)", () => refused(lzwBombPdf(16)));
+
+  it("decodes LZW as written (round trips, table resets included)", async () => {
+    for (const input of [
+      Buffer.from("TOBEORNOTTOBEORTOBEORNOT"),
+      randomBytes(20_000),
+      Buffer.alloc(300_000, "a"),
+    ]) {
+      const decoder = decoderFor("lzw");
+      const chunks: Buffer[] = [];
+      decoder.on("data", (chunk: Buffer) => chunks.push(chunk));
+      const ended = new Promise((resolve) => decoder.on("end", resolve));
+      decoder.end(lzwEncode(input));
+      await ended;
+      assert.ok(Buffer.concat(chunks).equals(input));
+    }
+  });
 
   it("lets ordinary PDFs through", async () => {
     await checkPdfInflation(makePdf([["Hello world", "line two"], ["page 2"]]), 1024);
