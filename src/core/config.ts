@@ -74,6 +74,10 @@ export interface Config {
   maxHtmlDepth: number;
   /** Requests whose files are parsed at once; parsing is what costs memory on hostile files. */
   maxConcurrentParses: number;
+  /** Time one file's parse may take on its worker thread before it is stopped (422). */
+  maxParseMs: number;
+  /** Heap of one parse worker thread, in MB; a parse that needs more is stopped (413). */
+  maxParseHeapMb: number;
   /** Requests waiting for a parse slot before new ones get 429 with Retry-After. */
   maxParseQueue: number;
   /** Time a client has to send a whole request (headers and body). */
@@ -231,6 +235,8 @@ export function loadConfig(env: Env = process.env): Config {
     maxHtmlDepth: integer(env, "MAX_HTML_DEPTH", 256, 8, 100_000),
     maxConcurrentParses: integer(env, "MAX_CONCURRENT_PARSES", 2, 1, 256),
     maxParseQueue: integer(env, "MAX_PARSE_QUEUE", 16, 0, 100_000),
+    maxParseMs: integer(env, "MAX_PARSE_MS", 60_000, 100, 3_600_000),
+    maxParseHeapMb: integer(env, "MAX_PARSE_HEAP_MB", 512, 32, 65_536),
     httpRequestTimeoutMs: integer(env, "HTTP_REQUEST_TIMEOUT_MS", 60_000, 1000, 3_600_000),
     shutdownGraceMs: integer(env, "SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
     diskReserveBytes: integer(env, "DISK_RESERVE_BYTES", 8 * mib, 0, 1024 * 1024 * mib),

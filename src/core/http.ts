@@ -154,6 +154,13 @@ export async function createHttpApp(options: HttpAppOptions) {
     childLoggerFactory: lazyRequestLogger,
     bodyLimit: config.maxBodyBytes,
     requestTimeout: config.httpRequestTimeoutMs,
+    // Node checks for timed-out requests every 30 s by default: check often enough that the 408
+    // comes close to HTTP_REQUEST_TIMEOUT_MS; and with a headers timeout (60 s by default) longer than
+    // the request timeout, Node answers a stalled body only at the headers timeout: bound it too.
+    http: {
+      connectionsCheckingInterval: Math.min(30_000, Math.max(250, config.httpRequestTimeoutMs / 4)),
+      headersTimeout: Math.min(60_000, config.httpRequestTimeoutMs),
+    },
     // JSON keys that could reach a prototype are refused (400), never merged.
     onProtoPoisoning: "error",
     onConstructorPoisoning: "error",
@@ -163,19 +170,27 @@ export async function createHttpApp(options: HttpAppOptions) {
     frameworkErrors: (error, _request, reply) => sendError(reply, toApiError(error)),
     // Requests Node's HTTP parser rejects never reach Fastify: answer them in the contract's shape too.
     clientErrorHandler: (error, socket) => {
-      if (!socket.writable) return socket.destroy(error);
+      // A response already begun (headers sent) cannot be replaced by an error: only closed.
+      const started = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent;
+      if (!socket.writable || started) return socket.destroy(error);
+      // HTTP_REQUEST_TIMEOUT_MS passed before the whole request arrived: 408, as Node itself answers.
+      // Routes that write wait for the whole body first, so this never follows a commit.
+      const timedOut = (error as { code?: string }).code === "ERR_HTTP_REQUEST_TIMEOUT";
+      const [status, reason] = timedOut ? [408, "Request Timeout"] : [400, "Bad Request"];
       const body = JSON.stringify(
         new ApiError(
-          400,
+          status,
           "invalid_request",
-          "Malformed HTTP request; check the request line, path and headers",
+          timedOut
+            ? "The request was not received in time (HTTP_REQUEST_TIMEOUT_MS); nothing was done"
+            : "Malformed HTTP request; check the request line, path and headers",
         ).toBody(),
       );
       // A HEAD request gets the headers only: a body there would break the client's parser.
       const raw = (error as unknown as { rawPacket?: Buffer }).rawPacket;
       const isHead = raw !== undefined && raw.subarray(0, 5).toString("latin1") === "HEAD ";
       socket.end(
-        `HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${isHead ? "" : body}`,
+        `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${isHead ? "" : body}`,
       );
     },
     requestIdHeader: "x-request-id",

@@ -8,7 +8,7 @@ import { actingTenant, confinedTenant, listingTenant } from "../core/auth.js";
 import { ErrorResponse } from "../textgen/schemas.js";
 import { loadResolvedFiles, resolveFiles } from "./ingest/files.js";
 import type { Ingest } from "./ingest/limits.js";
-import { readMultipart } from "./uploads.js";
+import { multipartTenant, readMultipart } from "./uploads.js";
 import type { IndexInfo } from "./schemas.js";
 import { registerSyncRoutes } from "./sync-routes.js";
 import {
@@ -169,7 +169,7 @@ function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
           deps.maxBuildDocuments,
           deps.ingest,
         );
-        body = upload.fields;
+        body = { ...upload.fields, tenant_id: multipartTenant(request, upload.fields.tenant_id) };
         documents = upload.documents;
       } else {
         body = request.body as BuildRequest;
@@ -336,7 +336,7 @@ function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
           deps.maxBuildDocuments,
           deps.ingest,
         );
-        tenant = upload.fields.tenant_id;
+        tenant = multipartTenant(request, upload.fields.tenant_id);
         documents = upload.documents;
       } else {
         const body = request.body as Static<typeof DocumentsRequest>;

@@ -18,7 +18,8 @@ import path from "node:path";
 import { ApiError, badRequest } from "../core/errors.js";
 import { within } from "./ingest/files.js";
 import { DEFAULT_INGEST_LIMITS, type Ingest, type IngestLimits } from "./ingest/limits.js";
-import { isSupported, loadFile } from "./ingest/loaders.js";
+import { isSupported } from "./ingest/loaders.js";
+import { parseFileBytes } from "./ingest/parse-pool.js";
 import { readRegularFileInside } from "./ingest/safe-open.js";
 import type { ScorerName } from "./search/index.js";
 import type { BuildOutput, DocumentInput, RagService } from "./service.js";
@@ -138,7 +139,7 @@ async function documentOf(
   contentHash: string,
   limits: IngestLimits | undefined,
 ): Promise<DocumentInput> {
-  const loaded = await loadFile(id, bytes, limits);
+  const loaded = await parseFileBytes(id, bytes, limits);
   return {
     id,
     text: loaded.text,

@@ -12,7 +12,7 @@ import { constants, crc32, deflateRawSync, deflateSync } from "node:zlib";
 const MIB = 1024 * 1024;
 
 /** A raw deflate stream of `prefix`, then `mebibytes` MiB of `fill`, then `suffix`. */
-function deflateBomb(prefix: string, fill: string, mebibytes: number, suffix: string): Buffer {
+export function deflateBomb(prefix: string, fill: string, mebibytes: number, suffix: string): Buffer {
   const flush = { level: 9, finishFlush: constants.Z_FULL_FLUSH };
   const block = deflateRawSync(Buffer.alloc(MIB, fill), flush);
   return Buffer.concat([
@@ -23,7 +23,7 @@ function deflateBomb(prefix: string, fill: string, mebibytes: number, suffix: st
 }
 
 /** A zlib-wrapped (RFC 1950) deflate stream, as PDF's FlateDecode reads it. */
-function zlibWrap(raw: Buffer): Buffer {
+export function zlibWrap(raw: Buffer): Buffer {
   // The Adler-32 trailer is left zero: the bytes it covers are never all inflated by anyone.
   return Buffer.concat([Buffer.from([0x78, 0xda]), raw, Buffer.alloc(4)]);
 }

@@ -10,7 +10,8 @@ import { readdir, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { badRequest, notFound } from "../../core/errors.js";
 import type { DocumentInput } from "../service.js";
-import { isSupported, loadFile } from "./loaders.js";
+import { isSupported } from "./loaders.js";
+import { parseFileBytes } from "./parse-pool.js";
 import { DEFAULT_INGEST_LIMITS, RequestTextBudget, type Ingest, type IngestLimits } from "./limits.js";
 import { readRegularFileInside, within } from "./safe-open.js";
 
@@ -114,7 +115,7 @@ export async function loadResolvedFile(
   // Read through one descriptor checked to be a regular file inside the root (the path may have
   // been swapped since resolveFiles checked it).
   const bytes = await readRegularFileInside(root, real, { name: relative, maxBytes: limits.maxFileBytes });
-  const loaded = await loadFile(relative, bytes, limits);
+  const loaded = await parseFileBytes(relative, bytes, limits);
   return {
     id: relative,
     text: loaded.text,

@@ -4,7 +4,7 @@
  * inflation stops the moment MAX_EXTRACTED_BYTES is passed, so the check holds a few KB however large a
  * stream turns out to be. Also the ZIP directory reader of the .docx loader (docx.ts).
  */
-import { createInflate, createInflateRaw, type Inflate, type InflateRaw } from "node:zlib";
+import { decoderFor, filterNamed, type PdfFilter } from "./pdf-filters.js";
 
 /** Why a check refused a file; the loader turns it into a 413 naming the file and the limit. */
 export class InflateLimitError extends Error {
@@ -23,21 +23,18 @@ export class ContainerError extends Error {
 }
 
 /**
- * Inflates `compressed` through `layers` chained inflaters (a PDF filter chain may apply FlateDecode
- * more than once), counting the final output. Resolves with the byte count, or rejects with an
- * InflateLimitError once it passes `limit`. Corrupt data resolves with what was counted: the parser
- * that runs next decides whether the file is readable.
+ * Decodes `data` through the filter chain, counting the final output and dropping it. Resolves with
+ * the byte count, or rejects with an InflateLimitError once it passes `limit`. Corrupt data resolves
+ * with what was counted: the parser that runs next decides whether the file is readable.
  */
-function countInflated(
-  compressed: Uint8Array,
+function countDecoded(
+  data: Uint8Array,
   limit: number,
-  options: { raw: boolean; layers: number },
+  chain: readonly PdfFilter[],
+  earlyChange: number,
 ): Promise<number> {
   return new Promise((resolve, reject) => {
-    const stages: Array<Inflate | InflateRaw> = [];
-    for (let layer = 0; layer < options.layers; layer++) {
-      stages.push(layer === 0 && options.raw ? createInflateRaw() : createInflate());
-    }
+    const stages = chain.map((filter) => decoderFor(filter, earlyChange));
     let counted = 0;
     let settled = false;
     const finish = (error: Error | null) => {
@@ -56,7 +53,7 @@ function countInflated(
       if (counted > limit) finish(new InflateLimitError(`inflates to more than ${limit} bytes`));
     });
     last.on("end", () => finish(null));
-    stages[0]!.end(compressed);
+    stages[0]!.end(data);
   });
 }
 
@@ -116,59 +113,99 @@ export function readCentralDirectory(zip: Buffer): ZipEntry[] {
 
 const STREAM_KEYWORD = Buffer.from("stream");
 const END_STREAM_KEYWORD = Buffer.from("endstream");
-/** How far back from a `stream` keyword its dictionary (and its /Filter) is looked for. */
-const DICTIONARY_LOOKBACK = 4096;
+const OBJ_KEYWORD = Buffer.from("obj");
+/** Distinct filter chains tried per stream: a dictionary names one, decoys in nested dictionaries more. */
+const MAX_CHAINS_PER_STREAM = 8;
 
-/** How many FlateDecode filters a stream's dictionary applies (`/Filter /FlateDecode`, `[/Fl /Fl]`). */
-function flateLayers(dictionary: string): number {
+/** The filter chains named by `/Filter` entries in a dictionary's text (`/Filter /Fl`, `[/AHx /Fl]`). */
+export function filterChains(dictionary: string): PdfFilter[][] {
   // Names may spell characters as #xx ("/Fl#61teDecode"); pdf.js decodes them, so do we.
-  const decoded = dictionary.replace(/#([0-9A-Fa-f]{2})/g, (_, hex: string) =>
+  const text = dictionary.replace(/#([0-9A-Fa-f]{2})/g, (_, hex: string) =>
     String.fromCharCode(parseInt(hex, 16)),
   );
-  const filter = /\/Filter\s*(\[[^\]]*\]|\/[A-Za-z0-9]+)/.exec(decoded)?.[1] ?? "";
-  return (filter.match(/\/(FlateDecode|Fl)(?![A-Za-z0-9])/g) ?? []).length;
+  const chains = new Map<string, PdfFilter[]>();
+  for (let at = text.indexOf("/Filter"); at >= 0; at = text.indexOf("/Filter", at + 7)) {
+    let from = at + 7;
+    while (from < text.length && " \t\r\n\f\0".includes(text[from]!)) from++;
+    let value: string;
+    if (text[from] === "[") {
+      const close = text.indexOf("]", from);
+      value = text.slice(from + 1, close < 0 ? text.length : close);
+    } else {
+      const name = /^\/[^\s/[\]<>()%]*/.exec(text.slice(from, from + 64));
+      value = name ? name[0] : "";
+    }
+    const chain = value
+      .split("/")
+      .map((name) => filterNamed(name.trim()))
+      .filter((filter): filter is PdfFilter => filter !== null);
+    if (chain.length > 0) {
+      chains.delete(chain.join());
+      chains.set(chain.join(), chain);
+    }
+  }
+  return [...chains.values()].slice(-MAX_CHAINS_PER_STREAM);
+}
+
+/** Where a stream's data starts, as pdf.js finds it: after the first CR, CRLF or LF past the keyword. */
+function dataStartAfter(bytes: Buffer, keywordEnd: number): number {
+  for (let at = keywordEnd; at < bytes.length; at++) {
+    if (bytes[at] === 0x0a) return at + 1;
+    if (bytes[at] === 0x0d) return bytes[at + 1] === 0x0a ? at + 2 : at + 1;
+  }
+  return bytes.length;
 }
 
 /**
- * Refuses a PDF whose Flate-compressed streams inflate, together, to more than `limit` bytes. Every
- * `stream … endstream` in the file is found by scanning the bytes (pdf.js can only read streams that
- * are there), its filter chain is read from the dictionary before it, and it is inflated through that
- * many layers, counted, and dropped.
+ * Refuses a PDF whose streams decode, together, to more than `limit` bytes. Every `stream` keyword
+ * in the file is found by scanning the bytes (pdf.js can only read streams that are there), the
+ * filter chains named in the dictionary before it are read, and its data is decoded through each
+ * chain (FlateDecode, LZWDecode, RunLengthDecode, ASCIIHexDecode, ASCII85Decode, in any order),
+ * counted, and dropped; the largest count is what pdf.js could make of it. The data runs to its
+ * `/Length` or its `endstream`, whichever is further, and a chain that starts with FlateDecode is fed
+ * to the end of the file (zlib stops at the end of its own data), so an `endstream` hidden in a
+ * stored deflate block ends nothing. One pass: every search moves forward.
  */
 export async function checkPdfInflation(pdf: Uint8Array, limit: number): Promise<void> {
   const bytes = Buffer.from(pdf.buffer, pdf.byteOffset, pdf.byteLength);
   let total = 0;
   let from = 0;
+  let nextEnd = -1;
   for (;;) {
     const keyword = bytes.indexOf(STREAM_KEYWORD, from);
     if (keyword < 0) return;
-    // "endstream" contains "stream": skip it; a real stream keyword is followed by CRLF or LF.
-    const isEnd = keyword >= 3 && bytes.toString("latin1", keyword - 3, keyword) === "end";
-    let dataStart = keyword + STREAM_KEYWORD.length;
-    if (bytes[dataStart] === 0x0d) dataStart++;
-    if (isEnd || bytes[dataStart] !== 0x0a) {
-      from = keyword + STREAM_KEYWORD.length;
+    const keywordEnd = keyword + STREAM_KEYWORD.length;
+    // "endstream" contains "stream": skip it.
+    if (keyword >= 3 && bytes.toString("latin1", keyword - 3, keyword) === "end") {
+      from = keywordEnd;
       continue;
     }
-    dataStart++;
-    const end = bytes.indexOf(END_STREAM_KEYWORD, dataStart);
-    const dataEnd = end < 0 ? bytes.length : end;
-    const dictionary = bytes.toString("latin1", Math.max(0, keyword - DICTIONARY_LOOKBACK), keyword);
-    const dictionaryStart = dictionary.lastIndexOf("obj");
-    // At least one layer: a filter given by reference (/Filter 7 0 R) is not read here, and data
-    // that is not zlib stops the count at its first byte anyway.
-    const layers = Math.max(
-      1,
-      flateLayers(dictionaryStart < 0 ? dictionary : dictionary.slice(dictionaryStart)),
-    );
-    try {
-      total += await countInflated(bytes.subarray(dataStart, dataEnd), limit - total, { raw: false, layers });
-    } catch (error) {
-      if (error instanceof InflateLimitError) {
-        throw new InflateLimitError(`has streams that inflate to more than ${limit} bytes`);
-      }
-      throw error;
+    const dataStart = dataStartAfter(bytes, keywordEnd);
+    if (nextEnd < dataStart && nextEnd !== bytes.length) {
+      nextEnd = bytes.indexOf(END_STREAM_KEYWORD, dataStart);
+      if (nextEnd < 0) nextEnd = bytes.length;
     }
-    from = dataEnd;
+    const region = bytes.subarray(from, keyword);
+    const obj = region.lastIndexOf(OBJ_KEYWORD);
+    const dictionary = region.toString("latin1", obj < 0 ? 0 : obj);
+    const declared = /\/Length\s+(\d{1,12})(?!\d)(?!\s+\d+\s+R)/.exec(dictionary);
+    const dataEnd = Math.min(bytes.length, Math.max(nextEnd, declared ? dataStart + Number(declared[1]) : 0));
+    const earlyChange = /\/EarlyChange\s+0/.test(dictionary) ? 0 : 1;
+    // A filter given by reference (/Filter 7 0 R) is not read here: try plain FlateDecode too.
+    const chains = [["flate"] as PdfFilter[], ...filterChains(dictionary)];
+    let most = 0;
+    for (const chain of chains) {
+      const data = bytes.subarray(dataStart, chain[0] === "flate" ? bytes.length : dataEnd);
+      try {
+        most = Math.max(most, await countDecoded(data, limit - total, chain, earlyChange));
+      } catch (error) {
+        if (error instanceof InflateLimitError) {
+          throw new InflateLimitError(`has streams that inflate to more than ${limit} bytes`);
+        }
+        throw error;
+      }
+    }
+    total += most;
+    from = Math.max(dataEnd, keywordEnd);
   }
 }

@@ -19,6 +19,12 @@ export interface IngestLimits {
   maxHtmlDepth: number;
   /** Bytes one server-side file (RAG_FILES_DIR) may have, checked before reading (MAX_BODY_BYTES). */
   maxFileBytes: number;
+  /** Time one file's parse may take on its worker thread (MAX_PARSE_MS). */
+  maxParseMs: number;
+  /** Heap of one parse worker thread, in MB (MAX_PARSE_HEAP_MB). */
+  maxParseHeapMb: number;
+  /** Parse worker threads at once (MAX_CONCURRENT_PARSES). */
+  maxConcurrentParses: number;
 }
 
 /** What a route needs to load files: the bounds, and the gate every request's parsing goes through. */
@@ -35,6 +41,9 @@ export const DEFAULT_INGEST_LIMITS: IngestLimits = {
   maxPdfPages: 10_000,
   maxHtmlDepth: 256,
   maxFileBytes: 256 * 1024 * 1024,
+  maxParseMs: 120_000,
+  maxParseHeapMb: 1024,
+  maxConcurrentParses: 2,
 };
 
 /** 413 naming the file and the variable that bounds it, in the contract's error shape. */
@@ -81,9 +90,12 @@ export class ParseGate {
     private readonly retryAfterSeconds = 2,
   ) {}
 
-  /** Runs `parse` once a slot is free. */
-  async run<T>(parse: () => Promise<T>): Promise<T> {
-    await this.acquire();
+  /**
+   * Runs `parse` once a slot is free. With `signal`, a caller whose client left while waiting gives
+   * its place up at once (rejected), so abandoned requests never fill the queue.
+   */
+  async run<T>(parse: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    await this.acquire(signal);
     try {
       return await parse();
     } finally {
@@ -91,7 +103,8 @@ export class ParseGate {
     }
   }
 
-  private acquire(): Promise<void> {
+  private acquire(signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted) return Promise.reject(clientLeft());
     if (this.running < this.concurrency) {
       this.running++;
       return Promise.resolve();
@@ -108,7 +121,19 @@ export class ParseGate {
       );
     }
     // The slot is handed over directly by release(), so `running` stays counted meanwhile.
-    return new Promise((resolve) => this.waiting.push(resolve));
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        const at = this.waiting.indexOf(admit);
+        if (at >= 0) this.waiting.splice(at, 1);
+        reject(clientLeft());
+      };
+      const admit = () => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      };
+      this.waiting.push(admit);
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
   }
 
   private release(): void {
@@ -116,7 +141,14 @@ export class ParseGate {
     if (next) next();
     else this.running--;
   }
+
+  /** Requests waiting for a slot now (for tests and metrics). */
+  get queued(): number {
+    return this.waiting.length;
+  }
 }
+
+const clientLeft = () => new ApiError(400, "invalid_request", "The client closed the request");
 
 export function ingestFromConfig(config: Config): Ingest {
   return {
@@ -128,6 +160,9 @@ export function ingestFromConfig(config: Config): Ingest {
       maxHtmlDepth: config.maxHtmlDepth,
       // A file on the server may be as large as an upload of it could be.
       maxFileBytes: config.maxBodyBytesLarge,
+      maxParseMs: config.maxParseMs,
+      maxParseHeapMb: config.maxParseHeapMb,
+      maxConcurrentParses: config.maxConcurrentParses,
     },
     gate: new ParseGate(config.maxConcurrentParses, config.maxParseQueue),
   };

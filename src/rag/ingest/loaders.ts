@@ -7,6 +7,7 @@
  */
 import path from "node:path";
 import { compile } from "html-to-text";
+import { Parser } from "htmlparser2";
 import { getDocumentProxy } from "unpdf";
 import { badRequest } from "../../core/errors.js";
 import type { Metadata } from "../store/types.js";
@@ -52,43 +53,69 @@ function utf8(fileName: string, bytes: Uint8Array): string {
   return text.replace(/^\uFEFF/, "");
 }
 
-function markdownTitle(text: string): string | null {
-  const heading = /^#\s+(.+?)\s*#*\s*$/m.exec(text);
-  return heading ? heading[1]!.trim() : null;
+/**
+ * The text of the first `# heading` line, with any closing #s dropped. A scan over the lines, not a
+ * regex: `/^#\s+(.+?)\s*#*\s*$/m` backtracks cubically on a heading followed by thousands of spaces.
+ */
+export function markdownTitle(text: string): string | null {
+  for (let start = 0; start < text.length;) {
+    let end = text.indexOf("\n", start);
+    if (end < 0) end = text.length;
+    if (text[start] === "#" && (text[start + 1] === " " || text[start + 1] === "\t")) {
+      const title = text
+        .slice(start + 1, end)
+        .trim()
+        .replace(/#+$/, "")
+        .trim();
+      if (title !== "") return title;
+    }
+    start = end + 1;
+  }
+  return null;
 }
 
-/** Elements that never hold children, and those whose end tag may be left out (a new one closes them). */
-const VOID_OR_IMPLICITLY_CLOSED = new Set(
-  (
-    "area base br col embed hr img input link meta source track wbr param keygen " +
-    "p li dt dd tr td th option optgroup thead tbody tfoot colgroup caption rp rt html head body"
-  ).split(" "),
-);
+/** What one pass of the HTML parser found: how many elements, whether they nest too deep, the title. */
+interface HtmlOutline {
+  elements: number;
+  tooDeep: boolean;
+  title: string | null;
+}
 
 /**
- * The deepest element nesting of an HTML page, counted on its tags without building a tree: void
- * elements and those with optional end tags do not nest here, so sloppy but ordinary HTML stays shallow
- * while `<div><div><div>…` 100,000 deep is seen for what it is. Stops counting past `limit`.
+ * Runs the page through htmlparser2 (the parser html-to-text builds its tree with, so elements nest
+ * here exactly as they will there: `<div/>` opens a div, `<p><td><p><td>…` nests, void elements do
+ * not) counting open elements, and stops the moment the nesting passes `limit` (MAX_HTML_DEPTH), before
+ * html-to-text would recurse that deep. The tokenizer is a linear state machine: no regex over the markup.
  */
-function htmlDepthExceeds(html: string, limit: number): boolean {
-  const tag = /<!--[\s\S]*?(?:-->|$)|<(\/?)([a-zA-Z][^\s/>]*)[^>]*?(\/?)>/g;
+export function outlineHtml(html: string, limit: number): HtmlOutline {
   let depth = 0;
-  for (let match = tag.exec(html); match !== null; match = tag.exec(html)) {
-    const [, closing, rawName, selfClosing] = match;
-    if (rawName === undefined) continue; // a comment
-    const name = rawName.toLowerCase();
-    if (VOID_OR_IMPLICITLY_CLOSED.has(name)) continue;
-    if (name === "script" || name === "style") {
-      // Their content is text, not markup: jump past the end tag.
-      if (closing) continue;
-      const end = html.toLowerCase().indexOf(`</${name}`, tag.lastIndex);
-      tag.lastIndex = end < 0 ? html.length : end;
-      continue;
-    }
-    if (closing) depth = Math.max(0, depth - 1);
-    else if (!selfClosing && ++depth > limit) return true;
-  }
-  return false;
+  let elements = 0;
+  let tooDeep = false;
+  let inTitle = false;
+  let title: string | null = null;
+  const parser = new Parser(
+    {
+      onopentag(name) {
+        elements++;
+        if (name === "title" && title === null) [inTitle, title] = [true, ""];
+        if (++depth > limit) {
+          tooDeep = true;
+          parser.pause();
+        }
+      },
+      onclosetag(name) {
+        depth--;
+        if (name === "title") inTitle = false;
+      },
+      ontext(text) {
+        if (inTitle) title += text;
+      },
+    },
+    { decodeEntities: true },
+  );
+  parser.end(html);
+  const trimmed = title === null ? "" : (title as string).replace(/\s+/g, " ").trim();
+  return { elements, tooDeep, title: trimmed || null };
 }
 
 function loadHtml(fileName: string, bytes: Uint8Array, limits: IngestLimits): LoadedFile {
@@ -96,11 +123,12 @@ function loadHtml(fileName: string, bytes: Uint8Array, limits: IngestLimits): Lo
   if (html.length > limits.maxFileChars) {
     throw fileTooLarge(fileName, `${html.length} characters of HTML`, "MAX_FILE_CHARS", limits.maxFileChars);
   }
-  if (!/<\s*[a-z!][^>]*>/i.test(html)) throw invalid(fileName, "has no HTML markup");
-  if (htmlDepthExceeds(html, limits.maxHtmlDepth)) {
+  const outline = outlineHtml(html, limits.maxHtmlDepth);
+  if (outline.elements === 0) throw invalid(fileName, "has no HTML markup");
+  if (outline.tooDeep) {
     throw fileTooLarge(fileName, "elements nested too deep", "MAX_HTML_DEPTH", limits.maxHtmlDepth);
   }
-  const title = /<title[^>]*>([\s\S]*?)<\/title>/i.exec(html)?.[1]?.replace(/\s+/g, " ").trim() || null;
+  const title = outline.title;
   const text = htmlToText(html);
   return { text, title, metadata: {} };
 }

@@ -1,0 +1,173 @@
+/**
+ * The hostile inputs of issue #23, made in memory by the tests: PDFs that hide a deflate bomb from a
+ * naive check (a filter chain, other end-of-line forms after `stream`, an `endstream` inside a stored
+ * deflate block), a PDF with thousands of page entries to one page, and text that made regexes
+ * backtrack (a Markdown heading, HTML markup) or HTML that nests without visible nesting.
+ */
+import { deflateBomb, zlibWrap } from "../helpers/bomb-fixtures.js";
+
+/** The text-showing content stream every bomb here inflates to, `mebibytes` MiB long. */
+function bombStream(mebibytes: number): Buffer {
+  return zlibWrap(deflateBomb("BT /F1 12 Tf 72 720 Td (", "a", mebibytes, ") Tj ET"));
+}
+
+/** A PDF with the given page tree and one content stream written exactly as given. */
+function pdfWith(options: {
+  kids?: string;
+  count?: number;
+  dictionary: string;
+  keyword: string;
+  data: Buffer;
+}) {
+  const parts: Buffer[] = [];
+  const offsets: number[] = [];
+  let length = 0;
+  const push = (piece: Buffer | string) => {
+    const bytes = typeof piece === "string" ? Buffer.from(piece, "latin1") : piece;
+    parts.push(bytes);
+    length += bytes.length;
+  };
+  const object = (body: string | Buffer[]) => {
+    offsets.push(length);
+    push(`${offsets.length} 0 obj\n`);
+    for (const piece of typeof body === "string" ? [body] : body) push(piece);
+    push("\nendobj\n");
+  };
+  push("%PDF-1.4\n");
+  object("<< /Type /Catalog /Pages 2 0 R >>");
+  object(`<< /Type /Pages /Kids [${options.kids ?? "3 0 R"}] /Count ${options.count ?? 1} >>`);
+  object(
+    "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
+  );
+  object([
+    Buffer.from(`<< /Length ${options.data.length} ${options.dictionary} >>\n${options.keyword}`, "latin1"),
+    options.data,
+    Buffer.from("\nendstream", "latin1"),
+  ]);
+  object("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>");
+  const xref = length;
+  push(`xref\n0 ${offsets.length + 1}\n0000000000 65535 f \n`);
+  for (const offset of offsets) push(`${String(offset).padStart(10, "0")} 00000 n \n`);
+  push(`trailer\n<< /Size ${offsets.length + 1} /Root 1 0 R >>\nstartxref\n${xref}\n%%EOF\n`);
+  return Buffer.concat(parts);
+}
+
+/** A bomb behind `/Filter [/ASCIIHexDecode /FlateDecode]`: the check must decode the hex first. */
+export function hexFlateBombPdf(mebibytes: number): Buffer {
+  const hex = Buffer.from(bombStream(mebibytes).toString("hex") + ">", "latin1");
+  return pdfWith({ dictionary: "/Filter [/ASCIIHexDecode /FlateDecode]", keyword: "stream\n", data: hex });
+}
+
+/** A FlateDecode bomb whose `stream` keyword ends with `eol` ("\r", " \n", …) instead of "\n". */
+export function eolBombPdf(mebibytes: number, eol: string): Buffer {
+  return pdfWith({
+    dictionary: "/Filter /FlateDecode",
+    keyword: `stream${eol}`,
+    data: bombStream(mebibytes),
+  });
+}
+
+/**
+ * A FlateDecode bomb whose deflate data starts with a stored (uncompressed) block holding the bytes
+ * "endstream": a check that ends the stream there sees nothing; pdf.js reads /Length bytes.
+ */
+export function hiddenEndstreamBombPdf(mebibytes: number): Buffer {
+  const text = Buffer.from("\nendstream\n", "latin1");
+  const stored = Buffer.alloc(5);
+  stored[0] = 0; // not the final block, stored
+  stored.writeUInt16LE(text.length, 1);
+  stored.writeUInt16LE(~text.length & 0xffff, 3);
+  const raw = deflateBomb("BT /F1 12 Tf 72 720 Td (", "a", mebibytes, ") Tj ET");
+  const data = zlibWrap(Buffer.concat([stored, text, raw]));
+  return pdfWith({ dictionary: "/Filter /FlateDecode", keyword: "stream\n", data });
+}
+
+/** A small PDF whose page tree lists the same page `entries` times. */
+export function repeatedPagePdf(entries: number): Buffer {
+  return pdfWith({
+    kids: Array.from({ length: entries }, () => "3 0 R").join(" "),
+    count: entries,
+    dictionary: "",
+    keyword: "stream\n",
+    data: Buffer.from("BT /F1 12 Tf 72 720 Td (Hello) Tj ET", "latin1"),
+  });
+}
+
+/** A Markdown heading followed by thousands of spaces: `/^#\s+(.+?)\s*#*\s*$/m` was cubic on it. */
+export function backtrackingMarkdown(spaces = 3000): Buffer {
+  return Buffer.from(`# a${" ".repeat(spaces)}b\n\nSome text under it.\n`);
+}
+
+/** `<div/>` repeated: HTML ignores the slash, so each one opens a div inside the last. */
+export function selfClosingDivsHtml(count: number): Buffer {
+  return Buffer.from(`<html><body>${"<div/>".repeat(count)}text</body></html>`);
+}
+
+/** `<p><td>` repeated: each closes nothing (only the element on top is implicitly closed), so they nest. */
+export function implicitNestingHtml(count: number): Buffer {
+  return Buffer.from(`<html><body>${"<p><td>".repeat(count)}text</body></html>`);
+}
+
+/** Many empty scripts: a check that lower-cased the page per `<script>` was quadratic on it. */
+export function manyScriptsHtml(bytes: number): Buffer {
+  const unit = "<script></script>";
+  return Buffer.from(`<html><body><p>text</p>${unit.repeat(Math.ceil(bytes / unit.length))}</body></html>`);
+}
+
+/** Unclosed `<a` openings: a markup regex scanning to the end from each one was quadratic. */
+export function unclosedTagsHtml(bytes: number): Buffer {
+  return Buffer.from(`<p>text</p>${"<a".repeat(Math.ceil(bytes / 2))}`);
+}
+
+/**
+ * LZW as PDF writes it (9- to 12-bit codes, 256 clears, 257 ends, EarlyChange 1), for an LZWDecode
+ * bomb: a long run of one byte is a few KB of codes.
+ */
+export function lzwEncode(data: Uint8Array): Buffer {
+  const out: number[] = [];
+  let bits = 0;
+  let pending = 0;
+  let emitted = 0; // codes since the last clear: the decoder's table lags one entry behind ours
+  const emit = (code: number) => {
+    const size = 258 + Math.max(0, emitted - 1) + 1;
+    const width = size < 512 ? 9 : size < 1024 ? 10 : size < 2048 ? 11 : 12;
+    pending = (pending << width) | code;
+    bits += width;
+    while (bits >= 8) {
+      out.push((pending >>> (bits - 8)) & 0xff);
+      bits -= 8;
+    }
+    pending &= (1 << bits) - 1;
+    emitted++;
+  };
+  let table = new Map<number, number>();
+  let next = 258;
+  emit(256);
+  emitted = 0;
+  let current = data[0]!;
+  for (let index = 1; index < data.length; index++) {
+    const byte = data[index]!;
+    const known = table.get(current * 256 + byte);
+    if (known !== undefined) {
+      current = known;
+      continue;
+    }
+    emit(current);
+    if (next < 4095) table.set(current * 256 + byte, next++);
+    else {
+      emit(256);
+      [emitted, table, next] = [0, new Map(), 258];
+    }
+    current = byte;
+  }
+  emit(current);
+  emit(257);
+  if (bits > 0) out.push((pending << (8 - bits)) & 0xff);
+  return Buffer.from(out);
+}
+
+/** A PDF whose content stream is `mebibytes` MiB of one byte behind /Filter /LZWDecode. */
+export function lzwBombPdf(mebibytes: number): Buffer {
+  const data = lzwEncode(Buffer.alloc(mebibytes * 1024 * 1024, "a"));
+  return pdfWith({ dictionary: "/Filter /LZWDecode", keyword: "stream\n", data });
+}
