@@ -403,7 +403,10 @@ async function main(): Promise<void> {
     fs.mkdirSync(path.dirname(out), { recursive: true });
     // Formatted as `npm run lint` (prettier --check .) expects it.
     const options = (await prettier.resolveConfig(out)) ?? {};
-    fs.writeFileSync(out, await prettier.format(renderReport(report), { ...options, parser: "markdown" }));
+    fs.writeFileSync(
+      out,
+      await prettier.format(keepHandWritten(out, renderReport(report)), { ...options, parser: "markdown" }),
+    );
     log(`wrote ${out.startsWith(repoRoot) ? path.relative(repoRoot, out) : out}`);
     process.exitCode = checks.every((c) => c.pass) ? 0 : 1;
   } finally {
@@ -414,3 +417,20 @@ async function main(): Promise<void> {
 }
 
 await main();
+
+/**
+ * The soak run owns only "What is tested" and "Last soak run": the sections written by hand between
+ * them (one per attack family, each naming its tests) are carried over from the file as it is.
+ */
+function keepHandWritten(file: string, rendered: string): string {
+  if (!fs.existsSync(file)) return rendered;
+  const current = fs.readFileSync(file, "utf8");
+  const sections = (text: string) => text.split(/^(?=## )/m);
+  const handWritten = sections(current).filter(
+    (section) => section.startsWith("## ") && !/^## (What is tested|Last soak run)\b/.test(section),
+  );
+  const parts = sections(rendered);
+  const last = parts.findIndex((section) => section.startsWith("## Last soak run"));
+  if (last < 0) return rendered + "\n" + handWritten.join("");
+  return [...parts.slice(0, last), ...handWritten, ...parts.slice(last)].join("");
+}
