@@ -10,17 +10,7 @@ import { normaliseText, TOKEN_PATTERN, tokenize } from "../../../src/rag/search/
 import { createAnalyzer } from "../../../src/rag/search/index.js";
 import { SegmentWriter } from "../../../src/rag/search/indexer/segment-writer.js";
 import { hashWord, scanWords, WordScanner, WordTable } from "../../../src/rag/search/scanner.js";
-
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom as random } from "../../../scripts/lib/seeded-random.js";
 
 /** Letters, digits, marks, connectors, every mid character, separators, surrogate pairs, lone surrogates. */
 const PIECES = [
