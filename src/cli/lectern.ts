@@ -10,6 +10,7 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { Presets, SingleBar } from "cli-progress";
 import { ConfigError, loadConfig, type Config } from "../core/config.js";
 import { ApiError } from "../core/errors.js";
+import { defaultOverlap } from "../rag/ingest/chunker.js";
 import type { RagService, DocumentInput } from "../rag/service.js";
 import type { Which } from "../server.js";
 import type { LlamaGenerator } from "../textgen/llama-generator.js";
@@ -188,7 +189,7 @@ async function indexBuild(args: string[], config: Config): Promise<number> {
   const chunkSize = integer(values["chunk-size"], "chunk-size") ?? 1000;
   if (chunkSize < 100 || chunkSize > 10_000)
     throw new UsageError("--chunk-size must be between 100 and 10000");
-  const overlap = integer(values.overlap, "overlap") ?? Math.min(128, Math.floor(chunkSize / 2));
+  const overlap = integer(values.overlap, "overlap") ?? defaultOverlap(chunkSize);
   if (overlap > chunkSize / 2) throw new UsageError("--overlap must be at most chunk-size/2");
 
   const files = await collectFiles(paths);
@@ -292,7 +293,7 @@ async function indexSync(args: string[], config: Config): Promise<number> {
   const chunkSize = integer(values["chunk-size"], "chunk-size") ?? 1000;
   if (chunkSize < 100 || chunkSize > 10_000)
     throw new UsageError("--chunk-size must be between 100 and 10000");
-  const overlap = integer(values.overlap, "overlap") ?? Math.min(128, Math.floor(chunkSize / 2));
+  const overlap = integer(values.overlap, "overlap") ?? defaultOverlap(chunkSize);
   if (overlap > chunkSize / 2) throw new UsageError("--overlap must be at most chunk-size/2");
 
   const [{ syncFolder }, { resolveFolder }] = await Promise.all([

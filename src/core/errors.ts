@@ -3,6 +3,14 @@
  * error handler turns it into the contract's shape `{"error":{"code","message","details"}}`.
  */
 
+/** A bad configuration value: start-up stops with a message naming the variable (exit 78). */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
 export type ErrorCode =
   | "invalid_request"
   | "unauthorized"

@@ -14,7 +14,7 @@ import { lazyRequestLogger, loggerOptions } from "./logger.js";
 import { RequestLifecycle, type RequestCompletedListener } from "./request-lifecycle.js";
 import rateLimit from "@fastify/rate-limit";
 import { CorsPolicy, isPreflight } from "./cors.js";
-import { isPublicPath, registerAuth } from "./auth.js";
+import { isPublicPath, KeyRing, registerAuth } from "./auth.js";
 import { registerUi } from "./ui.js";
 import type { Config } from "./config.js";
 import { PRODUCT_NAME, VERSION } from "./version.js";
@@ -40,7 +40,7 @@ export interface HttpAppOptions {
     Config,
     | "maxBodyBytes"
     | "logLevel"
-    | "apiKeys"
+    | "apiKeysFile"
     | "rateLimitPerMinute"
     | "corsOrigins"
     | "httpRequestTimeoutMs"
@@ -208,7 +208,9 @@ export async function createHttpApp(options: HttpAppOptions) {
   );
 
   cors.registerPreflightRoute(app);
-  registerAuth(app, config.apiKeys);
+  // Read here, where the app is built: the config only parses values (a bad file is a ConfigError still).
+  const apiKeys = config.apiKeysFile === null ? null : KeyRing.load(config.apiKeysFile);
+  registerAuth(app, apiKeys);
   if (config.rateLimitPerMinute > 0) {
     await app.register(rateLimit, {
       max: config.rateLimitPerMinute,
@@ -241,7 +243,7 @@ export async function createHttpApp(options: HttpAppOptions) {
         },
       },
       // Shown as the Authorize button in /docs; public routes need no key even when keys are on.
-      ...(config.apiKeys ? { security: [{ bearer: [] }] } : {}),
+      ...(apiKeys ? { security: [{ bearer: [] }] } : {}),
     },
   });
   // Swagger UI's assets ship inside the package; validatorUrl null keeps the page from calling out.
