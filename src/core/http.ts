@@ -9,7 +9,7 @@ import type { DestinationStream } from "pino";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import { ApiError, type ErrorCode } from "./errors.js";
+import { ApiError, DomainError, type ErrorCode, type ErrorKind } from "./errors.js";
 import { lazyRequestLogger, loggerOptions } from "./logger.js";
 import { RequestLifecycle, type RequestCompletedListener } from "./request-lifecycle.js";
 import rateLimit from "@fastify/rate-limit";
@@ -91,8 +91,30 @@ export function validationProblem(
   return `must be one of ${allowed.map((value) => JSON.stringify(value)).join(", ")} (exactly, case included)`;
 }
 
+/** Each domain error kind as HTTP: its status and the contract's code (a DomainError may name another). */
+const HTTP_OF_KIND: Readonly<Record<ErrorKind, { status: number; code: ErrorCode }>> = {
+  invalid: { status: 400, code: "invalid_request" },
+  not_found: { status: 404, code: "not_found" },
+  conflict: { status: 409, code: "conflict" },
+  too_large: { status: 413, code: "payload_too_large" },
+  busy: { status: 429, code: "queue_full" },
+  // 499 (nginx's "client closed request"): nobody reads it, but logs and metrics tell it from a 4xx.
+  cancelled: { status: 499, code: "invalid_request" },
+  corrupt: { status: 500, code: "internal_error" },
+  upstream: { status: 502, code: "upstream_error" },
+  not_ready: { status: 503, code: "not_ready" },
+  timeout: { status: 504, code: "timeout" },
+};
+
+/** Any error as the API error a client sees: the one place domain errors become HTTP. */
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
+  if (error instanceof DomainError) {
+    const { status, code } = HTTP_OF_KIND[error.kind];
+    const headers: Record<string, string> =
+      error.retryAfter === undefined ? {} : { "retry-after": error.retryAfter };
+    return new ApiError(status, error.code ?? code, error.message, error.details, headers);
+  }
   const err = error as Partial<FastifyError> & { validation?: unknown[]; validationContext?: string };
   if (Array.isArray(err.validation)) {
     const details = err.validation.map((v) => {
@@ -192,7 +214,7 @@ export async function createHttpApp(options: HttpAppOptions) {
     const apiError = toApiError(error);
     // A 5xx the code chose (not ready, timed out, upstream down) is a state, not a bug: one warning
     // line. Only an unexpected error is logged as an error with its stack.
-    if (!(error instanceof ApiError) && apiError.statusCode >= 500) {
+    if (!(error instanceof ApiError || error instanceof DomainError) && apiError.statusCode >= 500) {
       request.log.error({ err: error }, "request failed");
     } else if (apiError.statusCode >= 500) {
       request.log.warn({ code: apiError.code, msg: apiError.message }, "request refused");

@@ -4,7 +4,8 @@
  * the tombstones of the chunks it replaces or deletes, their rows, the index's statistics. Queries
  * are answered from a cache of loaded indices (a SegmentedIndex per index: postings and statistics
  * only); the texts and metadata of the top-k chunks are then read from the store by engine key.
- * No HTTP here: routes translate requests to these calls.
+ * No HTTP here: routes translate requests to these calls, and its errors are domain errors
+ * (core/errors.ts) that core/http.ts maps to statuses.
  *
  * Cache validity. With a store that has no change feed (SQLite), every query asks the store for the
  * index's version (a microsecond there) and catches up when it changed. With a change feed
@@ -33,7 +34,7 @@
  */
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ApiError, badRequest, notFound } from "../core/errors.js";
+import { badRequest, conflict, notFound } from "../core/errors.js";
 import { KeyedMutex } from "../core/keyed-mutex.js";
 import { extractiveAnswer } from "./answer.js";
 import { chunkDocument } from "./ingest/chunker.js";
@@ -63,6 +64,10 @@ import type {
   Metadata,
   StoredChunk,
 } from "./store/types.js";
+
+/** The one message of a query, stats or write on an index the tenant does not have. */
+const indexNotFound = (key: IndexKey) =>
+  notFound(`Index "${key.name}" does not exist for tenant "${key.tenantId}"`);
 
 export interface DocumentInput {
   id?: string;
@@ -285,11 +290,7 @@ export class RagService {
     const output = await this.exclusive(input.key, async () => {
       const existing = await this.store.getMeta(input.key);
       if (input.mode === "create" && existing) {
-        throw new ApiError(
-          409,
-          "conflict",
-          `Index "${input.key.name}" already exists; use mode "replace" or "append"`,
-        );
+        throw conflict(`Index "${input.key.name}" already exists; use mode "replace" or "append"`);
       }
       if (input.mode === "append" && !existing) {
         throw notFound(`Index "${input.key.name}" does not exist; build it with mode "create" first`);
@@ -372,7 +373,7 @@ export class RagService {
 
   async requireMeta(key: IndexKey): Promise<IndexMeta> {
     const meta = await this.store.getMeta(key);
-    if (!meta) throw notFound(`Index "${key.name}" does not exist for tenant "${key.tenantId}"`);
+    if (!meta) throw indexNotFound(key);
     return meta;
   }
 
@@ -520,7 +521,7 @@ export class RagService {
       const meta = await this.store.getMeta(key);
       if (!meta) {
         this.cache.delete(k);
-        throw notFound(`Index "${key.name}" does not exist for tenant "${key.tenantId}"`);
+        throw indexNotFound(key);
       }
       if (cached && cached.loaded.meta.version === meta.version) {
         // Unless a write or a catch-up replaced the entry meanwhile: it is newer then.
@@ -586,7 +587,7 @@ export class RagService {
     const delta = await this.store.loadChanges(key, cached.meta.version);
     if (!delta) {
       this.cache.delete(k);
-      throw notFound(`Index "${key.name}" does not exist for tenant "${key.tenantId}"`);
+      throw indexNotFound(key);
     }
     const engine = cached.engine;
     const held = new Set(engine.segments().map((segment) => segment.id));
@@ -617,7 +618,7 @@ export class RagService {
     const stored = await this.store.loadIndex(key);
     if (!stored) {
       this.cache.delete(k);
-      throw notFound(`Index "${key.name}" does not exist for tenant "${key.tenantId}"`);
+      throw indexNotFound(key);
     }
     if (stored.segments.length === 0 && stored.meta.chunksCount > 0) return LEGACY;
     const engine = SegmentedIndex.load(
@@ -658,7 +659,7 @@ export class RagService {
     const k = cacheKey(key);
     const validity = this.validity(k);
     const stored = await this.store.loadIndex(key);
-    if (!stored) throw notFound(`Index "${key.name}" does not exist for tenant "${key.tenantId}"`);
+    if (!stored) throw indexNotFound(key);
     if (stored.segments.length > 0 || stored.meta.chunksCount === 0) {
       // Another process re-indexed it meanwhile.
       const loaded = await this.loadWholeLocked(key, validity);
@@ -738,12 +739,9 @@ export class RagService {
         } catch (error) {
           if (!(error instanceof StaleVersionError)) throw error;
           if (attempt >= MAX_WRITE_ATTEMPTS) {
-            throw new ApiError(
-              409,
-              "conflict",
+            throw conflict(
               `Index "${key.name}" kept being changed by other writers (${attempt} attempts); retry the request`,
-              [],
-              { "Retry-After": "1" },
+              { retryAfter: "1" },
             );
           }
           this.counters.writeRetries++;

@@ -6,7 +6,7 @@
 import type { FastifyRequest } from "fastify";
 import type { TSchema } from "typebox";
 import { Value } from "typebox/value";
-import { badRequest } from "../core/errors.js";
+import { badRequest, DomainError } from "../core/errors.js";
 import { validationProblem } from "../core/http.js";
 import { loadFile } from "./ingest/loaders.js";
 import { RequestTextBudget, type Ingest } from "./ingest/limits.js";
@@ -47,7 +47,8 @@ export async function readMultipart<Fields>(
   } catch (error) {
     // Our own refusals and the plugin's size limits (413) keep their status; anything else thrown by
     // the multipart parser means the body itself is malformed.
-    if (typeof (error as { statusCode?: unknown }).statusCode === "number") throw error;
+    if (error instanceof DomainError || typeof (error as { statusCode?: unknown }).statusCode === "number")
+      throw error;
     throw badRequest(`Malformed multipart/form-data body: ${(error as Error).message}`);
   }
   if (uploads.length === 0) throw badRequest('Send at least one file (form field "files")');

@@ -23,7 +23,7 @@ import {
   type LlamaModel,
   type Token,
 } from "node-llama-cpp";
-import { ApiError, badRequest } from "../core/errors.js";
+import { badRequest, notReady } from "../core/errors.js";
 import { ContinuousBatcher, type BatchJob, type TokenLogprob as BatchLogprob } from "./batcher.js";
 import { checkGbnf } from "./gbnf-check.js";
 import {
@@ -252,7 +252,7 @@ export class LlamaGenerator implements Generator {
   private requireReady(): Loaded {
     if (this.state.state !== "ready" || !this.loaded) {
       const detail = this.state.state === "unhealthy" ? this.state.reason : "the model is still loading";
-      throw new ApiError(503, "model_not_ready", `Model not ready: ${detail}`);
+      throw notReady(`Model not ready: ${detail}`, "model_not_ready");
     }
     return this.loaded;
   }
