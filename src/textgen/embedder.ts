@@ -109,7 +109,7 @@ export class LlamaEmbedder implements Embedder {
       for (const input of inputs) {
         signal?.throwIfAborted();
         const embedding = await context.getEmbeddingFor(input);
-        vectors.push(normalize(embedding.vector));
+        vectors.push(toUnitLength(embedding.vector));
       }
       return vectors;
     });
@@ -129,7 +129,7 @@ export class LlamaEmbedder implements Embedder {
   }
 }
 
-function normalize(vector: readonly number[]): Float32Array {
+function toUnitLength(vector: readonly number[]): Float32Array {
   let sum = 0;
   for (const value of vector) sum += value * value;
   const norm = Math.sqrt(sum);
