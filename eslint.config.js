@@ -17,4 +17,28 @@ export default tseslint.config(
       "@typescript-eslint/consistent-type-imports": "error",
     },
   },
+  // One error model: the code throws domain errors (src/core/errors.ts DomainError); only the HTTP edge
+  // makes ApiErrors (the error mapper in core/http.ts, the auth and CORS hooks, the routes and dialect
+  // adapters). Tests may build them to check the mapping.
+  {
+    files: ["src/**/*.ts"],
+    ignores: [
+      "src/core/http.ts",
+      "src/core/auth.ts",
+      "src/core/cors.ts",
+      "src/**/routes.ts",
+      "src/**/*-routes.ts",
+      "src/textgen/openai.ts",
+    ],
+    rules: {
+      "no-restricted-syntax": [
+        "error",
+        {
+          selector: "NewExpression[callee.name='ApiError']",
+          message:
+            "Throw a domain error (src/core/errors.ts: badRequest, notFound, conflict, DomainError…); ApiErrors are made at the HTTP edge (core/http.ts toApiError).",
+        },
+      ],
+    },
+  },
 );

@@ -7,14 +7,14 @@
  *
  * Writes bench/results/concurrency.json.
  */
-import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { AddressInfo } from "node:net";
 import { loadConfig } from "../src/core/config.js";
 import { buildTextgenApp } from "../src/textgen/app.js";
 import { createGenerator } from "../src/textgen/create-generator.js";
 import type { LlamaGenerator } from "../src/textgen/llama-generator.js";
-import { benchModelPath, resultsDir } from "./lib/bench-env.js";
+import { benchModelPath } from "./lib/bench-env.js";
+import { writeResult } from "./lib/result.js";
 
 const REQUESTS = 8;
 const TOKENS = 64;
@@ -88,5 +88,4 @@ console.log(
 console.log(`  one after another : ${summary.serial_tokens_per_second.toFixed(1)} tokens/s`);
 console.log(`  all at once       : ${summary.concurrent_tokens_per_second.toFixed(1)} tokens/s`);
 console.log(`  ratio             : ${summary.ratio.toFixed(2)}×  (target ≥ 2×)`);
-mkdirSync(resultsDir, { recursive: true });
-writeFileSync(path.join(resultsDir, "concurrency.json"), JSON.stringify(summary, null, 2) + "\n");
+writeResult("concurrency", "node --import tsx bench/concurrency.ts", summary);

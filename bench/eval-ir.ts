@@ -13,7 +13,7 @@
 import { existsSync, statSync } from "node:fs";
 
 import type { ScorerName, SearchIndexOptions } from "../src/rag/search/index.js";
-import { loadBeir, runEngine, type EngineRun } from "./lib/ir-eval.js";
+import { loadBeir, runEngine, type EngineRun } from "../scripts/lib/ir-eval.js";
 
 const USAGE =
   "usage: tsx bench/eval-ir.ts <BEIR folder> [--json] [--scorer tfidf|bm25] [--k1 <n>] [--b <n>] " +

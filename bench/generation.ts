@@ -32,16 +32,19 @@
  * --parts picks the parts above. --synthetic runs on a 26 M-parameter model with random weights
  * (scripts/lib/synthetic-gguf.ts writes it to the temp folder) instead of the tiny test model, and
  * writes generation-synthetic.json. --profile writes a V8 CPU profile of the server to
- * bench/results/profiles/. MODEL_PATH / LECTERN_TEST_MODEL pick the model, LLAMA_THREADS the threads
+ * bench/results/profiles/ and prints where its time went (bench/lib/cpuprofile-summary.ts). MODEL_PATH / LECTERN_TEST_MODEL pick the model, LLAMA_THREADS the threads
  * (default 1). Writes bench/results/generation.json (--out NAME: NAME.json).
  */
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { benchModelPath, resultsDir } from "./lib/bench-env.js";
+import { printProfileSummary } from "./lib/cpuprofile-summary.js";
 import { DirectLlama } from "./lib/direct-llama.js";
 import { syntheticModel } from "../scripts/lib/synthetic-gguf.js";
 import { processCpu, withCpu } from "./lib/proc-cpu.js";
-import { fmt, iqr, median, spread, textTable, writeResult, type Spread } from "./lib/report.js";
+import { fmt, iqr, median, spread, textTable, type Spread } from "./lib/report.js";
+import { writeResult } from "./lib/result.js";
 import {
   completionStream,
   predict,
@@ -516,6 +519,8 @@ const file = writeResult(resultName, command, {
   time_to_first_token: ttftSummary && { trials: TTFT_TRIALS, ...ttftSummary },
   prompt_cache: cacheSummary && { trials: CACHE_TRIALS, ...cacheSummary },
 });
+const serverProfile = path.join(profileDir, "server-src.cpuprofile");
+if (args.profile && existsSync(serverProfile)) printProfileSummary(serverProfile);
 
 // Print.
 const rows: Array<Array<string | number>> = [];

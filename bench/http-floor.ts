@@ -27,7 +27,8 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import { benchModelPath, repoRoot } from "./lib/bench-env.js";
 import { withCpu } from "./lib/proc-cpu.js";
-import { fmt, iqr, median, spread, textTable, writeResult, type Spread } from "./lib/report.js";
+import { fmt, iqr, median, spread, textTable, type Spread } from "./lib/report.js";
+import { writeResult } from "./lib/result.js";
 
 const { values: args } = parseArgs({
   options: {

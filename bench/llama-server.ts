@@ -30,7 +30,8 @@ import { spawn } from "node:child_process";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { loadConfig } from "../src/core/config.js";
-import { benchModelPath, freePort, repoRoot } from "./lib/bench-env.js";
+import { freePort } from "../scripts/lib/free-port.js";
+import { benchModelPath, repoRoot } from "./lib/bench-env.js";
 import {
   ensureLlamaTools,
   QWEN_0_5B_SHAPE,
@@ -38,7 +39,8 @@ import {
   quantizedSyntheticModel,
 } from "./lib/llama-cpp-tools.js";
 import { processCpu } from "./lib/proc-cpu.js";
-import { fmt, iqr, median, quantile, spread, textTable, writeResult, type Spread } from "./lib/report.js";
+import { fmt, iqr, median, quantile, spread, textTable, type Spread } from "./lib/report.js";
+import { writeResult } from "./lib/result.js";
 import { predict, predictStream, startTextgenProcess, type TextgenProcess } from "./lib/textgen-process.js";
 
 const { values: args } = parseArgs({

@@ -27,7 +27,9 @@ import { RagService } from "../src/rag/service.js";
 import { PostgresIndexStore } from "../src/rag/store/postgres-store.js";
 import { SqliteIndexStore } from "../src/rag/store/sqlite-store.js";
 import type { IndexKey, IndexStore } from "../src/rag/store/types.js";
-import { repoRoot, resultsDir } from "./lib/bench-env.js";
+import { repoRoot } from "./lib/bench-env.js";
+import { markdownTable } from "./lib/report.js";
+import { writeResult } from "./lib/result.js";
 
 interface Arguments {
   dir: string;
@@ -201,8 +203,11 @@ async function main(): Promise<void> {
       warm_p95_ratio_postgres_to_sqlite: Math.round((pgWarm.p95_ms / sqliteWarm.p95_ms) * 1000) / 1000,
       measured_at: new Date().toISOString(),
     };
-    fs.mkdirSync(resultsDir, { recursive: true });
-    fs.writeFileSync(path.join(resultsDir, "pg-latency.json"), `${JSON.stringify(result, null, 2)}\n`);
+    writeResult(
+      "pg-latency",
+      `node --import tsx bench/pg-latency.ts ${process.argv.slice(2).join(" ")}`.trim(),
+      result,
+    );
 
     if (args.json) {
       process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
@@ -223,12 +228,9 @@ async function main(): Promise<void> {
         ];
       });
       const header = ["store", "warm mean", "warm p50", "warm p95", "cold load (median, range)", "build"];
-      const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-      const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`;
       process.stdout.write(
         `SciFact: ${corpus.length} documents, ${queries.length} queries × ${args.rounds} rounds, top 10, bm25\n` +
-          `${line(header)}\n| ${widths.map((w) => "-".repeat(w)).join(" | ")} |\n` +
-          `${rows.map(line).join("\n")}\n` +
+          `${markdownTable(header, rows)}\n` +
           `warm mean postgres/sqlite: ${result.warm_mean_ratio_postgres_to_sqlite}, ` +
           `p95: ${result.warm_p95_ratio_postgres_to_sqlite} (load average ${result.load_average})\n` +
           `written to bench/results/pg-latency.json\n`,

@@ -23,7 +23,7 @@
  */
 
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
@@ -60,8 +60,10 @@ function withScorer(index: SegmentedIndex, scorer: ScorerName): SegmentedIndex {
   }));
   return SegmentedIndex.load({ scorer }, segments, index.state);
 }
-import { resultsDir, repoRoot } from "./lib/bench-env.js";
-import { collectionAvailable, documentText, loadCollection, type Collection } from "./lib/corpus-beir.js";
+import { repoRoot } from "./lib/bench-env.js";
+import { textTable } from "./lib/report.js";
+import { writeResult } from "./lib/result.js";
+import { collectionAvailable, documentText, loadCollection, type Collection } from "../scripts/lib/beir.js";
 import { loadBaseChunks, scaledChunk } from "./lib/corpus-scale.js";
 import {
   TOP_K,
@@ -75,7 +77,7 @@ import {
   type Latency,
   type PythonResult,
 } from "./lib/retrieval-report.js";
-import { evaluateRun, type RankedDocument } from "./lib/ir-eval.js";
+import { evaluateRun, type RankedDocument } from "../scripts/lib/ir-eval.js";
 
 const THIS_FILE = fileURLToPath(import.meta.url);
 const require = createRequire(import.meta.url);
@@ -687,16 +689,10 @@ function parseArguments(argv: string[]): Arguments {
   return args;
 }
 
+/** The first row is the header (bench/lib/report.ts: the one table printer). */
 function table(rows: string[][]): string {
-  const widths = rows[0]?.map((_, column) => Math.max(...rows.map((row) => row[column]?.length ?? 0))) ?? [];
-  const line = (row: string[]): string =>
-    row
-      .map((cell, column) =>
-        column === 0 ? cell.padEnd(widths[column] ?? 0) : cell.padStart(widths[column] ?? 0),
-      )
-      .join("  ");
   const [header = [], ...body] = rows;
-  return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...body.map(line)].join("\n");
+  return textTable(header, body);
 }
 
 async function benchCollection(
@@ -847,6 +843,7 @@ function printScale(scale: ScaleResult): void {
 
 async function main(): Promise<void> {
   const args = parseArguments(process.argv.slice(2));
+  const command = ["node --import tsx bench/retrieval.ts", ...process.argv.slice(2)].join(" ");
   const started = performance.now();
   const loadAtStart = os.loadavg();
   const scifact = path.resolve(repoRoot, process.env.LECTERN_IR_DIR ?? "../shared/ir/scifact");
@@ -875,11 +872,7 @@ async function main(): Promise<void> {
         "--max-old-space-size=4096",
       ]);
       printScale(scale);
-      mkdirSync(resultsDir, { recursive: true });
-      writeFileSync(
-        path.join(resultsDir, "scale.json"),
-        `${JSON.stringify({ date: new Date().toISOString(), quick: args.quick, machine: machine(), ...scale }, null, 2)}\n`,
-      );
+      writeResult("scale", command, { quick: args.quick, ...scale });
     }
   }
   for (const note of notes) process.stdout.write(`note: ${note}\n`);
@@ -890,21 +883,14 @@ async function main(): Promise<void> {
       `${f(loadAtStart[0], 1)} at the start, ${f(load[0], 1)} at the end (other processes share the machine: ` +
       `compare ratios within a run)\n`,
   );
-  mkdirSync(resultsDir, { recursive: true });
-  writeFileSync(
-    path.join(resultsDir, "retrieval.json"),
-    `${JSON.stringify({ date: new Date().toISOString(), quick: args.quick, seconds, machine: machine(), topK: TOP_K, collections: reports, scale, notes }, null, 2)}\n`,
-  );
-}
-
-function machine(): Record<string, unknown> {
-  return {
-    cpus: os.cpus().length,
-    cpu: os.cpus()[0]?.model,
-    memoryGB: Math.round(os.totalmem() / 2 ** 30),
-    node: process.version,
-    loadAverage: os.loadavg().map((l) => Math.round(l * 100) / 100),
-  };
+  writeResult("retrieval", command, {
+    quick: args.quick,
+    seconds,
+    topK: TOP_K,
+    collections: reports,
+    scale,
+    notes,
+  });
 }
 
 async function worker(kind: string, parameters: string): Promise<void> {

@@ -1,33 +1,42 @@
 /**
- * The whole benchmark suite (`npm run bench`): runs every bench/*.ts script but this one, one after
- * another, each as a child process (`node --import tsx`) with a time budget, so the suite ends within
- * BENCH_BUDGET_MINUTES (55 by default; bench/segments.ts alone takes 18–25 on a loaded 2-core machine); then reads bench/results/*.json, prints one summary table, and
- * writes docs/BENCHMARKS.md with that table, details per benchmark and plots (docs/img/*.svg).
+ * The benchmark suite (`npm run bench`): runs the benchmarks of bench/lib/benchmarks.ts one after another,
+ * each as a child process (`node --import tsx`) with a time budget, so the suite ends within
+ * BENCH_BUDGET_MINUTES (75 by default; bench/segments.ts alone takes 18–25 on a loaded 2-core machine);
+ * then reads bench/results/*.json (the format of bench/lib/result.ts), prints the summary table, and writes
+ * docs/BENCHMARKS.md with that table, details per benchmark and plots (docs/img/*.svg).
  *
- *   node --import tsx bench/run-all.ts [--quick] [--only a,b] [--skip a,b] [--report-only]
+ *   npm run bench -- --list                      the benchmarks, their commands and what each compares
+ *   npm run bench -- NAME...                     those benchmarks only, then the report
+ *   npm run bench -- [--quick] [--skip a,b] [--report-only]
  *
  * --quick passes --quick to the scripts that take it; --report-only runs nothing and rebuilds the
  * report from the results already there. Each script's output is echoed and kept in
  * bench/results/logs/<script>.log; bench/results/run-all.json records what ran, how long, and how it ended.
  */
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { format, resolveConfig } from "prettier";
 import { repoRoot, resultsDir } from "./lib/bench-env.js";
+import { benchmarks, commandOf, type Benchmark } from "./lib/benchmarks.js";
 import { fmt, machineInfo, markdownTable, textTable } from "./lib/report.js";
+import { readResult, writeResult, type ResultRow } from "./lib/result.js";
 import {
   collectionHeading,
   collectionNotes,
   collectionTable,
   type CollectionReport,
 } from "./lib/retrieval-report.js";
+import { generationReference, get, num } from "./lib/summary-rows.js";
 import { lineChart, type Series } from "./lib/svg.js";
 
-const { values: args } = parseArgs({
+const { values: args, positionals } = parseArgs({
+  allowPositionals: true,
   options: {
+    list: { type: "boolean", default: false },
     quick: { type: "boolean", default: false },
+    /** Comma-separated names, as the positional arguments (kept for older habits). */
     only: { type: "string" },
     skip: { type: "string" },
     "report-only": { type: "boolean", default: false },
@@ -41,39 +50,9 @@ const benchDir = path.join(repoRoot, "bench");
 const docsDir = path.join(repoRoot, "docs");
 const imgDir = path.join(docsDir, "img");
 const logsDir = path.join(resultsDir, "logs");
-const scifactDir = path.resolve(repoRoot, process.env.LECTERN_IR_DIR ?? "../shared/ir/scifact");
 
-// ---------------------------------------------------------------------------------------------------
-// What to run. Scripts not listed here run with no arguments and the default budget.
-
-interface ScriptPlan {
-  /** Seconds at most; the last script gets whatever is left of the suite's budget. */
-  budget: number;
-  args: (quick: boolean) => string[] | null;
-  /** Saves the script's standard output as bench/results/<name>.json (scripts that print JSON). */
-  stdoutJson?: string;
-  /** Runs after the others (the longest one, given what is left). */
-  last?: boolean;
-}
-
-const plans: Record<string, ScriptPlan> = {
-  "concurrency.ts": { budget: 90, args: () => [] },
-  // Relevance of the engine on SciFact (needs the collection folder; skipped without it).
-  "eval-ir.ts": {
-    budget: 120,
-    args: () => (existsSync(scifactDir) ? [scifactDir, "--json"] : null),
-    stdoutJson: "eval-ir",
-  },
-  "pg-latency.ts": { budget: 180, args: (quick) => (quick ? ["--rounds", "2"] : []) },
-  "generation.ts": { budget: 300, args: (quick) => (quick ? ["--quick"] : []) },
-  "http-floor.ts": { budget: 360, args: (quick) => (quick ? ["--quick"] : []) },
-  // 1M chunks through the engine, the app over HTTP and Lucene (each part has its own budget inside).
-  "segments.ts": { budget: 2400, args: (quick) => (quick ? ["--quick"] : []) },
-  // Builds llama-server into ~/.cache/lectern-llama the first time (about 10 minutes on 2 cores).
-  "llama-server.ts": { budget: 1800, args: (quick) => (quick ? ["--quick"] : []) },
-  "retrieval.ts": { budget: BUDGET_S, args: (quick) => (quick ? ["--quick"] : []), last: true },
-};
-const defaultPlan: ScriptPlan = { budget: 180, args: () => [] };
+/** The results whose rows make the summary table of docs/BENCHMARKS.md, in its order. */
+const SUMMARY = ["retrieval", "scale", "llama-server", "generation", "concurrency", "http-floor", "segments"];
 
 interface RunRecord {
   script: string;
@@ -84,24 +63,28 @@ interface RunRecord {
   note?: string;
 }
 
-function listScripts(): string[] {
-  const filter = (list: string | undefined) =>
-    list?.split(",").map((s) => (s.endsWith(".ts") ? s : `${s}.ts`));
-  const only = filter(args.only);
-  const skip = filter(args.skip) ?? [];
-  const scripts = readdirSync(benchDir)
-    .filter((f) => f.endsWith(".ts") && f !== "run-all.ts")
-    .filter((f) => (only ? only.includes(f) : true) && !skip.includes(f));
-  const order = (f: string) => (plans[f]?.last ? 1 : 0);
-  return scripts.sort((a, b) => order(a) - order(b) || a.localeCompare(b));
+function listBenchmarks(): void {
+  const rows = benchmarks.map((b) => [b.manual ? `${b.name} (by hand)` : b.name, commandOf(b), b.compares]);
+  console.log(textTable(["benchmark", "command", "compares"], rows));
 }
 
-async function runScript(
-  script: string,
-  scriptArgs: string[],
-  budget: number,
-  plan: ScriptPlan,
-): Promise<RunRecord> {
+/** The benchmarks to run: those named (positionals or --only), else the whole suite; --skip leaves some out. */
+function selected(): Benchmark[] {
+  const names = [...positionals, ...(args.only?.split(",") ?? [])].map((n) => n.replace(/\.ts$/, ""));
+  const skip = new Set(args.skip?.split(",").map((n) => n.replace(/\.ts$/, "")) ?? []);
+  const unknown = [...names, ...skip].filter((n) => !benchmarks.some((b) => b.name === n));
+  if (unknown.length > 0) {
+    console.error(`unknown benchmark(s): ${unknown.join(", ")} (npm run bench -- --list)`);
+    process.exit(2);
+  }
+  const chosen = benchmarks.filter((b) =>
+    names.length > 0 ? names.includes(b.name) : !b.manual && !skip.has(b.name),
+  );
+  return chosen.sort((a, b) => Number(a.last ?? false) - Number(b.last ?? false));
+}
+
+async function runScript(benchmark: Benchmark, scriptArgs: string[], budget: number): Promise<RunRecord> {
+  const { script } = benchmark;
   mkdirSync(logsDir, { recursive: true });
   const log = createWriteStream(path.join(logsDir, script.replace(/\.ts$/, ".log")));
   const started = performance.now();
@@ -114,7 +97,7 @@ async function runScript(
   });
   let stdout = "";
   child.stdout.on("data", (chunk: Buffer) => {
-    if (plan.stdoutJson) stdout += chunk.toString();
+    if (benchmark.stdoutJson) stdout += chunk.toString();
     else process.stdout.write(chunk);
     log.write(chunk);
   });
@@ -141,24 +124,11 @@ async function runScript(
   log.end();
   const seconds = Math.round((performance.now() - started) / 100) / 10;
   let note: string | undefined;
-  if (plan.stdoutJson && code === 0) {
+  if (benchmark.stdoutJson && code === 0) {
     try {
-      const body = JSON.parse(stdout) as unknown;
-      const command = `node --import tsx bench/${script} ${scriptArgs.map((a) => path.relative(repoRoot, a) || a).join(" ")}`;
-      writeFileSync(
-        path.join(resultsDir, `${plan.stdoutJson}.json`),
-        JSON.stringify(
-          {
-            benchmark: plan.stdoutJson,
-            command,
-            date: new Date().toISOString(),
-            machine: machineInfo(),
-            result: body,
-          },
-          null,
-          2,
-        ) + "\n",
-      );
+      const details = JSON.parse(stdout) as Record<string, unknown>;
+      const relative = scriptArgs.map((a) => path.relative(repoRoot, a) || a);
+      writeResult(benchmark.results[0]!, `node --import tsx bench/${script} ${relative.join(" ")}`, details);
     } catch {
       note = "its output was not JSON";
     }
@@ -175,334 +145,19 @@ async function runScript(
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Reading the results. Each reader is tolerant: a missing file or field leaves its rows out.
+// Reading the results (bench/lib/result.ts). The detail sections and plots read a result's details, with
+// its benchmark, command, date and machine beside them; a missing file or field leaves its part out.
 
 type Json = Record<string, unknown>;
 const readDir = args.results ? path.resolve(args.results) : resultsDir;
-function readResult(name: string): Json | null {
-  const file = path.join(readDir, `${name}.json`);
-  if (!existsSync(file)) return null;
-  try {
-    return JSON.parse(readFileSync(file, "utf8")) as Json;
-  } catch {
-    return null;
-  }
+function readDetails(name: string): Json | null {
+  const result = readResult(name, readDir);
+  if (!result) return null;
+  const { benchmark, command, date, machine } = result;
+  return { ...result.details, benchmark, command, date, machine };
 }
-/** obj.a.b.c, or undefined. */
-function get(obj: unknown, ...keys: Array<string | number>): unknown {
-  let value = obj;
-  for (const key of keys) {
-    if (value === null || typeof value !== "object") return undefined;
-    value = (value as Record<string | number, unknown>)[key];
-  }
-  return value;
-}
-const num = (value: unknown): number | undefined =>
-  typeof value === "number" && Number.isFinite(value) ? value : undefined;
-
-interface Row {
-  benchmark: string;
-  figure: string;
-  ours: string;
-  reference: string;
-  ratio: string;
-  target: string;
-  held: string;
-  command: string;
-  /** Which part of the command's run measured it, where it has several. */
-  parts?: string;
-}
+const readRows = (name: string): ResultRow[] => readResult(name, readDir)?.rows ?? [];
 const yesNo = (held: boolean | undefined) => (held === undefined ? "" : held ? "yes" : "**no**");
-
-/** The generation bench's reference subject and the key of ratios to it (older files: "direct"). */
-function generationReference(result: Json): { name: string; key: string } {
-  return typeof result.reference === "string"
-    ? { name: result.reference, key: "ratio_to_reference" }
-    : { name: "direct", key: "ratio_to_direct" };
-}
-
-function generationRows(result: Json): Row[] {
-  const command = String(result.command ?? "node --import tsx bench/generation.ts");
-  const rows: Row[] = [];
-  const base = { benchmark: "generation", command };
-  const ref = generationReference(result);
-  const refLabel =
-    ref.name === "direct-8seq" ? "node-llama-cpp direct, same context" : "node-llama-cpp direct";
-  for (const t of ["0", "0.8"]) {
-    const entry = get(result, "decode", `temperature_${t}`);
-    for (const subject of ["http", "http-stream"]) {
-      const ours = num(get(entry, "tokens_per_second", subject, "median"));
-      const reference = num(get(entry, "tokens_per_second", ref.name, "median"));
-      const ratio = num(get(entry, ref.key, subject, "median"));
-      if (ours === undefined || ratio === undefined) continue;
-      const cpu = num(get(entry, "cpu_efficiency_vs_reference", subject, "median"));
-      rows.push({
-        ...base,
-        figure: `/predict${subject === "http-stream" ? " streaming" : ""} tokens/s, 128 tokens, temperature ${t} (vs ${refLabel})`,
-        ours: fmt(ours),
-        reference: fmt(reference),
-        ratio:
-          `${fmt(ratio)} (p25–p75 ${fmt(num(get(entry, ref.key, subject, "p25")))}–${fmt(num(get(entry, ref.key, subject, "p75")))})` +
-          (cpu === undefined ? "" : `; CPU/token ${fmt(cpu)}`),
-        target: "≥ 0.95",
-        held: yesNo(ratio >= 0.95),
-      });
-    }
-  }
-  const prompt = get(result, "prompt_processing");
-  const promptRatio = num(get(prompt, ref.key, "http", "median"));
-  if (promptRatio !== undefined) {
-    rows.push({
-      ...base,
-      figure: `prompt processing tokens/s, ${String(get(prompt, "prompt_tokens"))}-token prompt (vs ${refLabel})`,
-      ours: fmt(num(get(prompt, "prompt_tokens_per_second", "http", "median"))),
-      reference: fmt(num(get(prompt, "prompt_tokens_per_second", ref.name, "median"))),
-      ratio: fmt(promptRatio),
-      target: "",
-      held: "",
-    });
-  }
-  const conc = get(result, "concurrency");
-  const gain = num(get(conc, "ratio_8_to_1", "http", "median"));
-  if (gain !== undefined) {
-    rows.push({
-      ...base,
-      figure:
-        "aggregate tokens/s, 8 concurrent ÷ 1 (/predict, 64 tokens each; reference: direct, 8 sequences)",
-      ours: `${fmt(num(get(conc, "tokens_per_second", "http", "8", "median")))} vs ${fmt(num(get(conc, "tokens_per_second", "http", "1", "median")))}`,
-      reference: `${fmt(num(get(conc, "ratio_8_to_1", "direct-8seq", "median")))}× direct`,
-      ratio: `${fmt(gain)}×`,
-      target: "≥ 2×",
-      held: yesNo(gain >= 2),
-    });
-  }
-  for (const level of ["1", "8"]) {
-    const ours = num(get(result, "time_to_first_token", "first_token_ms", "http-stream", level, "median"));
-    const ref = num(get(result, "time_to_first_token", "first_token_ms", "direct-8seq", level, "median"));
-    if (ours === undefined) continue;
-    rows.push({
-      ...base,
-      figure: `time to first token (ms), ${level} concurrent stream(s) (vs node-llama-cpp direct, same context)`,
-      ours: fmt(ours),
-      reference: fmt(ref),
-      ratio: ref ? `+${fmt(ours - ref)} ms` : "",
-      target: "",
-      held: "",
-    });
-  }
-  // Part (e), issue #15: a prompt sharing a 1,100-token prefix with the one before.
-  const cache = get(result, "prompt_cache");
-  const cacheRatio = num(get(cache, "ratio_second_to_first", "median"));
-  if (cacheRatio !== undefined) {
-    rows.push({
-      ...base,
-      figure: `prompt cache: first token (ms) of a ${String(get(cache, "prompt_tokens"))}-token prompt whose prefix is cached (vs the same prefix cold)`,
-      ours: fmt(num(get(cache, "second_question_first_token_ms", "median"))),
-      reference: fmt(num(get(cache, "first_question_first_token_ms", "median"))),
-      ratio: fmt(cacheRatio),
-      target: "≤ 0.2",
-      held: yesNo(cacheRatio <= 0.2),
-    });
-  }
-  return rows;
-}
-
-/** bench/llama-server.ts: our app against llama.cpp's own server on a model of real size. */
-function llamaServerRows(result: Json): Row[] {
-  const command = String(result.command ?? "node --import tsx bench/llama-server.ts");
-  const base = { benchmark: "llama-server", command };
-  const rows: Row[] = [];
-  const conc = get(result, "concurrency");
-  const model = `${String(result.model ?? "model")
-    .replace(/^synthetic-llama-/, "")
-    .replace(/\.gguf$/, "")}`;
-  const targetOf = (key: string) => get(result, "targets", key) as Json | undefined;
-  for (const level of ["1", "4", "8", "16"]) {
-    const ratio = num(get(conc, "ratio_to_reference", level, "lectern", "median"));
-    if (ratio === undefined) continue;
-    const target = level === "1" ? targetOf("one_stream") : targetOf(`concurrent_${level}`);
-    rows.push({
-      ...base,
-      figure: `aggregate tokens/s, ${level} concurrent (${model}, 64 tokens each)`,
-      ours: fmt(num(get(conc, "tokens_per_second", level, "lectern", "median"))),
-      reference: fmt(num(get(conc, "tokens_per_second", level, "llama-server", "median"))),
-      ratio: `${fmt(ratio)} (p25–p75 ${fmt(num(get(conc, "ratio_to_reference", level, "lectern", "p25")))}–${fmt(num(get(conc, "ratio_to_reference", level, "lectern", "p75")))})`,
-      target: target ? "≥ 1" : "",
-      held: target ? yesNo(target.held as boolean | undefined) : "",
-    });
-  }
-  const ours99 = num(get(conc, "latency_ms", "lectern", "p99"));
-  const ref99 = num(get(conc, "latency_ms", "llama-server", "p99"));
-  if (ours99 !== undefined && ref99 !== undefined) {
-    rows.push({
-      ...base,
-      figure: `request latency at 8 concurrent, p50 / p99 ms (${model})`,
-      ours: `${fmt(num(get(conc, "latency_ms", "lectern", "p50")))} / ${fmt(ours99)}`,
-      reference: `${fmt(num(get(conc, "latency_ms", "llama-server", "p50")))} / ${fmt(ref99)}`,
-      ratio: `p99 ${fmt(ours99 / ref99)}`,
-      target: "p99 ≤ 1.1",
-      held: yesNo(targetOf("p99_latency_8")?.held as boolean | undefined),
-    });
-  }
-  const prompt = get(result, "prompt_processing");
-  const promptRatio = num(get(prompt, "ratio_to_reference", "lectern", "median"));
-  if (promptRatio !== undefined) {
-    rows.push({
-      ...base,
-      figure: `prompt processing tokens/s, ${fmt(num(get(prompt, "prompt_tokens", "lectern")))}-token prompt (${model})`,
-      ours: fmt(num(get(prompt, "prompt_tokens_per_second", "lectern", "median"))),
-      reference: fmt(num(get(prompt, "prompt_tokens_per_second", "llama-server", "median"))),
-      ratio: fmt(promptRatio),
-      target: "",
-      held: "",
-    });
-  }
-  for (const level of ["1", "8"]) {
-    const ours = num(get(result, "first_token_ms", level, "lectern", "median"));
-    const ref = num(get(result, "first_token_ms", level, "llama-server", "median"));
-    if (ours === undefined || ref === undefined) continue;
-    rows.push({
-      ...base,
-      figure: `time to first token (ms), ${level} concurrent stream(s) (${model})`,
-      ours: fmt(ours),
-      reference: fmt(ref),
-      ratio: fmt(ours / ref),
-      target: "",
-      held: "",
-    });
-  }
-  return rows;
-}
-
-function httpFloorRows(result: Json): Row[] {
-  const command = String(result.command ?? "node --import tsx bench/http-floor.ts");
-  return ["textgen", "rag"].flatMap((app) => {
-    const ours = num(get(result, "results", app, "requests_per_second", "median"));
-    // Older results have only the median of per-round ratios.
-    const ratio =
-      num(get(result, "results", app, "ratio_of_totals")) ??
-      num(get(result, "results", app, "ratio_to_bare", "median"));
-    if (ours === undefined || ratio === undefined) return [];
-    return [
-      {
-        benchmark: "http-floor",
-        figure: `GET /health requests/s, ${app} app (vs bare Fastify, same JSON)`,
-        ours: fmt(ours),
-        reference: fmt(num(get(result, "results", `bare[${app}]`, "requests_per_second", "median"))),
-        ratio: fmt(ratio),
-        target: "≥ 0.8",
-        held: yesNo(ratio >= 0.8),
-        command,
-      },
-    ];
-  });
-}
-
-function concurrencyRows(result: Json): Row[] {
-  const ratio = num(result.ratio);
-  if (ratio === undefined) return [];
-  return [
-    {
-      benchmark: "concurrency",
-      figure: `8 × /predict of ${String(result.tokens_per_request)} tokens: all at once ÷ one after another`,
-      ours: fmt(num(result.concurrent_tokens_per_second)),
-      reference: fmt(num(result.serial_tokens_per_second)),
-      ratio: `${fmt(ratio)}×`,
-      target: "",
-      held: "",
-      command: "npm run bench:concurrency",
-    },
-  ];
-}
-
-function retrievalRows(result: Json): Row[] {
-  const command = `node --import tsx bench/retrieval.ts${result.quick ? " --quick" : ""}`;
-  const rows: Row[] = [];
-  for (const collection of (result.collections as Json[] | undefined) ?? []) {
-    const targets =
-      (collection.targets as Record<string, { ours: number; reference: number; holds: boolean }>) ?? {};
-    for (const [name, t] of Object.entries(targets)) {
-      rows.push({
-        benchmark: "retrieval",
-        figure: `${String(collection.name)} (${fmt(num(collection.documents))} docs): ${name} (ms)`,
-        ours: fmt(t.ours),
-        reference: fmt(t.reference),
-        ratio: fmt(t.ours / t.reference),
-        target: "ours ≤ reference",
-        held: yesNo(t.holds),
-        command,
-      });
-    }
-    const http = collection.http as Json | undefined;
-    const qps = num(get(http, "concurrent", "requestsPerSecond"));
-    if (qps !== undefined) {
-      rows.push({
-        benchmark: "retrieval",
-        figure: `${String(collection.name)}: POST /rag/query queries/s, ${String(get(http, "concurrent", "connections"))} connections`,
-        ours: fmt(qps),
-        reference: "",
-        ratio: "",
-        target: "",
-        held: "",
-        command,
-      });
-    }
-  }
-  return rows;
-}
-
-function scaleRows(result: Json): Row[] {
-  const command = `node --import tsx bench/retrieval.ts${result.quick ? " --quick" : ""}`;
-  const scorers = (result.scorers as Json[] | undefined) ?? [];
-  const p99 = Math.max(...scorers.map((s) => num(get(s, "pruned", "p99")) ?? Number.NaN));
-  const rss = num(result.peakRssMB);
-  const chunks = fmt(num(result.chunks));
-  const rows: Row[] = [];
-  if (Number.isFinite(p99)) {
-    rows.push({
-      benchmark: "scale",
-      figure: `${chunks} chunks: p99 query latency, pruned, worst scorer (ms)`,
-      ours: fmt(p99),
-      reference: "",
-      ratio: "",
-      target: "< 20 ms",
-      held: yesNo(p99 < 20),
-      command,
-    });
-  }
-  if (rss !== undefined) {
-    rows.push({
-      benchmark: "scale",
-      figure: `${chunks} chunks: peak resident memory (MB)`,
-      ours: fmt(rss),
-      reference: "",
-      ratio: "",
-      target: "< 2,048 MB",
-      held: yesNo(rss < 2048),
-      command,
-    });
-  }
-  return rows;
-}
-
-/** The segmented index's targets (#14), as bench/segments.ts computed them: one row each. */
-function segmentsRows(result: Json): Row[] {
-  return ((result.targets as Json[] | undefined) ?? []).map((t) => {
-    const value = num(t.value);
-    const reference = num(t.reference);
-    return {
-      benchmark: "segments",
-      figure: String(t.figure),
-      ours: fmt(num(t.ours)),
-      reference: fmt(reference),
-      ratio: reference === undefined ? "" : `${fmt(value)}×`,
-      target: String(t.target),
-      held: typeof t.holds === "boolean" ? yesNo(t.holds) : "",
-      command: String(result.command),
-      parts: String(t.parts ?? ""),
-    };
-  });
-}
 
 const latencyCells = (l: unknown): string[] => [
   fmt(num(get(l, "p50"))),
@@ -634,7 +289,7 @@ function segmentsSection(result: Json): string[] {
   }
   out.push(...facts.map((line) => `- ${line}`), "");
 
-  const targets = segmentsRows(result);
+  const targets = readRows("segments");
   if (targets.length > 0) {
     out.push(
       "Targets (#14), each a ratio taken within this run" +
@@ -644,13 +299,13 @@ function segmentsSection(result: Json): string[] {
       markdownTable(
         ["figure", "ours", "reference", "ratio", "target", "", "measured by"],
         targets.map((t) => [
-          t.figure,
-          t.ours,
+          t.metric,
+          t.value,
           t.reference,
           t.ratio,
           t.target,
-          t.held === "" ? "?" : t.held === "yes" ? "HOLDS" : "**FAILS**",
-          `\`${t.command}\`${t.parts ? ` (${t.parts})` : ""}`,
+          t.held === undefined ? "?" : t.held ? "HOLDS" : "**FAILS**",
+          `\`${String(result.command)}\`${t.parts ? ` (${t.parts})` : ""}`,
         ]),
       ),
       "",
@@ -828,7 +483,7 @@ function retrievalSection(retrieval: Json): string[] {
     "## Retrieval",
     "",
     `\`node --import tsx bench/retrieval.ts${retrieval.quick ? " --quick" : ""}\` — ${String(retrieval.date)}, ` +
-      `load average ${String((get(retrieval, "machine", "loadAverage") as number[] | undefined)?.[0] ?? "?")} at the start.`,
+      `load average ${String(get(retrieval, "machine", "load_average_1m") ?? (get(retrieval, "machine", "loadAverage") as number[] | undefined)?.[0] ?? "?")} at the start.`,
     "",
     "Each engine is built and queried in a child process of its own, on the same documents and queries: " +
       "Lectern's two scorers (default path with MaxScore pruning, and the exhaustive path that scores every " +
@@ -1081,47 +736,35 @@ function machineLine(result: Json | null): string {
 }
 
 /** `--only a,b` / `--skip a,b` as given, or "" for the whole suite. */
-function selectionOf(selection: { only?: string; skip?: string }): string {
-  return [selection.only ? `--only ${selection.only}` : "", selection.skip ? `--skip ${selection.skip}` : ""]
-    .filter(Boolean)
-    .join(" ");
+/** How this run chose its benchmarks, as typed ("" for the whole suite). */
+function selectionOf(): string {
+  const names = [...positionals, ...(args.only?.split(",") ?? [])];
+  return [names.join(" "), args.skip ? `--skip ${args.skip}` : ""].filter(Boolean).join(" ");
 }
 
 async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selection: string): Promise<void> {
-  const generation = readResult("generation");
-  const httpFloor = readResult("http-floor");
-  const retrieval = readResult("retrieval");
-  const scale =
-    readResult("scale") ??
-    ((retrieval?.scale as Json | undefined)
-      ? { ...(retrieval!.scale as Json), date: retrieval!.date, quick: retrieval!.quick }
-      : null);
-  const concurrency = readResult("concurrency");
-  const synthetic = readResult("generation-synthetic");
-  const segments = readResult("segments");
-  const llamaServer = readResult("llama-server");
-  const llamaServerLarger = readResult("llama-server-1.5b");
+  const generation = readDetails("generation");
+  const httpFloor = readDetails("http-floor");
+  const retrieval = readDetails("retrieval");
+  const scale = readDetails("scale");
+  const concurrency = readDetails("concurrency");
+  const synthetic = readDetails("generation-synthetic");
+  const segments = readDetails("segments");
+  const llamaServer = readDetails("llama-server");
+  const llamaServerLarger = readDetails("llama-server-1.5b");
 
-  const rows: Row[] = [
-    ...(retrieval ? retrievalRows(retrieval) : []),
-    ...(scale ? scaleRows(scale) : []),
-    ...(llamaServer ? llamaServerRows(llamaServer) : []),
-    ...(generation ? generationRows(generation) : []),
-    ...(concurrency ? concurrencyRows(concurrency) : []),
-    ...(httpFloor ? httpFloorRows(httpFloor) : []),
-    ...(segments ? segmentsRows(segments) : []),
-  ];
+  // The summary: every row of these results, in this order, as each result has them.
+  const summarised = SUMMARY.map((name) => readResult(name, readDir)).filter((r) => r !== null);
+  const rows = summarised.flatMap((r) => r.rows.map((row) => ({ benchmark: r.benchmark, ...row })));
   const header = ["benchmark", "figure", "ours", "reference", "ratio", "target", "held"];
-  const cells = rows.map((r) => [
-    r.benchmark,
-    r.figure,
-    r.ours,
-    r.reference,
-    r.ratio,
-    r.target,
-    r.held.replace(/\*/g, ""),
-  ]);
-  console.log(`\n${textTable(header, cells)}`);
+  const summaryCells = (held: (row: ResultRow) => string) =>
+    rows.map((r) => [r.benchmark, r.metric, r.value, r.reference, r.ratio, r.target, held(r)]);
+  console.log(
+    `\n${textTable(
+      header,
+      summaryCells((r) => yesNo(r.held).replace(/\*/g, "")),
+    )}`,
+  );
 
   const known = new Set([
     "generation",
@@ -1159,7 +802,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
     .map((r) => (typeof r?.date === "string" ? r.date : null))
     .filter((d): d is string => d !== null)
     .sort();
-  const commands = [...new Set(rows.map((r) => r.command))];
+  const commands = [...new Set(summarised.filter((r) => r.rows.length > 0).map((r) => r.command))];
   const md = [
     "# Benchmarks",
     "",
@@ -1178,7 +821,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
     "",
     markdownTable(
       header,
-      rows.map((r) => [r.benchmark, r.figure, r.ours, r.reference, r.ratio, r.target, r.held]),
+      summaryCells((r) => yesNo(r.held)),
     ),
     "",
     "Commands that measured these figures (each writes `bench/results/<name>.json`):",
@@ -1237,53 +880,41 @@ function handWrittenNotes(file: string): string {
 
 // ---------------------------------------------------------------------------------------------------
 
+if (args.list) {
+  listBenchmarks();
+  process.exit(0);
+}
+
 const suiteStarted = performance.now();
 const runs: RunRecord[] = [];
 if (!args["report-only"]) {
-  const scripts = listScripts();
-  for (const script of scripts) {
-    const plan = plans[script] ?? defaultPlan;
-    const scriptArgs = plan.args(args.quick);
-    const left = BUDGET_S - (performance.now() - suiteStarted) / 1000 - 20; // 20 s for the report
-    if (scriptArgs === null) {
-      runs.push({
-        script,
-        args: [],
-        status: "skipped",
-        exit_code: null,
-        seconds: 0,
-        note: "its input is missing",
-      });
-      continue;
-    }
-    if (left < 30) {
-      runs.push({
-        script,
-        args: scriptArgs,
-        status: "skipped",
-        exit_code: null,
-        seconds: 0,
-        note: "no time left",
-      });
-      continue;
-    }
-    runs.push(await runScript(script, scriptArgs, Math.min(plan.budget, left), plan));
+  const chosen = selected();
+  if (chosen.some((b) => b.debianCorpus)) {
+    // Builds bench/data/debian the first time (skips what is already there).
+    spawnSync("bash", [path.join(benchDir, "prepare-debian-corpus.sh")], { cwd: repoRoot, stdio: "inherit" });
   }
-  mkdirSync(resultsDir, { recursive: true });
-  writeFileSync(
-    path.join(resultsDir, "run-all.json"),
-    JSON.stringify(
-      {
-        date: new Date().toISOString(),
-        quick: args.quick,
-        selection: selectionOf(args),
-        seconds: Math.round((performance.now() - suiteStarted) / 1000),
-        runs,
-      },
-      null,
-      2,
-    ) + "\n",
-  );
+  for (const benchmark of chosen) {
+    const scriptArgs = benchmark.args(args.quick);
+    const left = BUDGET_S - (performance.now() - suiteStarted) / 1000 - 20; // 20 s for the report
+    const skipped = (note: string): RunRecord => ({
+      script: benchmark.script,
+      args: scriptArgs ?? [],
+      status: "skipped",
+      exit_code: null,
+      seconds: 0,
+      note,
+    });
+    if (scriptArgs === null) runs.push(skipped("its input is missing"));
+    else if (left < 30) runs.push(skipped("no time left"));
+    else runs.push(await runScript(benchmark, scriptArgs, Math.min(benchmark.budget, left)));
+  }
+  const selection = selectionOf();
+  writeResult("run-all", `node --import tsx bench/run-all.ts${selection ? ` ${selection}` : ""}`, {
+    quick: args.quick,
+    selection,
+    seconds: Math.round((performance.now() - suiteStarted) / 1000),
+    runs,
+  });
   console.log(
     `\n${textTable(
       ["script", "status", "seconds"],
@@ -1292,11 +923,11 @@ if (!args["report-only"]) {
   );
 }
 const lastRun = args["report-only"]
-  ? (readResult("run-all") as { runs?: RunRecord[]; seconds?: number; selection?: string } | null)
+  ? (readDetails("run-all") as { runs?: RunRecord[]; seconds?: number; selection?: string } | null)
   : null;
 await writeReport(
   args["report-only"] ? (lastRun?.runs ?? []) : runs,
   args["report-only"] ? (lastRun?.seconds ?? null) : (performance.now() - suiteStarted) / 1000,
-  args["report-only"] ? (lastRun?.selection ?? "") : selectionOf(args),
+  args["report-only"] ? (lastRun?.selection ?? "") : selectionOf(),
 );
 if (runs.some((r) => r.status === "failed" || r.status === "timed out")) process.exitCode = 1;

@@ -21,7 +21,7 @@ import {
   type ScorerName,
 } from "../src/rag/search/index.js";
 import { SegmentWriter } from "../src/rag/search/indexer/segment-writer.js";
-import { mulberry32 } from "./lib/corpus-debian.js";
+import { seededRandom } from "../scripts/lib/seeded-random.js";
 
 const chunks = Number(process.argv[2] ?? 200_000);
 const segmentCount = Number(process.argv[3] ?? 20);
@@ -37,7 +37,7 @@ function word(n: number): string {
   return s + "x";
 }
 
-const next = mulberry32(42);
+const next = seededRandom(42);
 /** Log-uniform draws over this many ids: nearly all of them occur at 1M chunks (~1.1M distinct terms). */
 const VOCABULARY = 1_100_000;
 function chunkText(): string {

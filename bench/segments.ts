@@ -39,11 +39,13 @@ import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 
-import { freePort, repoRoot } from "./lib/bench-env.js";
+import { freePort } from "../scripts/lib/free-port.js";
+import { repoRoot } from "./lib/bench-env.js";
 import { loadBaseChunks, scaledChunk } from "./lib/corpus-scale.js";
-import { mulberry32 } from "./lib/corpus-debian.js";
+import { seededRandom } from "../scripts/lib/seeded-random.js";
 import { prepareLucene, runLucene, type LuceneResult } from "./lib/lucene.js";
-import { fmt, writeResult } from "./lib/report.js";
+import { fmt } from "./lib/report.js";
+import { writeResult } from "./lib/result.js";
 import {
   TOP_K,
   baseCorpus,
@@ -298,7 +300,7 @@ async function httpPart(): Promise<HttpResult | { error: string }> {
     let catchUpMs = 0;
     let catchingUp = false;
     const stages: StageResult[] = [];
-    const random = mulberry32(14);
+    const random = seededRandom(14);
     const deleted = new Set<number>();
     let extra = 0;
 

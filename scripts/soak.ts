@@ -22,7 +22,7 @@ import * as prettier from "prettier";
 import { Pool } from "undici";
 import { prompt, prose, question, seededRandom, uniqueToken, pick } from "./lib/soak-corpus.js";
 import { renderReport, type Check } from "./lib/soak-report.js";
-import { freePort } from "../bench/lib/bench-env.js";
+import { freePort } from "./lib/free-port.js";
 import {
   readRss,
   repoRoot,

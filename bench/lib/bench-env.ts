@@ -1,5 +1,4 @@
 /** Shared settings of the benchmark scripts. */
-import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -13,16 +12,4 @@ export function benchModelPath(): string {
     process.env.LECTERN_TEST_MODEL ??
     path.join(repoRoot, "../shared/models/stories260K.gguf")
   );
-}
-
-/** A port nobody listens on right now (the kernel's pick for port 0). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }

@@ -21,6 +21,7 @@
 import { createWriteStream, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { gunzipSync } from "node:zlib";
+import { seededRandom } from "../../scripts/lib/seeded-random.js";
 
 export interface CorpusDocument {
   _id: string;
@@ -34,18 +35,6 @@ const MIN_DICTIONARY_CHARS = 560;
 const SOURCE_TAG_LINE = /^[ \t]*\[[A-Za-z0-9 .]+\][ \t]*$/gm;
 export const QUERY_COUNT = 1000;
 export const QUERY_SEED = 20240605;
-
-/** Deterministic PRNG (mulberry32). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function walk(dir: string, accept: (file: string) => boolean, out: string[] = []): string[] {
   if (!existsSync(dir)) return out;
@@ -315,7 +304,7 @@ const WORD = /[\p{L}\p{N}][\p{L}\p{N}_'-]*/gu;
  * documents, as a user would type a half-remembered phrase.
  */
 export function sampleQueries(documents: readonly CorpusDocument[], count = QUERY_COUNT, seed = QUERY_SEED) {
-  const next = mulberry32(seed);
+  const next = seededRandom(seed);
   const queries: { _id: string; text: string }[] = [];
   let attempts = 0;
   while (queries.length < count && attempts++ < count * 50) {

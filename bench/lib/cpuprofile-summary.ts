@@ -79,16 +79,19 @@ export function summarize(profile: CpuProfile, top = 25): ProfileSummary {
   };
 }
 
+/** Prints where a profile's time went (`bench/generation.ts --profile` does it for the server's profile). */
+export function printProfileSummary(file: string, top = 25): void {
+  const summary = summarize(JSON.parse(readFileSync(file, "utf8")) as CpuProfile, top);
+  console.log(`\n${file}: ${summary.totalMs} ms sampled`);
+  console.log("by package:");
+  for (const p of summary.byPackage.slice(0, 15))
+    console.log(`  ${String(p.share).padStart(5)}%  ${p.ms} ms  ${p.name}`);
+  console.log("by function (self time):");
+  for (const f of summary.byFunction)
+    console.log(`  ${String(f.share).padStart(5)}%  ${f.ms} ms  ${f.name}  ${f.where}`);
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   const { values, positionals } = parseArgs({ options: { top: { type: "string" } }, allowPositionals: true });
-  for (const file of positionals) {
-    const summary = summarize(JSON.parse(readFileSync(file, "utf8")) as CpuProfile, Number(values.top ?? 25));
-    console.log(`\n${file}: ${summary.totalMs} ms sampled`);
-    console.log("by package:");
-    for (const p of summary.byPackage.slice(0, 15))
-      console.log(`  ${String(p.share).padStart(5)}%  ${p.ms} ms  ${p.name}`);
-    console.log("by function (self time):");
-    for (const f of summary.byFunction)
-      console.log(`  ${String(f.share).padStart(5)}%  ${f.ms} ms  ${f.name}  ${f.where}`);
-  }
+  for (const file of positionals) printProfileSummary(file, Number(values.top ?? 25));
 }

@@ -1,11 +1,8 @@
 /**
  * Small helpers every benchmark script shares: statistics over repeated rounds, the machine
- * description recorded next to each figure, plain-text tables, and writing bench/results/*.json.
+ * description recorded next to each figure, and tables (text and Markdown).
  */
-import { mkdirSync, writeFileSync } from "node:fs";
 import os from "node:os";
-import path from "node:path";
-import { resultsDir } from "./bench-env.js";
 
 export function median(values: readonly number[]): number {
   return quantile(values, 0.5);
@@ -78,21 +75,6 @@ export function machineInfo(): MachineInfo {
     node: process.version,
     load_average_1m: Math.round(os.loadavg()[0]! * 100) / 100,
   };
-}
-
-/** Writes bench/results/<name>.json with the date and machine every result carries. */
-export function writeResult(name: string, command: string, body: Record<string, unknown>): string {
-  mkdirSync(resultsDir, { recursive: true });
-  const file = path.join(resultsDir, `${name}.json`);
-  const result = {
-    benchmark: name,
-    command,
-    date: new Date().toISOString(),
-    machine: machineInfo(),
-    ...body,
-  };
-  writeFileSync(file, JSON.stringify(result, null, 2) + "\n");
-  return file;
 }
 
 /** A fixed-width text table; numbers are right-aligned. */

@@ -15,7 +15,7 @@ import {
   TieredMergePolicy,
   mergeInBackground,
 } from "../../src/rag/search/index.js";
-import { mulberry32 } from "./corpus-debian.js";
+import { seededRandom } from "../../scripts/lib/seeded-random.js";
 import { loadBaseChunks, scaledChunk } from "./corpus-scale.js";
 import {
   TOP_K,
@@ -180,7 +180,7 @@ async function main(p: EngineParameters): Promise<void> {
   // One-document writes (no merges running meanwhile).
   const appendTimes: number[] = [];
   const deleteTimes: number[] = [];
-  const random = mulberry32(14);
+  const random = seededRandom(14);
   const deleted = new Set<number>();
   for (let i = 0; i < p.writeSamples; i++) {
     const text = chunkText(extraChunkIndex(p.chunks, i));

@@ -1,16 +1,7 @@
 /** Deterministic text for the soak: prose documents, questions, prompts, and unique tokens. */
+import { seededRandom } from "./seeded-random.js";
 
-/** mulberry32: numbers in [0, 1). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom };
 
 const WORDS = (
   "river stone forest bird planet ocean whale coral volcano lava bread dough oven garden winter summer " +

@@ -10,7 +10,8 @@ import path from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { Presets, SingleBar } from "cli-progress";
 import { ConfigError, loadConfig, type Config } from "../core/config.js";
-import { ApiError } from "../core/errors.js";
+import { badRequest, DomainError, notFound, notReady, type ErrorKind } from "../core/errors.js";
+import { defaultOverlap } from "../rag/ingest/chunker.js";
 import type { RagService, DocumentInput } from "../rag/service.js";
 import type { Which } from "../server.js";
 import type { LlamaGenerator } from "../textgen/llama-generator.js";
@@ -20,6 +21,8 @@ import type { LlamaGenerator } from "../textgen/llama-generator.js";
 const loaders = () => import("../rag/ingest/loaders.js");
 
 const EXIT = { ok: 0, failed: 1, usage: 2, notFound: 3, refused: 4, config: 78 } as const;
+/** The domain errors that refuse the input (exit 4); the others, not found aside, are failures (exit 1). */
+const REFUSED: ReadonlySet<ErrorKind> = new Set(["invalid", "conflict", "too_large", "busy", "cancelled"]);
 
 class UsageError extends Error {}
 
@@ -165,7 +168,7 @@ async function collectFiles(paths: string[], filesDir: string | null): Promise<F
   };
   const visit = async (item: string, root: string, named: boolean) => {
     const info = await stat(item).catch(() => null);
-    if (!info) throw new ApiError(404, "not_found", `No such file or folder: ${item}`);
+    if (!info) throw notFound(`No such file or folder: ${item}`);
     if (info.isDirectory()) {
       const entries = (await readdir(item)).filter((name) => !name.startsWith(".")).sort();
       for (const entry of entries) await visit(path.join(item, entry), root, false);
@@ -173,7 +176,7 @@ async function collectFiles(paths: string[], filesDir: string | null): Promise<F
   };
   for (const item of paths) {
     const info = await stat(item).catch(() => null);
-    if (!info) throw new ApiError(404, "not_found", `No such file or folder: ${item}`);
+    if (!info) throw notFound(`No such file or folder: ${item}`);
     const real = await realpath(item);
     if (info.isDirectory()) {
       // As index sync: ids relative to RAG_FILES_DIR when it holds the folder, else to the folder.
@@ -224,12 +227,11 @@ async function indexBuild(args: string[], config: Config): Promise<number> {
   const chunkSize = integer(values["chunk-size"], "chunk-size") ?? 1000;
   if (chunkSize < 100 || chunkSize > 10_000)
     throw new UsageError("--chunk-size must be between 100 and 10000");
-  const overlap = integer(values.overlap, "overlap") ?? Math.min(128, Math.floor(chunkSize / 2));
+  const overlap = integer(values.overlap, "overlap") ?? defaultOverlap(chunkSize);
   if (overlap > chunkSize / 2) throw new UsageError("--overlap must be at most chunk-size/2");
 
   const files = await collectFiles(paths, config.ragFilesDir);
-  if (files.length === 0)
-    throw new ApiError(400, "invalid_request", "No supported files (.txt .md .html .pdf .docx) found");
+  if (files.length === 0) throw badRequest("No supported files (.txt .md .html .pdf .docx) found");
   const { loadFile } = await loaders();
   const bar = progress(files.length, `index ${name}`);
   const documents: DocumentInput[] = [];
@@ -331,7 +333,7 @@ async function indexSync(args: string[], config: Config): Promise<number> {
   const chunkSize = integer(values["chunk-size"], "chunk-size") ?? 1000;
   if (chunkSize < 100 || chunkSize > 10_000)
     throw new UsageError("--chunk-size must be between 100 and 10000");
-  const overlap = integer(values.overlap, "overlap") ?? Math.min(128, Math.floor(chunkSize / 2));
+  const overlap = integer(values.overlap, "overlap") ?? defaultOverlap(chunkSize);
   if (overlap > chunkSize / 2) throw new UsageError("--overlap must be at most chunk-size/2");
 
   const [{ syncFolder }, { resolveFolder }] = await Promise.all([
@@ -340,7 +342,7 @@ async function indexSync(args: string[], config: Config): Promise<number> {
   ]);
   const absolute = path.resolve(dir);
   const info = await stat(absolute).catch(() => null);
-  if (!info?.isDirectory()) throw new ApiError(404, "not_found", `No such folder: ${dir}`);
+  if (!info?.isDirectory()) throw notFound(`No such folder: ${dir}`);
   // With RAG_FILES_DIR set, ids are relative to it (as the HTTP route stores them); else to the folder.
   const { root, folder } = await resolveFolder(config.ragFilesDir ?? absolute, absolute);
   const key = { tenantId: (values.tenant as string | undefined) ?? "default", name };
@@ -471,7 +473,7 @@ async function generate(args: string[], config: Config): Promise<number> {
   try {
     await generator.ready?.();
     const status = generator.status();
-    if (status.state === "unhealthy") throw new ApiError(503, "model_not_ready", status.reason);
+    if (status.state === "unhealthy") throw notReady(status.reason, "model_not_ready");
     const result = await generator.generate({
       prompt,
       maxTokens: integer(values["max-length"], "max-length") ?? 128,
@@ -571,9 +573,13 @@ export async function main(argv: string[]): Promise<number> {
       process.stderr.write(`lectern: ${error.message}\nRun "lectern ${command} --help" for usage.\n`);
       return EXIT.usage;
     }
-    if (error instanceof ApiError) {
+    if (error instanceof DomainError) {
       process.stderr.write(`lectern: ${error.message}\n`);
-      return error.statusCode === 404 ? EXIT.notFound : error.statusCode < 500 ? EXIT.refused : EXIT.failed;
+      return error.kind === "not_found"
+        ? EXIT.notFound
+        : REFUSED.has(error.kind)
+          ? EXIT.refused
+          : EXIT.failed;
     }
     process.stderr.write(`lectern: ${(error as Error).message}\n`);
     return EXIT.failed;

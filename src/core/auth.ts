@@ -12,9 +12,8 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { ConfigError } from "./config.js";
 import { isPreflight } from "./cors.js";
-import { ApiError } from "./errors.js";
+import { ApiError, ConfigError } from "./errors.js";
 import { normalisedPath, pathOf } from "./url-path.js";
 
 export interface Principal {

@@ -5,14 +5,9 @@
 import { closeSync, openSync, readSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { KeyRing } from "./auth.js";
+import { ConfigError } from "./errors.js";
 
-export class ConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "ConfigError";
-  }
-}
+export { ConfigError };
 
 export interface Config {
   host: string;
@@ -53,9 +48,8 @@ export interface Config {
    * sequence for a model that fits in CPU caches run on one thread, else one per LLAMA_THREADS cores.
    */
   llamaContexts: number | "auto";
+  /** API_KEYS_FILE; null means auth is off. The keys are read where the app is built (core/http.ts). */
   apiKeysFile: string | null;
-  /** Parsed from API_KEYS_FILE; null means auth is off. */
-  apiKeys: KeyRing | null;
   /** Requests per minute per key (per client address without keys); 0 = no limit. */
   rateLimitPerMinute: number;
   /** Origins allowed by CORS; empty = CORS off (no Access-Control headers). */
@@ -222,7 +216,6 @@ export function loadConfig(env: Env = process.env): Config {
     llamaFlashAttention: oneOf(env, "LLAMA_FLASH_ATTENTION", "on", ["on", "off"] as const) === "on",
     llamaContexts: countOrAuto(env, "LLAMA_CONTEXTS", 1, 64),
     apiKeysFile: read(env, "API_KEYS_FILE") ?? null,
-    apiKeys: read(env, "API_KEYS_FILE") === undefined ? null : KeyRing.load(read(env, "API_KEYS_FILE")!),
     rateLimitPerMinute: integer(env, "RATE_LIMIT_PER_MINUTE", 0, 0, 10_000_000),
     corsOrigins: origins(env, "CORS_ORIGINS"),
     maxBuildDocuments: integer(env, "MAX_BUILD_DOCUMENTS", 1_000_000, 1, 100_000_000),

@@ -18,7 +18,6 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from "fastify";
 import { ApiError } from "./errors.js";
-import { isSiblingOrigin } from "./ui.js";
 
 export interface CorsOptions {
   /** Allowed origins; `*` allows any. */
@@ -155,5 +154,16 @@ export class CorsPolicy {
       // Safari waits for a body on a 204 without Content-Length.
       return reply.code(204).header("content-length", "0").send();
     });
+  }
+}
+
+/** Whether `origin` is the sibling app of a request to `host` (same host name, the other port). */
+function isSiblingOrigin(origin: string, host: string | undefined, siblingPort: number): boolean {
+  try {
+    const url = new URL(origin);
+    const hostName = (host ?? "").replace(/:\d+$/, "");
+    return url.hostname === hostName && Number(url.port) === siblingPort;
+  } catch {
+    return false;
   }
 }

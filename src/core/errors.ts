@@ -1,7 +1,16 @@
 /**
- * The one error type of both apps. Everything a client may see goes through `ApiError`; the
- * error handler turns it into the contract's shape `{"error":{"code","message","details"}}`.
+ * Errors. `DomainError` (below) is what the code throws; `ApiError` is its HTTP form, made at the edge
+ * only (core/http.ts `toApiError`, the routes, the auth and CORS hooks; eslint.config.js keeps it so),
+ * which the error handler turns into the contract's shape `{"error":{"code","message","details"}}`.
  */
+
+/** A bad configuration value: start-up stops with a message naming the variable (exit 78). */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
 
 export type ErrorCode =
   | "invalid_request"
@@ -42,11 +51,73 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * What went wrong, said in the domain's words. Services, stores, the engine, the scheduler and the CLI
+ * throw these; none knows HTTP. The edge maps each kind to a status once (core/http.ts `toApiError`,
+ * as TGI maps InferError in its server), and each API's error shape is built from that.
+ */
+export type ErrorKind =
+  /** The caller's input cannot be used (bad value, bad file, bad folder). */
+  | "invalid"
+  /** Well-formed input that cannot be processed (a file that fails to parse, or past its parse time). */
+  | "unprocessable"
+  | "not_found"
+  /** The state does not allow it (already exists, changed by another writer). */
+  | "conflict"
+  /** Bigger than a configured limit. */
+  | "too_large"
+  /** Too much work queued right now; try again later. */
+  | "busy"
+  /** A dependency (a model, the store) is not ready or not reachable. */
+  | "not_ready"
+  | "timeout"
+  /** The caller went away before the work began. */
+  | "cancelled"
+  /** A service this one calls answered with an error. */
+  | "upstream"
+  /** A broken invariant: stored or computed state that cannot be (a bug or damaged data). */
+  | "corrupt"
+  /** The disk (or database) is full: nothing was written; deletes still work. */
+  | "storage_full";
+
+export interface DomainErrorOptions {
+  details?: unknown[];
+  /** When trying again makes sense: seconds (or what an upstream said), for busy, conflict, not_ready. */
+  retryAfter?: string;
+  /** The contract's error code where a kind has several (e.g. "model_not_ready" for `not_ready`). */
+  code?: ErrorCode;
+}
+
+export class DomainError extends Error {
+  readonly details: unknown[];
+  readonly retryAfter: string | undefined;
+  readonly code: ErrorCode | undefined;
+  constructor(
+    readonly kind: ErrorKind,
+    message: string,
+    options: DomainErrorOptions = {},
+  ) {
+    super(message);
+    this.name = "DomainError";
+    this.details = options.details ?? [];
+    this.retryAfter = options.retryAfter;
+    this.code = options.code;
+  }
+}
+
 export const badRequest = (message: string, details: unknown[] = []) =>
-  new ApiError(400, "invalid_request", message, details);
-export const notFound = (message: string) => new ApiError(404, "not_found", message);
-export const conflict = (message: string) => new ApiError(409, "conflict", message);
-export const notReady = (message: string, code: ErrorCode = "not_ready") => new ApiError(503, code, message);
+  new DomainError("invalid", message, { details });
+export const notFound = (message: string) => new DomainError("not_found", message);
+export const conflict = (message: string, options: DomainErrorOptions = {}) =>
+  new DomainError("conflict", message, options);
+export const notReady = (message: string, code: ErrorCode = "not_ready") =>
+  new DomainError("not_ready", message, { code });
+export const tooLarge = (message: string, details: unknown[] = []) =>
+  new DomainError("too_large", message, { details });
+export const busy = (message: string, retryAfterSeconds: number) =>
+  new DomainError("busy", message, { retryAfter: String(retryAfterSeconds) });
+/** A broken invariant (answered as a 500 with its message: it names what is damaged). */
+export const corrupt = (message: string) => new DomainError("corrupt", message);
 
 /**
  * Whether an error means the disk (or database) is full: ENOSPC or EDQUOT from the file system,
@@ -63,8 +134,7 @@ export function isStorageFull(error: unknown): boolean {
 
 /** 507: the server has no room left; what the client sent was not written. */
 export const storageFull = (why?: string) =>
-  new ApiError(
-    507,
-    "insufficient_storage",
+  new DomainError(
+    "storage_full",
     `The server's storage is full${why ? ` (${why})` : ""}: nothing was written. Deletes still work; free space or delete indices or documents, then retry.`,
   );

@@ -9,12 +9,19 @@ import type { DestinationStream } from "pino";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import { ApiError, isStorageFull, storageFull, type ErrorCode } from "./errors.js";
+import {
+  ApiError,
+  DomainError,
+  isStorageFull,
+  storageFull,
+  type ErrorCode,
+  type ErrorKind,
+} from "./errors.js";
 import { lazyRequestLogger, loggerOptions } from "./logger.js";
 import { RequestLifecycle, type RequestCompletedListener } from "./request-lifecycle.js";
 import rateLimit from "@fastify/rate-limit";
 import { CorsPolicy, isPreflight } from "./cors.js";
-import { isPublicPath, registerAuth } from "./auth.js";
+import { isPublicPath, KeyRing, registerAuth } from "./auth.js";
 import { registerUi } from "./ui.js";
 import type { Config } from "./config.js";
 import { PRODUCT_NAME, VERSION } from "./version.js";
@@ -41,7 +48,7 @@ export interface HttpAppOptions {
     Config,
     | "maxBodyBytes"
     | "logLevel"
-    | "apiKeys"
+    | "apiKeysFile"
     | "rateLimitPerMinute"
     | "corsOrigins"
     | "httpRequestTimeoutMs"
@@ -96,10 +103,34 @@ export function validationProblem(
   return `must be one of ${allowed.map((value) => JSON.stringify(value)).join(", ")} (exactly, case included)`;
 }
 
+/** Each domain error kind as HTTP: its status and the contract's code (a DomainError may name another). */
+const HTTP_OF_KIND: Readonly<Record<ErrorKind, { status: number; code: ErrorCode }>> = {
+  invalid: { status: 400, code: "invalid_request" },
+  unprocessable: { status: 422, code: "invalid_request" },
+  not_found: { status: 404, code: "not_found" },
+  conflict: { status: 409, code: "conflict" },
+  too_large: { status: 413, code: "payload_too_large" },
+  busy: { status: 429, code: "queue_full" },
+  // 499 (nginx's "client closed request"): nobody reads it, but logs and metrics tell it from a 4xx.
+  cancelled: { status: 499, code: "invalid_request" },
+  corrupt: { status: 500, code: "internal_error" },
+  upstream: { status: 502, code: "upstream_error" },
+  not_ready: { status: 503, code: "not_ready" },
+  timeout: { status: 504, code: "timeout" },
+  storage_full: { status: 507, code: "insufficient_storage" },
+};
+
+/** Any error as the API error a client sees: the one place domain errors become HTTP. */
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
+  if (error instanceof DomainError) {
+    const { status, code } = HTTP_OF_KIND[error.kind];
+    const headers: Record<string, string> =
+      error.retryAfter === undefined ? {} : { "retry-after": error.retryAfter };
+    return new ApiError(status, error.code ?? code, error.message, error.details, headers);
+  }
   // A full disk (file system, SQLite or PostgreSQL) is a state, not a bug: 507 says what to do.
-  if (isStorageFull(error)) return storageFull();
+  if (isStorageFull(error)) return toApiError(storageFull());
   const err = error as Partial<FastifyError> & { validation?: unknown[]; validationContext?: string };
   if (Array.isArray(err.validation)) {
     const details = err.validation.map((v) => {
@@ -217,7 +248,7 @@ export async function createHttpApp(options: HttpAppOptions) {
     const apiError = toApiError(error);
     // A 5xx the code chose (not ready, timed out, upstream down) is a state, not a bug: one warning
     // line. Only an unexpected error is logged as an error with its stack.
-    if (!(error instanceof ApiError) && apiError.statusCode >= 500) {
+    if (!(error instanceof ApiError || error instanceof DomainError) && apiError.statusCode >= 500) {
       request.log.error({ err: error }, "request failed");
     } else if (apiError.statusCode >= 500) {
       request.log.warn({ code: apiError.code, msg: apiError.message }, "request refused");
@@ -233,7 +264,9 @@ export async function createHttpApp(options: HttpAppOptions) {
   );
 
   cors.registerPreflightRoute(app);
-  registerAuth(app, config.apiKeys, { failuresPerMinute: config.rateLimitPerMinute });
+  // Read here, where the app is built: the config only parses values (a bad file is a ConfigError still).
+  const apiKeys = config.apiKeysFile === null ? null : KeyRing.load(config.apiKeysFile);
+  registerAuth(app, apiKeys, { failuresPerMinute: config.rateLimitPerMinute });
   if (config.rateLimitPerMinute > 0) {
     await app.register(rateLimit, {
       max: config.rateLimitPerMinute,
@@ -266,7 +299,7 @@ export async function createHttpApp(options: HttpAppOptions) {
         },
       },
       // Shown as the Authorize button in /docs; public routes need no key even when keys are on.
-      ...(config.apiKeys ? { security: [{ bearer: [] }] } : {}),
+      ...(apiKeys ? { security: [{ bearer: [] }] } : {}),
     },
   });
   // Swagger UI's assets ship inside the package; validatorUrl null keeps the page from calling out.

@@ -12,7 +12,7 @@ export const WEB_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)
 
 export interface UiOptions {
   service: "textgen" | "rag";
-  config: Pick<Config, "textgenPort" | "ragPort" | "apiKeys">;
+  config: Pick<Config, "textgenPort" | "ragPort" | "apiKeysFile">;
 }
 
 export async function registerUi(app: FastifyInstance, options: UiOptions): Promise<void> {
@@ -34,18 +34,7 @@ export async function registerUi(app: FastifyInstance, options: UiOptions): Prom
       service: options.service,
       textgen_url: options.service === "textgen" ? "" : origin(options.config.textgenPort),
       rag_url: options.service === "rag" ? "" : origin(options.config.ragPort),
-      auth: options.config.apiKeys !== null,
+      auth: options.config.apiKeysFile !== null,
     };
   });
-}
-
-/** Whether `origin` is the sibling app of a request to `host` (same host name, the other port). */
-export function isSiblingOrigin(origin: string, host: string | undefined, siblingPort: number): boolean {
-  try {
-    const url = new URL(origin);
-    const hostName = (host ?? "").replace(/:\d+$/, "");
-    return url.hostname === hostName && Number(url.port) === siblingPort;
-  } catch {
-    return false;
-  }
 }

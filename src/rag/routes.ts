@@ -7,6 +7,7 @@ import { rootMessage, type TypedApp } from "../core/http.js";
 import { actingTenant, confinedTenant, listingTenant } from "../core/auth.js";
 import { ErrorResponse } from "../textgen/schemas.js";
 import { loadResolvedFiles, resolveFiles } from "./ingest/files.js";
+import { defaultOverlap } from "./ingest/chunker.js";
 import type { Ingest } from "./ingest/limits.js";
 import { multipartTenant, readMultipart } from "./uploads.js";
 import type { IndexInfo } from "./schemas.js";
@@ -184,7 +185,7 @@ function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
           documents.push(...(await loadResolvedFiles(resolved.root, resolved.files, deps.ingest)));
         }
       }
-      const overlap = body.overlap ?? Math.min(128, Math.floor(body.chunk_size / 2));
+      const overlap = body.overlap ?? defaultOverlap(body.chunk_size);
       if (overlap > body.chunk_size / 2) {
         throw badRequest(`overlap must be at most chunk_size/2 (${Math.floor(body.chunk_size / 2)})`, [
           { path: "/overlap", message: "greater than chunk_size/2" },

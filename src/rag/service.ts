@@ -4,7 +4,8 @@
  * the tombstones of the chunks it replaces or deletes, their rows, the index's statistics. Queries
  * are answered from a cache of loaded indices (a SegmentedIndex per index: postings and statistics
  * only); the texts and metadata of the top-k chunks are then read from the store by engine key.
- * No HTTP here: routes translate requests to these calls.
+ * No HTTP here: routes translate requests to these calls, and its errors are domain errors
+ * (core/errors.ts) that core/http.ts maps to statuses.
  *
  * Cache validity. With a store that has no change feed (SQLite), every query asks the store for the
  * index's version (a microsecond there) and catches up when it changed. With a change feed
@@ -33,7 +34,7 @@
  */
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ApiError, badRequest, notFound } from "../core/errors.js";
+import { badRequest, conflict, notFound } from "../core/errors.js";
 import { KeyedMutex } from "../core/keyed-mutex.js";
 import { extractiveAnswer } from "./answer.js";
 import { chunkDocument } from "./ingest/chunker.js";
@@ -63,6 +64,10 @@ import type {
   Metadata,
   StoredChunk,
 } from "./store/types.js";
+
+/** The one message of a query, stats or write on an index the tenant does not have. */
+const indexNotFound = (key: IndexKey) =>
+  notFound(`Index "${key.name}" does not exist for tenant "${key.tenantId}"`);
 
 export interface DocumentInput {
   id?: string;
@@ -293,14 +298,10 @@ export class RagService {
       chunkSize: input.chunkSize,
       overlap: input.overlap,
     };
-    const output = await this.exclusive(input.key, async () => {
+    const output = await this.exclusiveWithRetries(input.key, async () => {
       const existing = await this.store.getMeta(input.key);
       if (input.mode === "create" && existing) {
-        throw new ApiError(
-          409,
-          "conflict",
-          `Index "${input.key.name}" already exists; use mode "replace" or "append"`,
-        );
+        throw conflict(`Index "${input.key.name}" already exists; use mode "replace" or "append"`);
       }
       if (input.mode === "append" && !existing) {
         throw notFound(`Index "${input.key.name}" does not exist; build it with mode "create" first`);
@@ -338,7 +339,7 @@ export class RagService {
     const documents = normaliseDocuments(change.upsert);
     const upserted = new Set(documents.map((document) => document.id));
     const deleteIds = [...new Set(change.deleteIds)].filter((id) => !upserted.has(id));
-    const output = await this.exclusive(key, async () => {
+    const output = await this.exclusiveWithRetries(key, async () => {
       const existing = await this.requireMeta(key);
       if (documents.length === 0 && deleteIds.length === 0) {
         return { meta: existing, documentsCount: 0, chunksCount: 0 };
@@ -350,7 +351,7 @@ export class RagService {
   }
 
   async deleteDocument(key: IndexKey, documentId: string): Promise<IndexMeta> {
-    const output = await this.exclusive(key, async () => {
+    const output = await this.exclusiveWithRetries(key, async () => {
       const existing = await this.requireMeta(key);
       if (!(await this.store.hasDocument(key, documentId))) {
         throw notFound(`Document "${documentId}" is not in index "${key.name}"`);
@@ -362,7 +363,7 @@ export class RagService {
   }
 
   async deleteIndex(key: IndexKey): Promise<void> {
-    await this.exclusive(key, async () => {
+    await this.exclusiveWithRetries(key, async () => {
       this.cache.delete(cacheKey(key));
       if (!(await this.store.deleteIndex(key))) throw notFound(`Index "${key.name}" does not exist`);
       // An index created again under this name starts its own counts (the process totals keep them).
@@ -384,7 +385,7 @@ export class RagService {
 
   async requireMeta(key: IndexKey): Promise<IndexMeta> {
     const meta = await this.store.getMeta(key);
-    if (!meta) throw notFound(`Index "${key.name}" does not exist for tenant "${key.tenantId}"`);
+    if (!meta) throw indexNotFound(key);
     return meta;
   }
 
@@ -479,8 +480,8 @@ export class RagService {
     const memory = process.memoryUsage();
     const segments = this.countersOf(tenantId);
     let running = 0;
-    for (const k of this.merging.keys())
-      if (tenantId === null || k.startsWith(`${tenantId}\u0000`)) running++;
+    for (const indexId of this.merging.keys())
+      if (tenantId === null || indexId.startsWith(`${tenantId}\u0000`)) running++;
     const own = tenantId === null ? null : this.activity.get(tenantId);
     const counts =
       tenantId === null
@@ -523,14 +524,14 @@ export class RagService {
   /** One index's segments (loading it if needed) and this process's segment counters of it. */
   async indexStats(key: IndexKey): Promise<IndexStats> {
     const loaded = await this.load(key);
-    const k = cacheKey(key);
-    const counters = this.segmentCounters.get(k);
+    const indexId = cacheKey(key);
+    const counters = this.segmentCounters.get(indexId);
     return {
       meta: loaded.meta,
       // By id (the order segments were written in), whatever order the engine holds them in.
       segments: loaded.engine.segments().sort((a, b) => a.id - b.id),
       deletedChunks: loaded.engine.deletedDocumentCount,
-      merges: { completed: counters?.mergesCompleted ?? 0, running: this.merging.has(k) ? 1 : 0 },
+      merges: { completed: counters?.mergesCompleted ?? 0, running: this.merging.has(indexId) ? 1 : 0 },
       loaded: { segmentsLoaded: counters?.segmentsLoaded ?? 0, bytesLoaded: counters?.bytesLoaded ?? 0 },
     };
   }
@@ -549,11 +550,11 @@ export class RagService {
   }
 
   private count(key: IndexKey, change: Partial<SegmentCounters>): void {
-    const k = cacheKey(key);
-    let counters = this.segmentCounters.get(k);
+    const indexId = cacheKey(key);
+    let counters = this.segmentCounters.get(indexId);
     if (!counters) {
       counters = { tenantId: key.tenantId, segmentsLoaded: 0, bytesLoaded: 0, mergesCompleted: 0 };
-      this.segmentCounters.set(k, counters);
+      this.segmentCounters.set(indexId, counters);
     }
     for (const field of ["segmentsLoaded", "bytesLoaded", "mergesCompleted"] as const) {
       counters[field] += change[field] ?? 0;
@@ -566,43 +567,48 @@ export class RagService {
    * the store's version unchanged), else brought up to the store's version (catch-up or load).
    */
   async load(key: IndexKey): Promise<LoadedIndex> {
-    const k = cacheKey(key);
+    const indexId = cacheKey(key);
     for (;;) {
-      const cached = this.cache.get(k);
-      if (cached && this.trusted(k, cached)) return cached.loaded;
+      const cached = this.cache.get(indexId);
+      if (cached && this.trusted(indexId, cached)) return cached.loaded;
       // Captured before reading the store: an announcement arriving meanwhile makes the entry untrusted.
-      const validity = this.validity(k);
+      const validity = this.validity(indexId);
       const meta = await this.store.getMeta(key);
       if (!meta) {
-        this.cache.delete(k);
-        throw notFound(`Index "${key.name}" does not exist for tenant "${key.tenantId}"`);
+        this.cache.delete(indexId);
+        throw indexNotFound(key);
       }
       if (cached && cached.loaded.meta.version === meta.version) {
         // Unless a write or a catch-up replaced the entry meanwhile: it is newer then.
-        if (this.cache.get(k) === cached) this.remember(k, cached.loaded, validity);
+        if (this.cache.get(indexId) === cached) this.remember(indexId, cached.loaded, validity);
         return cached.loaded;
       }
-      const loaded = await this.mutations.run(k, () => this.refreshLocked(key, meta, validity));
+      const loaded = await this.mutations.run(indexId, () => this.refreshLocked(key, meta, validity));
       if (loaded !== LEGACY) return loaded;
       // Re-indexing is a write: under the writers' exclusion, then served as any other version.
-      await this.exclusive(key, () => this.mutations.run(k, () => this.reindexLegacyLocked(key)));
+      await this.exclusiveWithRetries(key, () =>
+        this.mutations.run(indexId, () => this.reindexLegacyLocked(key)),
+      );
     }
   }
 
   /** Whether a cached entry may be served without asking the store. */
-  private trusted(k: string, entry: CacheEntry): boolean {
+  private trusted(indexId: string, entry: CacheEntry): boolean {
     const feed = this.feed;
     return (
-      feed !== null && feed.live && entry.epoch === feed.epoch && entry.stamp === (this.stamps.get(k) ?? 0)
+      feed !== null &&
+      feed.live &&
+      entry.epoch === feed.epoch &&
+      entry.stamp === (this.stamps.get(indexId) ?? 0)
     );
   }
 
-  private validity(k: string): Validity {
-    return { epoch: this.feed?.live ? this.feed.epoch : null, stamp: this.stamps.get(k) ?? 0 };
+  private validity(indexId: string): Validity {
+    return { epoch: this.feed?.live ? this.feed.epoch : null, stamp: this.stamps.get(indexId) ?? 0 };
   }
 
-  private remember(k: string, loaded: LoadedIndex, validity: Validity): void {
-    this.cache.set(k, { loaded, ...validity });
+  private remember(indexId: string, loaded: LoadedIndex, validity: Validity): void {
+    this.cache.set(indexId, { loaded, ...validity });
   }
 
   /**
@@ -615,8 +621,8 @@ export class RagService {
     meta: IndexMeta,
     validity: Validity,
   ): Promise<LoadedIndex | typeof LEGACY> {
-    const k = cacheKey(key);
-    const cached = this.cache.get(k);
+    const indexId = cacheKey(key);
+    const cached = this.cache.get(indexId);
     if (cached && cached.loaded.meta.version >= meta.version) return cached.loaded;
     // Not when it was recreated since (deleted and built again: its segment ids and keys may repeat
     // the old ones) or replaced with another scorer (the engine index's own setting).
@@ -637,11 +643,11 @@ export class RagService {
     cached: LoadedIndex,
     validity: Validity,
   ): Promise<LoadedIndex | undefined> {
-    const k = cacheKey(key);
+    const indexId = cacheKey(key);
     const delta = await this.store.loadChanges(key, cached.meta.version);
     if (!delta) {
-      this.cache.delete(k);
-      throw notFound(`Index "${key.name}" does not exist for tenant "${key.tenantId}"`);
+      this.cache.delete(indexId);
+      throw indexNotFound(key);
     }
     const engine = cached.engine;
     const held = new Set(engine.segments().map((segment) => segment.id));
@@ -657,22 +663,22 @@ export class RagService {
       });
     } catch (error) {
       // The cached index may be half changed: forget it; the caller loads the index whole.
-      this.cache.delete(k);
+      this.cache.delete(indexId);
       this.log.warn({ err: error, index: key.name, tenant: key.tenantId }, "catch-up failed; reloading");
       return undefined;
     }
     this.count(key, { segmentsLoaded: delta.addedSegments.length, bytesLoaded: delta.bytesLoaded });
     const loaded: LoadedIndex = { meta: delta.meta, engine };
-    this.remember(k, loaded, validity);
+    this.remember(indexId, loaded, validity);
     return loaded;
   }
 
   private async loadWholeLocked(key: IndexKey, validity: Validity): Promise<LoadedIndex | typeof LEGACY> {
-    const k = cacheKey(key);
+    const indexId = cacheKey(key);
     const stored = await this.store.loadIndex(key);
     if (!stored) {
-      this.cache.delete(k);
-      throw notFound(`Index "${key.name}" does not exist for tenant "${key.tenantId}"`);
+      this.cache.delete(indexId);
+      throw indexNotFound(key);
     }
     if (stored.segments.length === 0 && stored.meta.chunksCount > 0) return LEGACY;
     const engine = SegmentedIndex.load(
@@ -684,7 +690,7 @@ export class RagService {
     for (const segment of stored.segments) bytes += segment.bytes.byteLength;
     this.count(key, { segmentsLoaded: stored.segments.length, bytesLoaded: bytes });
     const loaded: LoadedIndex = { meta: stored.meta, engine };
-    this.remember(k, loaded, validity);
+    this.remember(indexId, loaded, validity);
     // An index written by another process (the CLI, a replica) may be waiting for a merge.
     this.scheduleMerge(key);
     return loaded;
@@ -710,10 +716,10 @@ export class RagService {
    * write that changes no chunk. Under the writers' and the mutation lock.
    */
   private async reindexLegacyLocked(key: IndexKey): Promise<LoadedIndex> {
-    const k = cacheKey(key);
-    const validity = this.validity(k);
+    const indexId = cacheKey(key);
+    const validity = this.validity(indexId);
     const stored = await this.store.loadIndex(key);
-    if (!stored) throw notFound(`Index "${key.name}" does not exist for tenant "${key.tenantId}"`);
+    if (!stored) throw indexNotFound(key);
     if (stored.segments.length > 0 || stored.meta.chunksCount === 0) {
       // Another process re-indexed it meanwhile.
       const loaded = await this.loadWholeLocked(key, validity);
@@ -759,14 +765,14 @@ export class RagService {
     meta: IndexMeta,
     validity: Validity,
   ): LoadedIndex {
-    const k = cacheKey(key);
+    const indexId = cacheKey(key);
     const loaded: LoadedIndex = { meta, engine };
     try {
       prepared.apply();
-      this.remember(k, loaded, validity);
+      this.remember(indexId, loaded, validity);
     } catch (error) {
       // Committed in the store but not applied here: the cached index is behind it, so drop it.
-      this.cache.delete(k);
+      this.cache.delete(indexId);
       this.log.warn({ err: error, index: key.name, tenant: key.tenantId }, "committed change not applied");
     }
     return loaded;
@@ -774,18 +780,18 @@ export class RagService {
 
   /** An announced change: untrust the cached index unless it already is that version or newer. */
   private changed(change: IndexChange): void {
-    const k = cacheKey(change);
-    const cached = this.cache.get(k);
+    const indexId = cacheKey(change);
+    const cached = this.cache.get(indexId);
     if (cached && change.version !== null && cached.loaded.meta.version >= change.version) return;
-    if (change.version === null) this.cache.delete(k);
-    this.stamps.set(k, ++this.changeCount);
+    if (change.version === null) this.cache.delete(indexId);
+    this.stamps.set(indexId, ++this.changeCount);
   }
 
   /**
    * Runs one write of an index: alone in this process, under the store's cross-process writer lock
    * when it has one, and again (the cached index catching up) when its base version was stale.
    */
-  private async exclusive<T>(key: IndexKey, work: () => Promise<T>): Promise<T> {
+  private async exclusiveWithRetries<T>(key: IndexKey, work: () => Promise<T>): Promise<T> {
     const attempts = async () => {
       for (let attempt = 1; ; attempt++) {
         try {
@@ -793,12 +799,9 @@ export class RagService {
         } catch (error) {
           if (!(error instanceof StaleVersionError)) throw error;
           if (attempt >= MAX_WRITE_ATTEMPTS) {
-            throw new ApiError(
-              409,
-              "conflict",
+            throw conflict(
               `Index "${key.name}" kept being changed by other writers (${attempt} attempts); retry the request`,
-              [],
-              { "Retry-After": "1" },
+              { retryAfter: "1" },
             );
           }
           this.countActivity(key.tenantId, "writeRetries");
@@ -843,9 +846,9 @@ export class RagService {
     if (mode !== "update" && added.length === 0 && !allowEmpty) {
       throw badRequest("The documents contain no text to index");
     }
-    const k = cacheKey(key);
-    const output = await this.mutations.run(k, async () => {
-      const validity = this.validity(k);
+    const indexId = cacheKey(key);
+    const output = await this.mutations.run(indexId, async () => {
+      const validity = this.validity(indexId);
       let engine: SegmentedIndex;
       let expectedVersion: number | null = null;
       const deleted: Array<{ key: number; text: string }> = [];
@@ -894,33 +897,33 @@ export class RagService {
 
   /** Starts the merge the policy picks for an index, unless one is running or the service is closing. */
   private scheduleMerge(key: IndexKey): void {
-    const k = cacheKey(key);
-    if (this.closing || this.merging.has(k)) return;
-    const picked = this.pickMerge(k);
+    const indexId = cacheKey(key);
+    if (this.closing || this.merging.has(indexId)) return;
+    const picked = this.pickMerge(indexId);
     if (!picked) return;
     const running = (async () => {
       // Taking the merge's snapshot (encoding its segments) is synchronous work: not in the turn of
       // the write that asked for it, whose reply goes out first. The pick is made again then.
       await new Promise((resolve) => setImmediate(resolve));
-      const current = this.closing ? undefined : this.pickMerge(k);
+      const current = this.closing ? undefined : this.pickMerge(indexId);
       return current ? this.runMerge(key, current.engine, current.segmentIds) : false;
     })().then(
       (committed) => {
-        this.merging.delete(k);
+        this.merging.delete(indexId);
         // One merge may make the next worthwhile (a tier filled up); a dropped one is not retried.
         if (committed) this.scheduleMerge(key);
       },
       (error: unknown) => {
-        this.merging.delete(k);
+        this.merging.delete(indexId);
         this.log.warn({ err: error, index: key.name, tenant: key.tenantId }, "segment merge dropped");
       },
     );
-    this.merging.set(k, running);
+    this.merging.set(indexId, running);
   }
 
-  /** The cached index of `k` and the first merge its policy proposes, if any. */
-  private pickMerge(k: string): { engine: SegmentedIndex; segmentIds: number[] } | undefined {
-    const engine = this.cache.get(k)?.loaded.engine;
+  /** The cached index of `indexId` and the first merge its policy proposes, if any. */
+  private pickMerge(indexId: string): { engine: SegmentedIndex; segmentIds: number[] } | undefined {
+    const engine = this.cache.get(indexId)?.loaded.engine;
     const segmentIds = engine ? this.mergePolicy.findMerges(engine.segments())[0] : undefined;
     return engine && segmentIds && segmentIds.length > 0 ? { engine, segmentIds } : undefined;
   }
@@ -932,18 +935,19 @@ export class RagService {
    * commit it to: logged).
    */
   private async runMerge(key: IndexKey, engine: SegmentedIndex, segmentIds: number[]): Promise<boolean> {
-    const k = cacheKey(key);
+    const indexId = cacheKey(key);
     const result = await mergeInBackground(engine, segmentIds);
     if (this.closing) return false;
     const outcome = await this.exclusiveOnce(key, () =>
-      this.mutations.run(k, async () => {
+      this.mutations.run(indexId, async () => {
         if (this.closing) return "closing";
-        if (this.cache.get(k)?.loaded.engine !== engine) return "the index was replaced, reloaded or deleted";
+        if (this.cache.get(indexId)?.loaded.engine !== engine)
+          return "the index was replaced, reloaded or deleted";
         const meta = await this.store.getMeta(key);
         if (!meta) return "the index was deleted";
         const base = await this.baseLocked(key, meta);
         if (base.engine !== engine) return "the index was reloaded";
-        const validity = this.validity(k);
+        const validity = this.validity(indexId);
         const prepared = engine.prepareMerge(result);
         const committed = await this.store.commitMerge({
           key,

@@ -4,11 +4,24 @@ import { badRequest } from "../core/errors.js";
 import type { TypedApp } from "../core/http.js";
 import { ErrorResponse } from "../textgen/schemas.js";
 import { resolveFolder } from "./ingest/files.js";
-import type { RagRouteDeps } from "./routes.js";
+import { defaultOverlap } from "./ingest/chunker.js";
+import type { Ingest } from "./ingest/limits.js";
+import type { RagMetrics } from "./metrics.js";
 import { IndexParams, SyncRequest, SyncResponse } from "./schemas.js";
+import type { RagService } from "./service.js";
 import { syncFolder } from "./sync.js";
 
-export function registerSyncRoutes(app: TypedApp, deps: RagRouteDeps): void {
+/** What the sync route needs of registerRagRoutes' deps (named here: routes.ts imports this file). */
+export interface SyncRouteDeps {
+  service: RagService;
+  metrics: RagMetrics;
+  ragFilesDir: string | null;
+  maxBuildDocuments: number;
+  maxBuildChars: number;
+  ingest: Ingest;
+}
+
+export function registerSyncRoutes(app: TypedApp, deps: SyncRouteDeps): void {
   app.post(
     "/rag/indices/:index_name/sync",
     {
@@ -28,7 +41,7 @@ export function registerSyncRoutes(app: TypedApp, deps: RagRouteDeps): void {
     async (request) => {
       const body = request.body;
       const chunkSize = body.chunk_size ?? 1000;
-      const overlap = body.overlap ?? Math.min(128, Math.floor(chunkSize / 2));
+      const overlap = body.overlap ?? defaultOverlap(chunkSize);
       if (overlap > chunkSize / 2) {
         throw badRequest(`overlap must be at most chunk_size/2 (${Math.floor(chunkSize / 2)})`, [
           { path: "/overlap", message: "greater than chunk_size/2" },

@@ -15,7 +15,7 @@ import { createHash } from "node:crypto";
 import type { Dirent } from "node:fs";
 import { readdir, realpath, stat } from "node:fs/promises";
 import path from "node:path";
-import { ApiError, badRequest } from "../core/errors.js";
+import { badRequest, DomainError, tooLarge } from "../core/errors.js";
 import { within } from "./ingest/files.js";
 import { DEFAULT_INGEST_LIMITS, type Ingest, type IngestLimits } from "./ingest/limits.js";
 import { isSupported } from "./ingest/loaders.js";
@@ -154,17 +154,13 @@ async function documentOf(
 function checkLimits(documents: DocumentInput[], limits: SyncInput["limits"]): void {
   if (!limits) return;
   if (documents.length > limits.maxDocuments) {
-    throw new ApiError(
-      413,
-      "payload_too_large",
+    throw tooLarge(
       `${documents.length} new or changed files in one sync; the limit is ${limits.maxDocuments} (MAX_BUILD_DOCUMENTS)`,
     );
   }
   const chars = documents.reduce((sum, document) => sum + document.text.length, 0);
   if (chars > limits.maxChars) {
-    throw new ApiError(
-      413,
-      "payload_too_large",
+    throw tooLarge(
       `${chars} characters of new or changed text in one sync; the limit is ${limits.maxChars} (MAX_BUILD_CHARS)`,
     );
   }
@@ -175,7 +171,7 @@ async function indexedDocuments(service: RagService, key: IndexKey) {
   try {
     return await service.listDocuments(key);
   } catch (error) {
-    if (error instanceof ApiError && error.statusCode === 404) return null;
+    if (error instanceof DomainError && error.kind === "not_found") return null;
     throw error;
   }
 }

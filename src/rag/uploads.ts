@@ -14,7 +14,7 @@ import type { MultipartFile } from "@fastify/multipart";
 import type { FastifyRequest } from "fastify";
 import type { TSchema } from "typebox";
 import { Value } from "typebox/value";
-import { ApiError, badRequest } from "../core/errors.js";
+import { badRequest, DomainError, tooLarge } from "../core/errors.js";
 import { validationProblem } from "../core/http.js";
 import { parseSpooledFile } from "./ingest/parse-pool.js";
 import { RequestTextBudget, type Ingest } from "./ingest/limits.js";
@@ -41,12 +41,9 @@ async function spool(part: MultipartFile, folder: string, index: number): Promis
   const file = path.join(folder, String(index));
   await pipeline(part.file, createWriteStream(file, { flags: "wx" }));
   if (part.file.truncated) {
-    throw new ApiError(
-      413,
-      "payload_too_large",
-      `File "${name}" is larger than the upload limit (MAX_BODY_BYTES)`,
-      [{ file: name, setting: "MAX_BODY_BYTES" }],
-    );
+    throw tooLarge(`File "${name}" is larger than the upload limit (MAX_BODY_BYTES)`, [
+      { file: name, setting: "MAX_BODY_BYTES" },
+    ]);
   }
   return { name, path: file };
 }
@@ -146,7 +143,8 @@ async function readSpooled<Fields>(
   } catch (error) {
     // Our own refusals and the plugin's size limits (413) keep their status; anything else thrown by
     // the multipart parser means the body itself is malformed.
-    if (typeof (error as { statusCode?: unknown }).statusCode === "number") throw error;
+    if (error instanceof DomainError || typeof (error as { statusCode?: unknown }).statusCode === "number")
+      throw error;
     throw badRequest(`Malformed multipart/form-data body: ${(error as Error).message}`);
   }
   if (uploads.length === 0) throw badRequest('Send at least one file (form field "files")');

@@ -9,7 +9,7 @@
  */
 import { getLlama, LlamaLogLevel, type LlamaEmbeddingContext, type LlamaModel } from "node-llama-cpp";
 import path from "node:path";
-import { ApiError, badRequest } from "../core/errors.js";
+import { badRequest, notReady } from "../core/errors.js";
 import { resolveModel, type ModelSource } from "./model-source.js";
 
 export interface EmbeddingResult {
@@ -72,10 +72,9 @@ export class LlamaEmbedder implements Embedder {
       } else {
         const shared = await this.options.sharedModel();
         if (!shared)
-          throw new ApiError(
-            503,
-            "model_not_ready",
+          throw notReady(
             "No embedding model: the generation model is not loaded here; set EMBEDDING_MODEL_PATH",
+            "model_not_ready",
           );
         model = shared.model;
         this.name = shared.name;
@@ -110,7 +109,7 @@ export class LlamaEmbedder implements Embedder {
       for (const input of inputs) {
         signal?.throwIfAborted();
         const embedding = await context.getEmbeddingFor(input);
-        vectors.push(normalize(embedding.vector));
+        vectors.push(toUnitLength(embedding.vector));
       }
       return vectors;
     });
@@ -130,7 +129,7 @@ export class LlamaEmbedder implements Embedder {
   }
 }
 
-function normalize(vector: readonly number[]): Float32Array {
+function toUnitLength(vector: readonly number[]): Float32Array {
   let sum = 0;
   for (const value of vector) sum += value * value;
   const norm = Math.sqrt(sum);

@@ -6,7 +6,7 @@
  * since clients send the same tool and response schemas again and again.
  */
 import { Worker } from "node:worker_threads";
-import { ApiError } from "../core/errors.js";
+import { busy } from "../core/errors.js";
 import { GrammarBudgetError, type GrammarBudget } from "./grammar-budget.js";
 import type { CheckAnswer, CheckRequest } from "./grammar-check-worker.js";
 
@@ -48,9 +48,7 @@ export class GrammarChecker {
 
   private ask(grammar: string, budget: GrammarBudget): Promise<Outcome> {
     if (this.pending.size >= MAX_PENDING)
-      throw new ApiError(429, "queue_full", "Too many grammars are being checked; retry shortly.", [], {
-        "retry-after": "1",
-      });
+      throw busy("Too many grammars are being checked; retry shortly.", 1);
     const worker = this.ensureWorker();
     const id = this.nextId++;
     return new Promise<Outcome>((resolve) => {

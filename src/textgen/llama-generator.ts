@@ -23,7 +23,7 @@ import {
   type LlamaModel,
   type Token,
 } from "node-llama-cpp";
-import { ApiError, badRequest } from "../core/errors.js";
+import { badRequest, DomainError, notReady } from "../core/errors.js";
 import { ContinuousBatcher, type BatchJob, type TokenLogprob as BatchLogprob } from "./batcher.js";
 import { checkGbnf } from "./gbnf-check.js";
 import { GrammarBudgetError, type GrammarBudget } from "./grammar-budget.js";
@@ -269,7 +269,7 @@ export class LlamaGenerator implements Generator {
   private requireReady(): Loaded {
     if (this.state.state !== "ready" || !this.loaded) {
       const detail = this.state.state === "unhealthy" ? this.state.reason : "the model is still loading";
-      throw new ApiError(503, "model_not_ready", `Model not ready: ${detail}`);
+      throw notReady(`Model not ready: ${detail}`, "model_not_ready");
     }
     return this.loaded;
   }
@@ -606,7 +606,7 @@ async function compileConstraint(
   try {
     await budgets.checkGrammar(constraint.grammar);
   } catch (error) {
-    if (error instanceof ApiError) throw error;
+    if (error instanceof DomainError) throw error;
     if (error instanceof GrammarBudgetError)
       throw badRequest(`Grammar over budget: ${error.message}`, [{ path: "/grammar", limit: error.limit }]);
     throw badRequest(`Invalid grammar: ${(error as Error).message}`, [{ path: "/grammar" }]);
@@ -642,7 +642,7 @@ async function compileSchema(
   try {
     await budgets.checkGrammar(grammar.grammar);
   } catch (error) {
-    if (error instanceof ApiError) throw error;
+    if (error instanceof DomainError) throw error;
     // Only the budget refuses: node-llama-cpp's own grammar is well formed by construction.
     if (error instanceof GrammarBudgetError)
       throw badRequest(`The JSON schema's grammar is over budget: ${error.message}`, [

@@ -5,7 +5,7 @@
  * pieces reach our clients as they arrive and an abort stops the upstream generation too.
  */
 import { Agent, fetch, type Response } from "undici";
-import { ApiError } from "../core/errors.js";
+import { badRequest, DomainError } from "../core/errors.js";
 import {
   isChatRequest,
   type ChatMessage,
@@ -73,7 +73,9 @@ export class OpenAIUpstreamGenerator implements Generator {
         this.state = { state: "ready" };
       } catch (error) {
         const reason =
-          error instanceof ApiError ? error.message : `upstream ${this.options.baseUrl}: ${describe(error)}`;
+          error instanceof DomainError
+            ? error.message
+            : `upstream ${this.options.baseUrl}: ${describe(error)}`;
         this.state = { state: "unhealthy", reason };
         if (!this.closed && this.keepRetrying) {
           this.retryTimer = setTimeout(() => void this.discover(), this.options.retryMs ?? 5000);
@@ -96,9 +98,7 @@ export class OpenAIUpstreamGenerator implements Generator {
       request.truncate && "truncate",
     ].filter(Boolean);
     if (unsupported.length > 0)
-      throw new ApiError(
-        400,
-        "invalid_request",
+      throw badRequest(
         `${unsupported.join(", ")}: not supported when generation is forwarded to GENERATION_UPSTREAM_URL`,
       );
     return 0;
@@ -108,7 +108,7 @@ export class OpenAIUpstreamGenerator implements Generator {
     // The model id is needed only when none was configured; then discovery must have worked.
     if (!this.options.model && this.state.state !== "ready") {
       await this.discover();
-      if (this.state.state === "unhealthy") throw new ApiError(502, "upstream_error", this.state.reason);
+      if (this.state.state === "unhealthy") throw new DomainError("upstream", this.state.reason);
     }
     const timeout = AbortSignal.timeout(this.options.timeoutMs ?? 120_000);
     const signal = request.signal ? AbortSignal.any([request.signal, timeout]) : timeout;
@@ -143,7 +143,7 @@ export class OpenAIUpstreamGenerator implements Generator {
         if (data === "[DONE]") break;
         const chunk = JSON.parse(data) as StreamChunk;
         if (chunk.error)
-          throw new ApiError(502, "upstream_error", `Upstream error: ${chunk.error.message ?? "unknown"}`);
+          throw new DomainError("upstream", `Upstream error: ${chunk.error.message ?? "unknown"}`);
         if (chunk.usage) usage = chunk.usage;
         const choice = chunk.choices?.[0];
         const piece = (chat ? choice?.delta?.content : choice?.text) ?? "";
@@ -158,8 +158,7 @@ export class OpenAIUpstreamGenerator implements Generator {
     } catch (error) {
       if (request.signal?.aborted) finishReason = "length";
       else if (timeout.aborted) {
-        throw new ApiError(
-          504,
+        throw new DomainError(
           "timeout",
           `Upstream ${this.options.baseUrl} did not finish within ${this.options.timeoutMs ?? 120_000} ms`,
         );
@@ -189,27 +188,26 @@ export class OpenAIUpstreamGenerator implements Generator {
       });
     } catch (error) {
       if (signal.aborted) throw error;
-      throw new ApiError(
-        502,
-        "upstream_error",
-        `Upstream ${this.options.baseUrl} unreachable: ${describe(error)}`,
-      );
+      throw new DomainError("upstream", `Upstream ${this.options.baseUrl} unreachable: ${describe(error)}`);
     }
     if (!response.ok) {
       const detail = await response.text().catch(() => "");
       const message = extractMessage(detail) ?? `HTTP ${response.status}`;
-      const retryAfter = { "retry-after": response.headers.get("retry-after") ?? "1" };
+      const retryAfter = response.headers.get("retry-after") ?? "1";
       if (response.status === 429) {
-        throw new ApiError(429, "rate_limited", `Upstream busy: ${message}`, [], retryAfter);
+        throw new DomainError("busy", `Upstream busy: ${message}`, { code: "rate_limited", retryAfter });
       }
       // 503 is "not ready" (a model still loading, or failed to load), not "busy": say which.
       if (response.status === 503) {
-        throw new ApiError(503, "model_not_ready", `Upstream model not ready: ${message}`, [], retryAfter);
+        throw new DomainError("not_ready", `Upstream model not ready: ${message}`, {
+          code: "model_not_ready",
+          retryAfter,
+        });
       }
       if (response.status >= 400 && response.status < 500) {
-        throw new ApiError(400, "invalid_request", `Upstream rejected the request: ${message}`);
+        throw badRequest(`Upstream rejected the request: ${message}`);
       }
-      throw new ApiError(502, "upstream_error", `Upstream failed: ${message}`);
+      throw new DomainError("upstream", `Upstream failed: ${message}`);
     }
     return response;
   }

@@ -306,9 +306,11 @@ function unknownFieldError(error: unknown): ApiError | undefined {
   const first = validation?.[0];
   if (first?.keyword !== "additionalProperties" || !first.params?.additionalProperty) return undefined;
   const field = first.params.additionalProperty;
-  return badRequest(`Unsupported field "${field}": this server does not implement it (see /docs)`, [
-    { path: `/${field}` },
-  ]);
+  return toApiError(
+    badRequest(`Unsupported field "${field}": this server does not implement it (see /docs)`, [
+      { path: `/${field}` },
+    ]),
+  );
 }
 
 export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (instance, options) => {

@@ -6,7 +6,7 @@
  * when running, has its generation aborted. Written here because it is the product's core policy and
  * no package couples queueing, deadlines and cancellation the way generation needs.
  */
-import { ApiError } from "../core/errors.js";
+import { busy, DomainError } from "../core/errors.js";
 
 export interface SchedulerOptions {
   maxConcurrent: number;
@@ -25,7 +25,7 @@ export interface SchedulerStats {
 
 interface Waiter {
   start: () => void;
-  cancel: (error: ApiError) => void;
+  cancel: (error: DomainError) => void;
 }
 
 export class Scheduler {
@@ -48,7 +48,7 @@ export class Scheduler {
   /**
    * Runs `task` when a slot is free. The signal handed to the task aborts when the client's signal
    * aborts or the deadline passes. Throws 429 when the queue is full, 504 when the deadline passes
-   * before the task finished, and 499-like cancellation (an ApiError the caller will not send) when
+   * before the task finished, and 499-like cancellation (a DomainError the caller will not send) when
    * the client left while waiting.
    */
   async run<T>(clientSignal: AbortSignal | undefined, task: (signal: AbortSignal) => Promise<T>): Promise<T> {
@@ -60,12 +60,9 @@ export class Scheduler {
         1,
         Math.ceil(((this.queue.length + 1) * this.meanRunMs) / this.options.maxConcurrent / 1000),
       );
-      throw new ApiError(
-        429,
-        "queue_full",
+      throw busy(
         `The server is busy: ${this.running} generations running and ${this.queue.length} waiting. Retry after ${retryAfter} s.`,
-        [],
-        { "retry-after": String(retryAfter) },
+        retryAfter,
       );
     }
 
@@ -186,26 +183,16 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
-function shuttingDownError(): ApiError {
-  return new ApiError(
-    503,
-    "not_ready",
-    "The server is shutting down; retry on another replica or later",
-    [],
-    {
-      "retry-after": "5",
-    },
-  );
+function shuttingDownError(): DomainError {
+  return new DomainError("not_ready", "The server is shutting down; retry on another replica or later", {
+    retryAfter: "5",
+  });
 }
 
-function timeoutError(timeoutMs: number): ApiError {
-  return new ApiError(
-    504,
-    "timeout",
-    `Generation did not finish within REQUEST_TIMEOUT_MS (${timeoutMs} ms)`,
-  );
+function timeoutError(timeoutMs: number): DomainError {
+  return new DomainError("timeout", `Generation did not finish within REQUEST_TIMEOUT_MS (${timeoutMs} ms)`);
 }
 
-function cancelledError(): ApiError {
-  return new ApiError(499, "invalid_request", "The client closed the request");
+function cancelledError(): DomainError {
+  return new DomainError("cancelled", "The client closed the request");
 }

@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import http from "node:http";
 import path from "node:path";
-import { freePort } from "../../bench/lib/bench-env.js";
+import { freePort } from "../../scripts/lib/free-port.js";
 import { repoRoot, testModelPath } from "./env.js";
 
 export interface ServedProcess {

@@ -1,16 +1,5 @@
 /** Deterministic text fixtures for chunker and store tests. */
-
-/** A small deterministic PRNG (mulberry32) returning numbers in [0, 1). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom } from "../../scripts/lib/seeded-random.js";
 
 const WORDS = (
   "the of and to in is was for on that with as by at from this are be it an which or have " +

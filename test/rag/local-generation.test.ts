@@ -7,7 +7,7 @@ import { mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { freePort } from "../../bench/lib/bench-env.js";
+import { freePort } from "../../scripts/lib/free-port.js";
 import { repoRoot } from "../helpers/env.js";
 import { startServe, waitHealthy, type ServedProcess } from "../helpers/serve-process.js";
 

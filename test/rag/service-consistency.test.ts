@@ -9,7 +9,6 @@ import os from "node:os";
 import path from "node:path";
 import { after, describe, it } from "node:test";
 
-import { ApiError } from "../../src/core/errors.js";
 import { MAX_WRITE_ATTEMPTS, RagService } from "../../src/rag/service.js";
 import { SqliteIndexStore } from "../../src/rag/store/sqlite-store.js";
 import type {
@@ -20,6 +19,7 @@ import type {
   IndexWrite,
   MergeWrite,
 } from "../../src/rag/store/types.js";
+import { toApiError } from "../../src/core/http.js";
 
 const dirs: string[] = [];
 after(() => {
@@ -168,10 +168,9 @@ describe("RagService writes against another writer", () => {
     await assert.rejects(
       service.upsertDocuments(KEY, [doc("mine")]),
       (e: unknown) =>
-        e instanceof ApiError &&
-        e.statusCode === 409 &&
-        e.headers["Retry-After"] === "1" &&
-        /kept being changed/.test(e.message),
+        toApiError(e).statusCode === 409 &&
+        toApiError(e).headers["retry-after"] === "1" &&
+        /kept being changed/.test((e as Error).message),
     );
     assert.equal(injected, MAX_WRITE_ATTEMPTS);
     assert.ok(!(await documentIds(sqlite)).includes("mine"));
@@ -186,7 +185,7 @@ describe("RagService writes against another writer", () => {
         scorer: "tfidf",
         mode: "create",
       }),
-      (e: unknown) => e instanceof ApiError && e.statusCode === 409 && /already exists/.test(e.message),
+      (e: unknown) => toApiError(e).statusCode === 409 && /already exists/.test((e as Error).message),
     );
     await sqlite.close();
   });
@@ -251,7 +250,7 @@ describe("RagService cache with a change feed", () => {
     // A delete announced: the next query asks the store and gets a 404.
     await other.deleteIndex(KEY);
     wrapped.listener!({ tenantId: KEY.tenantId, name: KEY.name, version: null });
-    await assert.rejects(query(service), (e: unknown) => e instanceof ApiError && e.statusCode === 404);
+    await assert.rejects(query(service), (e: unknown) => toApiError(e).statusCode === 404);
     await service.close();
     assert.equal(wrapped.listener, null);
     await sqlite.close();

@@ -20,7 +20,7 @@ import {
   type QueryInput,
 } from "../../src/rag/service.js";
 import { TieredMergePolicy, type ScorerName } from "../../src/rag/search/index.js";
-import { MIGRATIONS, SQLITE_FILE_NAME, SqliteIndexStore } from "../../src/rag/store/sqlite-store.js";
+import { SQLITE_MIGRATIONS, SQLITE_FILE_NAME, SqliteIndexStore } from "../../src/rag/store/sqlite-store.js";
 import type { IndexKey, IndexMeta } from "../../src/rag/store/types.js";
 import { makeProse, seededRandom } from "../helpers/text-fixtures.js";
 
@@ -326,7 +326,7 @@ describe("an index written before segments existed", () => {
     }));
     const chunkOrder = entries.flatMap(({ chunks }) => chunks.map((chunk) => chunk.chunkId));
     const db = new Database(path.join(dir, SQLITE_FILE_NAME));
-    db.exec(MIGRATIONS[0]!);
+    db.exec(SQLITE_MIGRATIONS[0]!);
     db.pragma("user_version = 1");
     db.prepare(
       `INSERT INTO indices (id, tenant_id, name, scorer, chunk_size, overlap, documents_count, chunks_count,

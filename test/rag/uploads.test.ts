@@ -8,7 +8,7 @@ import { testConfig } from "../helpers/env.js";
 import { makeDocx, makeDocxFromBody, makePdf } from "../helpers/doc-fixtures.js";
 import { loadFile } from "../../src/rag/ingest/loaders.js";
 import { ParseGate } from "../../src/rag/ingest/limits.js";
-import type { ApiError } from "../../src/core/errors.js";
+import { toApiError } from "../../src/core/http.js";
 
 type App = Awaited<ReturnType<typeof buildRagApp>>;
 
@@ -306,11 +306,11 @@ describe("the parse gate (MAX_CONCURRENT_PARSES, MAX_PARSE_QUEUE)", () => {
     });
     await assert.rejects(
       gate.run(async () => order.push("third started")),
-      (error: ApiError) =>
-        error.statusCode === 429 &&
-        error.code === "queue_full" &&
-        Number(error.headers["retry-after"]) > 0 &&
-        /MAX_CONCURRENT_PARSES/.test(error.message),
+      (error: unknown) =>
+        toApiError(error).statusCode === 429 &&
+        toApiError(error).code === "queue_full" &&
+        Number(toApiError(error).headers["retry-after"]) > 0 &&
+        /MAX_CONCURRENT_PARSES/.test(toApiError(error).message),
     );
     assert.deepEqual(order, ["first started"]);
     releaseFirst();

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ApiError } from "../../src/core/errors.js";
 import { Scheduler } from "../../src/textgen/scheduler.js";
+import { toApiError } from "../../src/core/http.js";
 
 /** A job that runs until released or aborted, standing in for a generation. */
 function gate() {
@@ -48,7 +48,7 @@ describe("Scheduler", () => {
     await assert.rejects(
       scheduler.run(undefined, g.job),
       (error: unknown) =>
-        error instanceof ApiError && error.statusCode === 429 && Number(error.headers["retry-after"]) >= 1,
+        toApiError(error).statusCode === 429 && Number(toApiError(error).headers["retry-after"]) >= 1,
     );
     g.open();
     assert.deepEqual(await Promise.all([running, queued]), ["done", "done"]);
@@ -65,7 +65,7 @@ describe("Scheduler", () => {
     });
     assert.equal(scheduler.stats().queued, 1);
     client.abort();
-    await assert.rejects(waiting, (error: unknown) => error instanceof ApiError && error.statusCode === 499);
+    await assert.rejects(waiting, (error: unknown) => toApiError(error).statusCode === 499);
     assert.equal(scheduler.stats().queued, 0);
     g.open();
     await running;
@@ -80,7 +80,7 @@ describe("Scheduler", () => {
     const running = scheduler.run(client.signal, (signal) => ((jobSignal = signal), g.job(signal)));
     await sleep(5);
     client.abort();
-    await assert.rejects(running, (error: unknown) => error instanceof ApiError && error.statusCode === 499);
+    await assert.rejects(running, (error: unknown) => toApiError(error).statusCode === 499);
     assert.equal(jobSignal?.aborted, true);
     assert.equal(scheduler.stats().running, 0);
     assert.equal(scheduler.stats().cancelled, 1);
@@ -94,7 +94,7 @@ describe("Scheduler", () => {
       new Promise<string>((resolve) => void g.job(new AbortController().signal).then(resolve));
     await assert.rejects(
       scheduler.run(undefined, stubborn),
-      (error: unknown) => error instanceof ApiError && error.statusCode === 504,
+      (error: unknown) => toApiError(error).statusCode === 504,
     );
     assert.equal(scheduler.stats().running, 1, "the slot stays held while the job still runs");
     g.open();
@@ -108,7 +108,7 @@ describe("Scheduler", () => {
     const g = gate();
     await assert.rejects(
       scheduler.run(undefined, g.job),
-      (error: unknown) => error instanceof ApiError && error.statusCode === 504,
+      (error: unknown) => toApiError(error).statusCode === 504,
     );
     assert.equal(scheduler.stats().timedOut, 1);
     assert.equal(scheduler.stats().running, 0);

@@ -245,6 +245,11 @@ function validate({ chunkSize, overlap }: ChunkOptions): void {
   }
 }
 
+/** The overlap when a request names none: 128 characters, at most half a chunk. */
+export function defaultOverlap(chunkSize: number): number {
+  return Math.min(128, Math.floor(chunkSize / 2));
+}
+
 export function chunkDocument(document: DocumentRecord, options: ChunkOptions): ChunkRecord[] {
   validate(options);
   const { chunkSize, overlap } = options;

@@ -4,7 +4,7 @@
  * are parsed at once (the rest wait in a bounded queue; past it, 429 with Retry-After).
  */
 import type { Config } from "../../core/config.js";
-import { ApiError } from "../../core/errors.js";
+import { busy, DomainError, tooLarge } from "../../core/errors.js";
 
 export interface IngestLimits {
   /** Bytes a .docx's ZIP entries or a PDF's compressed streams may inflate to (MAX_EXTRACTED_BYTES). */
@@ -47,13 +47,10 @@ export const DEFAULT_INGEST_LIMITS: IngestLimits = {
 };
 
 /** 413 naming the file and the variable that bounds it, in the contract's error shape. */
-export function fileTooLarge(fileName: string, why: string, variable: string, limit: number): ApiError {
-  return new ApiError(
-    413,
-    "payload_too_large",
-    `File "${fileName}": ${why}; the limit is ${limit} (${variable})`,
-    [{ file: fileName, reason: why, limit, setting: variable }],
-  );
+export function fileTooLarge(fileName: string, why: string, variable: string, limit: number): DomainError {
+  return tooLarge(`File "${fileName}": ${why}; the limit is ${limit} (${variable})`, [
+    { file: fileName, reason: why, limit, setting: variable },
+  ]);
 }
 
 /** Adds each file's text to a request's total and refuses the file that takes it past the cap. */
@@ -65,9 +62,7 @@ export class RequestTextBudget {
   add(fileName: string, chars: number): void {
     this.used += chars;
     if (this.used > this.limits.maxRequestChars) {
-      throw new ApiError(
-        413,
-        "payload_too_large",
+      throw tooLarge(
         `File "${fileName}" takes the request's text to ${this.used} characters; the limit is ${this.limits.maxRequestChars} (MAX_BUILD_CHARS). Split it into appends.`,
         [{ file: fileName, limit: this.limits.maxRequestChars, setting: "MAX_BUILD_CHARS" }],
       );
@@ -111,12 +106,9 @@ export class ParseGate {
     }
     if (this.waiting.length >= this.queueLength) {
       return Promise.reject(
-        new ApiError(
-          429,
-          "queue_full",
+        busy(
           `${this.concurrency} uploads are being parsed and ${this.waiting.length} wait (MAX_CONCURRENT_PARSES, MAX_PARSE_QUEUE); retry shortly`,
-          [],
-          { "retry-after": String(this.retryAfterSeconds) },
+          this.retryAfterSeconds,
         ),
       );
     }
@@ -148,7 +140,7 @@ export class ParseGate {
   }
 }
 
-const clientLeft = () => new ApiError(400, "invalid_request", "The client closed the request");
+const clientLeft = () => new DomainError("cancelled", "The client closed the request");
 
 export function ingestFromConfig(config: Config): Ingest {
   return {

@@ -7,7 +7,7 @@
  * file) and exit after a while without work.
  */
 import { Worker } from "node:worker_threads";
-import { ApiError, type ErrorCode } from "../../core/errors.js";
+import { DomainError, type ErrorCode, type ErrorKind } from "../../core/errors.js";
 import { DEFAULT_INGEST_LIMITS, fileTooLarge, type IngestLimits } from "./limits.js";
 import type { LoadedFile } from "./loaders.js";
 import type { ParseJob } from "./parse-worker.js";
@@ -19,7 +19,7 @@ const START_MS = 120_000;
 
 type Reply = { ready?: true; id?: number; loaded?: LoadedFile; refusal?: Refusal };
 interface Refusal {
-  statusCode: number;
+  kind: ErrorKind;
   code?: ErrorCode;
   message: string;
   details?: unknown[];
@@ -43,17 +43,20 @@ interface Thread {
 }
 
 const timeLimitPassed = (name: string, limits: IngestLimits) =>
-  new ApiError(
-    422,
-    "invalid_request",
+  new DomainError(
+    "unprocessable",
     `File "${name}": parsing took longer than ${limits.maxParseMs} ms; the limit is ${limits.maxParseMs} (MAX_PARSE_MS)`,
-    [{ file: name, reason: "parse time limit passed", limit: limits.maxParseMs, setting: "MAX_PARSE_MS" }],
+    {
+      details: [
+        { file: name, reason: "parse time limit passed", limit: limits.maxParseMs, setting: "MAX_PARSE_MS" },
+      ],
+    },
   );
 
 const heapLimitPassed = (name: string, limits: IngestLimits) =>
   fileTooLarge(name, "parsing it needs more memory than allowed", "MAX_PARSE_HEAP_MB", limits.maxParseHeapMb);
 
-const clientLeft = () => new ApiError(400, "invalid_request", "The client closed the request");
+const clientLeft = () => new DomainError("cancelled", "The client closed the request");
 
 class ParsePool {
   private readonly idle: Thread[] = [];
@@ -128,11 +131,7 @@ class ParsePool {
           job.reject(
             error.code === "ERR_WORKER_OUT_OF_MEMORY"
               ? heapLimitPassed(job.name, job.limits)
-              : new ApiError(
-                  422,
-                  "invalid_request",
-                  `File "${job.name}" could not be parsed: ${error.message}`,
-                ),
+              : new DomainError("unprocessable", `File "${job.name}" could not be parsed: ${error.message}`),
           ),
         );
       const onExit = () => done(false, () => job.reject(heapLimitPassed(job.name, job.limits)));
@@ -186,13 +185,11 @@ function whenAborted(signal: AbortSignal | undefined): Promise<"aborted"> {
   });
 }
 
-function refusalError(refusal: Refusal): ApiError {
-  return new ApiError(
-    refusal.statusCode,
-    refusal.code ?? "invalid_request",
-    refusal.message,
-    refusal.details ?? [],
-  );
+function refusalError(refusal: Refusal): DomainError {
+  return new DomainError(refusal.kind, refusal.message, {
+    details: refusal.details ?? [],
+    ...(refusal.code === undefined ? {} : { code: refusal.code }),
+  });
 }
 
 /**
@@ -220,7 +217,7 @@ function startThread(heapMb: number): Thread {
     const fail = (why: string) => {
       clearTimeout(timer);
       void worker.terminate();
-      reject(new ApiError(500, "internal_error", `A parse thread did not start: ${why}`));
+      reject(new DomainError("corrupt", `A parse thread did not start: ${why}`));
     };
     const timer = setTimeout(() => fail(`not ready after ${START_MS} ms`), START_MS);
     timer.unref();
@@ -248,7 +245,7 @@ const pool = new ParsePool();
 /**
  * The single entry point for parsing an untrusted file: `bytes` (copied to the thread) are parsed by
  * extension on a pool thread within `limits` (MAX_PARSE_MS, MAX_PARSE_HEAP_MB, MAX_CONCURRENT_PARSES
- * and the per-file limits of loaders.ts). Rejects with the ApiError to answer (400, 413, 422); with
+ * and the per-file limits of loaders.ts). Rejects with the domain error to answer (400, 413, 422); with
  * `signal`, a client that left stops its parse and frees the thread.
  */
 export function parseFileBytes(

@@ -5,7 +5,7 @@
 import { readFile } from "node:fs/promises";
 import { parentPort } from "node:worker_threads";
 import { getResolvedPDFJS } from "unpdf";
-import { ApiError } from "../../core/errors.js";
+import { DomainError } from "../../core/errors.js";
 import type { IngestLimits } from "./limits.js";
 import { loadFile } from "./loaders.js";
 
@@ -26,10 +26,10 @@ parentPort?.on("message", (job: ParseJob) => {
       parentPort?.postMessage({ id: job.id, loaded });
     } catch (error) {
       const refusal =
-        error instanceof ApiError
-          ? { statusCode: error.statusCode, code: error.code, message: error.message, details: error.details }
+        error instanceof DomainError
+          ? { kind: error.kind, code: error.code, message: error.message, details: error.details }
           : {
-              statusCode: 422,
+              kind: "unprocessable",
               message: `File "${job.name}" could not be parsed: ${(error as Error).message}`,
             };
       parentPort?.postMessage({ id: job.id, refusal });

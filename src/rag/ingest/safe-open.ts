@@ -15,7 +15,7 @@
 import { constants } from "node:fs";
 import { open, readlink, type FileHandle } from "node:fs/promises";
 import path from "node:path";
-import type { ApiError } from "../../core/errors.js";
+import type { DomainError } from "../../core/errors.js";
 import { badRequest } from "../../core/errors.js";
 import { fileTooLarge } from "./limits.js";
 
@@ -35,7 +35,7 @@ export interface SafeReadOptions {
   name: string;
 }
 
-function refusal(name: string, code: string | undefined): ApiError {
+function refusal(name: string, code: string | undefined): DomainError {
   if (code === "ELOOP" || code === "EMLINK") {
     return badRequest(`File "${name}" is a symbolic link; links are not read (it may have been swapped)`);
   }

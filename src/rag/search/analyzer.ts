@@ -128,7 +128,7 @@ function getWordSegmenter(): Intl.Segmenter {
  * Step 1 of the analysis: NFKC and lower-casing. `dictionary` is true when the text needs ICU's
  * dictionary-based segmentation ({@link segmentWords}); otherwise the words are what the scanner finds.
  */
-export function normaliseText(text: string): { text: string; dictionary: boolean } {
+export function normalizeText(text: string): { text: string; dictionary: boolean } {
   const ascii = ASCII_ONLY.test(text); // ASCII is already NFKC and has no such scripts
   const normalised = (ascii ? text : text.normalize("NFKC")).toLowerCase();
   return { text: normalised, dictionary: !ascii && NEEDS_DICTIONARY_SEGMENTATION.test(normalised) };
@@ -153,7 +153,7 @@ export function needsDictionarySegmentation(line: string): boolean {
 
 /** Lower-cased NFKC words of `text`, before stop words, possessives and stemming. */
 export function tokenize(text: string): string[] {
-  const { text: normalised, dictionary } = normaliseText(text);
+  const { text: normalised, dictionary } = normalizeText(text);
   if (!dictionary) return scanWords(normalised);
   const words: string[] = [];
   for (const line of normalised.split("\n")) {

@@ -3,7 +3,7 @@
  * a stale `expectedVersion` raises, and the size accounting of a document. Keeping them in one place
  * keeps the SQLite and PostgreSQL stores answering alike, down to the messages.
  */
-import { ApiError, badRequest } from "../../core/errors.js";
+import { badRequest, corrupt, DomainError } from "../../core/errors.js";
 import type {
   ChunkRecord,
   DocumentRecord,
@@ -15,7 +15,8 @@ import type {
   Tombstone,
 } from "./types.js";
 
-export const internal = (message: string) => new ApiError(500, "internal_error", message);
+/** A broken invariant of a write or of stored state. */
+export const internal = corrupt;
 
 export const label = (key: IndexKey) => `index "${key.name}" of tenant "${key.tenantId}"`;
 
@@ -23,10 +24,9 @@ export const label = (key: IndexKey) => `index "${key.name}" of tenant "${key.te
  * The 409 of a write whose `expectedVersion` no longer matches the stored version: another writer
  * committed in between. Its own class so that a writer can tell it from "already exists" and retry.
  */
-export class StaleVersionError extends ApiError {
+export class StaleVersionError extends DomainError {
   constructor(key: IndexKey, found: number | undefined, expected: number) {
     super(
-      409,
       "conflict",
       `${label(key)} was changed by another write (version ${found ?? "none"}, expected ${expected}); retry`,
     );

@@ -29,7 +29,7 @@
  */
 import pg from "pg";
 
-import { ApiError, badRequest, conflict, notFound, notReady } from "../../core/errors.js";
+import { badRequest, conflict, DomainError, notFound, notReady } from "../../core/errors.js";
 import type { ScorerName } from "../search/types.js";
 import {
   StaleVersionError,
@@ -325,7 +325,7 @@ const UNREACHABLE = new Set([
  * restarting database a 503 (so a load balancer or client retries), everything else stays a 500.
  */
 function translate(error: unknown): unknown {
-  if (error instanceof ApiError || !(error instanceof Error)) return error;
+  if (error instanceof DomainError || !(error instanceof Error)) return error;
   const code = (error as { code?: unknown }).code;
   if (error instanceof pg.DatabaseError) {
     // 22021: invalid byte sequence (a NUL character); 22P05: untranslatable character.

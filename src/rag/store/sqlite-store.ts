@@ -62,7 +62,7 @@ const BUSY_TIMEOUT_MS = 10_000;
  * Schema migrations, applied in order at open; `PRAGMA user_version` holds how many have run.
  * Append new entries, never edit a released one.
  */
-export const MIGRATIONS: readonly string[] = [
+export const SQLITE_MIGRATIONS: readonly string[] = [
   `
   CREATE TABLE store_state (
     id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -840,12 +840,13 @@ export class SqliteIndexStore implements IndexStore {
 function migrate(db: Database.Database): void {
   db.transaction(() => {
     const applied = db.pragma("user_version", { simple: true }) as number;
-    if (applied > MIGRATIONS.length) {
+    if (applied > SQLITE_MIGRATIONS.length) {
       throw new Error(
-        `${db.name} has schema version ${applied}, newer than this program's ${MIGRATIONS.length}; upgrade Lectern`,
+        `${db.name} has schema version ${applied}, newer than this program's ${SQLITE_MIGRATIONS.length}; upgrade Lectern`,
       );
     }
-    for (let version = applied; version < MIGRATIONS.length; version++) db.exec(MIGRATIONS[version]!);
-    if (applied !== MIGRATIONS.length) db.pragma(`user_version = ${MIGRATIONS.length}`);
+    for (let version = applied; version < SQLITE_MIGRATIONS.length; version++)
+      db.exec(SQLITE_MIGRATIONS[version]!);
+    if (applied !== SQLITE_MIGRATIONS.length) db.pragma(`user_version = ${SQLITE_MIGRATIONS.length}`);
   }).immediate();
 }

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { ApiError } from "../../../src/core/errors.js";
 import { chunkDocument } from "../../../src/rag/ingest/chunker.js";
 import type { ChunkRecord, DocumentRecord } from "../../../src/rag/store/types.js";
 import { makeProse, seededRandom } from "../../helpers/text-fixtures.js";
+import { toApiError } from "../../../src/core/http.js";
 
 const doc = (
   text: string,
@@ -226,7 +226,7 @@ describe("chunkDocument", () => {
     ]) {
       assert.throws(
         () => chunkDocument(doc("text"), options),
-        (e: unknown) => e instanceof ApiError && e.statusCode === 400,
+        (e: unknown) => toApiError(e).statusCode === 400,
       );
     }
   });

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { evaluateRun, ndcgAt, parseQrels, recallAt } from "../../../bench/lib/ir-eval.js";
+import { evaluateRun, ndcgAt, parseQrels, recallAt } from "../../../scripts/lib/ir-eval.js";
 
 const close = (actual: number, expected: number): void =>
   assert.ok(Math.abs(actual - expected) < 1e-12, `${actual} ≠ ${expected}`);

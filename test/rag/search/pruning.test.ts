@@ -15,6 +15,7 @@ import {
   type SearchIndexOptions,
   type SearchOptions,
 } from "../../../src/rag/search/index.js";
+import { seededRandom as random } from "../../../scripts/lib/seeded-random.js";
 
 const VERBATIM = { stemming: false, stopWords: false };
 
@@ -64,18 +65,6 @@ function segmentedIndexOf(
     index.prepareMerge(result).apply();
   }
   return { index, live };
-}
-
-/** Deterministic PRNG (mulberry32), so failures can be replayed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** A Zipf-like draw from [0, size): small ids are frequent, as words are. */

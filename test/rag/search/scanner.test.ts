@@ -6,21 +6,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { normaliseText, TOKEN_PATTERN, tokenize } from "../../../src/rag/search/analyzer.js";
+import { normalizeText, TOKEN_PATTERN, tokenize } from "../../../src/rag/search/analyzer.js";
 import { createAnalyzer } from "../../../src/rag/search/index.js";
 import { SegmentWriter } from "../../../src/rag/search/indexer/segment-writer.js";
 import { hashWord, scanWords, WordScanner, WordTable } from "../../../src/rag/search/scanner.js";
-
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom as random } from "../../../scripts/lib/seeded-random.js";
 
 /** Letters, digits, marks, connectors, every mid character, separators, surrogate pairs, lone surrogates. */
 const PIECES = [
@@ -73,14 +63,14 @@ describe("word scanner", () => {
   it("finds the regex's words on random text with every kind of character", () => {
     const next = random(7);
     for (let round = 0; round < 3000; round++) {
-      const { text } = normaliseText(randomText(next, 1 + Math.floor(next() * 40)));
+      const { text } = normalizeText(randomText(next, 1 + Math.floor(next() * 40)));
       const expected = text.match(TOKEN_PATTERN) ?? [];
       assert.deepEqual(scanWords(text), expected, JSON.stringify(text));
     }
   });
 
   it("finds the regex's words on prose", () => {
-    const text = normaliseText(
+    const text = normalizeText(
       "The U.S. economy grew 3.5% in Q1,000 (e.g. don't) — naïve café’s co-op: a·b x_y 𝐀𝐁 ＡＢＣ１ «quoted»",
     ).text;
     assert.deepEqual(scanWords(text), text.match(TOKEN_PATTERN));
@@ -97,7 +87,7 @@ describe("word scanner", () => {
 
   it("hashes words as hashWord does", () => {
     const scanner = new WordScanner();
-    const text = normaliseText("Hello, wörld! 3.14 don't 𝐀x").text;
+    const text = normalizeText("Hello, wörld! 3.14 don't 𝐀x").text;
     scanner.reset(text);
     while (scanner.next()) {
       assert.equal(scanner.hash, hashWord(text.slice(scanner.start, scanner.end)));

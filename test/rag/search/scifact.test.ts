@@ -10,7 +10,7 @@ import { resolve } from "node:path";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { loadBeir, runEngine, type BeirCollection } from "../../../bench/lib/ir-eval.js";
+import { loadBeir, runEngine, type BeirCollection } from "../../../scripts/lib/ir-eval.js";
 
 const repoRoot = fileURLToPath(new URL("../../../", import.meta.url));
 const dir = resolve(repoRoot, process.env.LECTERN_IR_DIR ?? "../shared/ir/scifact");

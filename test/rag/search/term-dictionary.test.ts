@@ -6,15 +6,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import { TermDictionary } from "../../../src/rag/search/core/term-dictionary.js";
-
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom as random } from "../../../scripts/lib/seeded-random.js";
 
 describe("TermDictionary", () => {
   it("matches a Map model through acquires, releases, id reuse and compaction", () => {

@@ -2,18 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import { TopK } from "../../../src/rag/search/topk.js";
-
-/** Deterministic PRNG (mulberry32), so failures can be replayed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom as random } from "../../../scripts/lib/seeded-random.js";
 
 describe("TopK", () => {
   it("matches a full sort (score desc, key asc) on random data with ties", () => {

@@ -8,7 +8,7 @@ import { after, describe, it } from "node:test";
 
 import pg from "pg";
 
-import { ApiError } from "../../../src/core/errors.js";
+import { DomainError } from "../../../src/core/errors.js";
 import { StaleVersionError } from "../../../src/rag/store/common.js";
 import { CHANGE_CHANNEL, PG_MIGRATIONS, PostgresIndexStore } from "../../../src/rag/store/postgres-store.js";
 import type {
@@ -29,6 +29,7 @@ import {
   makeWrite,
 } from "../../helpers/store-fixtures.js";
 import { storeContract } from "./store-contract.js";
+import { toApiError } from "../../../src/core/http.js";
 
 const unavailable = await postgresUnavailable();
 const KEY: IndexKey = { tenantId: "default", name: "shared" };
@@ -145,7 +146,7 @@ if (unavailable !== null) {
       assert.equal(feed.epoch, 1);
 
       const v1 = (await writer.write(makeWrite(KEY, "create", makeEntries(2)))).version;
-      await assert.rejects(writer.write(makeWrite(KEY, "create", makeEntries(1))), ApiError);
+      await assert.rejects(writer.write(makeWrite(KEY, "create", makeEntries(1))), DomainError);
       await assert.rejects(
         writer.write(makeWrite(KEY, "replace", makeEntries(1), { expectedVersion: v1 + 1000 })),
         StaleVersionError,
@@ -215,7 +216,7 @@ if (unavailable !== null) {
       assert.equal(outcomes.filter((o) => o.status === "fulfilled").length, 1);
       const rejected = outcomes.find((o) => o.status === "rejected") as PromiseRejectedResult;
       assert.ok(rejected.reason instanceof StaleVersionError);
-      assert.equal(rejected.reason.statusCode, 409);
+      assert.equal(toApiError(rejected.reason).statusCode, 409);
 
       // Read-modify-write under withWriteLock from two stores at once: nothing is lost, no conflict.
       const append = (store: PostgresIndexStore, id: string) =>
@@ -412,7 +413,7 @@ if (unavailable !== null) {
       const before = await store.getMeta(KEY);
       await assert.rejects(
         store.write(makeWrite(KEY, "replace", [entry(makeDocument("nul", "bad \u0000 byte"))])),
-        (e: unknown) => e instanceof ApiError && e.statusCode === 400 && /NUL/.test(e.message),
+        (e: unknown) => toApiError(e).statusCode === 400 && /NUL/.test((e as Error).message),
       );
       assert.deepEqual(await store.getMeta(KEY), before);
     });

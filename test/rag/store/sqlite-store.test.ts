@@ -6,7 +6,11 @@ import { after, describe, it } from "node:test";
 
 import Database from "better-sqlite3";
 
-import { MIGRATIONS, SQLITE_FILE_NAME, SqliteIndexStore } from "../../../src/rag/store/sqlite-store.js";
+import {
+  SQLITE_MIGRATIONS,
+  SQLITE_FILE_NAME,
+  SqliteIndexStore,
+} from "../../../src/rag/store/sqlite-store.js";
 import { IndexModel, makeEntries, makeWrite } from "../../helpers/store-fixtures.js";
 import { storeContract } from "./store-contract.js";
 
@@ -39,7 +43,7 @@ describe("SqliteIndexStore", () => {
 
     const db = new Database(path.join(dir, SQLITE_FILE_NAME), { readonly: true });
     assert.equal(db.pragma("journal_mode", { simple: true }), "wal");
-    assert.equal(db.pragma("user_version", { simple: true }), MIGRATIONS.length);
+    assert.equal(db.pragma("user_version", { simple: true }), SQLITE_MIGRATIONS.length);
     const tables = db
       .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
       .pluck()
@@ -59,7 +63,7 @@ describe("SqliteIndexStore", () => {
     await again.close();
 
     const db = new Database(path.join(dir, SQLITE_FILE_NAME));
-    db.pragma(`user_version = ${MIGRATIONS.length + 1}`);
+    db.pragma(`user_version = ${SQLITE_MIGRATIONS.length + 1}`);
     db.close();
     assert.throws(() => SqliteIndexStore.open(dir), /newer than this program/);
   });
@@ -68,7 +72,7 @@ describe("SqliteIndexStore", () => {
     const dir = tempDir();
     // A database as the previous release left it: only the first migration, an index in the old format.
     const db = new Database(path.join(dir, SQLITE_FILE_NAME));
-    db.exec(MIGRATIONS[0]!);
+    db.exec(SQLITE_MIGRATIONS[0]!);
     db.pragma("user_version = 1");
     const entries = makeEntries(3);
     const chunks = entries.flatMap((e) => e.chunks);

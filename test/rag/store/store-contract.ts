@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { afterEach, beforeEach, describe, it } from "node:test";
 
-import { ApiError } from "../../../src/core/errors.js";
+import { DomainError } from "../../../src/core/errors.js";
 import type {
   IndexKey,
   IndexMeta,
@@ -28,6 +28,7 @@ import {
   type Entry,
   type WriteOptions,
 } from "../../helpers/store-fixtures.js";
+import { toApiError } from "../../../src/core/http.js";
 
 export interface StoreHarness {
   /** Opens the store under test; after `close()`, opening again must see the same data. */
@@ -40,9 +41,11 @@ const KEY: IndexKey = { tenantId: "default", name: "handbook" };
 
 function isApiError(status: number, code: string) {
   return (error: unknown) => {
-    assert.ok(error instanceof ApiError, `expected an ApiError, got ${String(error)}`);
-    assert.equal(error.statusCode, status);
-    assert.equal(error.code, code);
+    assert.ok(error instanceof DomainError, `expected a DomainError, got ${String(error)}`);
+    // As a client sees it: the edge's one mapping of domain errors to HTTP.
+    const apiError = toApiError(error);
+    assert.equal(apiError.statusCode, status);
+    assert.equal(apiError.code, code);
     return true;
   };
 }
@@ -616,7 +619,7 @@ export function storeContract(name: string, makeHarness: () => Promise<StoreHarn
       for (const [label, change, status] of failing) {
         await assert.rejects(
           store.write(change),
-          (e: unknown) => e instanceof ApiError && e.statusCode === status,
+          (e: unknown) => e instanceof DomainError && toApiError(e).statusCode === status,
           label,
         );
         assert.deepEqual(await observe(store, KEY), before, label);
@@ -639,7 +642,7 @@ export function storeContract(name: string, makeHarness: () => Promise<StoreHarn
           ...makeWrite(other, "create", makeEntries(2)),
           tombstones: [{ segmentId: 0, ordinal: 0 }],
         }),
-        ApiError,
+        DomainError,
       );
       assert.equal(await store.getMeta(other), undefined);
 

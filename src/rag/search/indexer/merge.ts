@@ -8,11 +8,30 @@
 import { Worker } from "node:worker_threads";
 import { LiveDocs } from "../core/live-docs.js";
 import { setSegmentId, viewSegment } from "../core/segment-codec.js";
-import type { SegmentedIndex } from "../core/segmented-index.js";
 import { Segment, type SegmentDerived } from "../core/segment.js";
 import { indexOfSorted } from "../core/sorted.js";
+import type { TermDictionary } from "../core/term-dictionary.js";
+import type { ScorerParameters } from "../scoring.js";
 import type { IndexState, SegmentRecord, Tombstone } from "../types.js";
 import { runMergeJob, type MergeJob, type MergeOutput } from "./merger.js";
+
+/**
+ * What a merge reads of and writes to the index: core/segmented-index.ts's SegmentedIndex, named by its
+ * shape so that core/ (which calls prepareMerge) and indexer/ do not import each other.
+ */
+export interface MergeableIndex {
+  readonly dictionary: TermDictionary;
+  readonly scorerParameters: ScorerParameters;
+  readonly liveDocumentCount: number;
+  readonly totalLength: number;
+  readonly state: IndexState;
+  readonly segmentsInOrder: readonly Segment[];
+  version: number;
+  segmentById(id: number): Segment | undefined;
+  insertSegment(segment: Segment, position: number, countStatistics: boolean): void;
+  detachSegment(segment: Segment, countStatistics?: boolean): void;
+  setState(state: IndexState): void;
+}
 
 /** A merged segment computed from a snapshot (opaque to callers). */
 export interface MergeResult {
@@ -41,7 +60,7 @@ type Snapshot = { job: MergeJob; deleted: Uint32Array[] };
 type Source = Segment;
 
 /** The segments to merge, checked (given once each, all in the index). */
-function sourcesOf(index: SegmentedIndex, segmentIds: readonly number[]): Source[] {
+function sourcesOf(index: MergeableIndex, segmentIds: readonly number[]): Source[] {
   if (segmentIds.length === 0) throw new RangeError("merge: no segments given");
   if (new Set(segmentIds).size !== segmentIds.length) throw new RangeError("merge: a segment is given twice");
   return segmentIds.map((id) => {
@@ -90,7 +109,7 @@ function unionOfTermIds(segments: readonly Source[]): Uint32Array {
 
 /** Appends the strings of `ids[from, to)` to `strings` and their running ends to `ends`. */
 function appendTermStrings(
-  index: SegmentedIndex,
+  index: MergeableIndex,
   ids: Uint32Array,
   from: number,
   to: number,
@@ -105,13 +124,13 @@ function appendTermStrings(
   }
 }
 
-function averageLengthOf(index: SegmentedIndex): number {
+function averageLengthOf(index: MergeableIndex): number {
   const averageLength = index.liveDocumentCount > 0 ? index.totalLength / index.liveDocumentCount : 0;
   return averageLength > 0 ? averageLength : 1;
 }
 
 /** The merge job for these segments as they are now (their bytes, tombstones and term ids), in one go. */
-function snapshot(index: SegmentedIndex, segmentIds: readonly number[]): Snapshot {
+function snapshot(index: MergeableIndex, segmentIds: readonly number[]): Snapshot {
   const segments = sourcesOf(index, segmentIds);
   const referenceAverageLength = averageLengthOf(index);
   const copies = segments.map(copySource);
@@ -124,7 +143,7 @@ function snapshot(index: SegmentedIndex, segmentIds: readonly number[]): Snapsho
 
 /** The merge job of copied sources and their term strings, with each source's tombstones at copy time. */
 function snapshotOf(
-  index: SegmentedIndex,
+  index: MergeableIndex,
   copies: ReadonlyArray<ReturnType<typeof copySource>>,
   terms: MergeJob["terms"],
   referenceAverageLength: number,
@@ -152,7 +171,7 @@ const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(reso
  * with its copy (`prepareMerge` turns later deletes into tombstones, per source). A source that leaves the
  * index meanwhile fails the merge: its term ids may have been released and reused.
  */
-async function snapshotInSteps(index: SegmentedIndex, segmentIds: readonly number[]): Promise<Snapshot> {
+async function snapshotInSteps(index: MergeableIndex, segmentIds: readonly number[]): Promise<Snapshot> {
   const segments = sourcesOf(index, segmentIds);
   const referenceAverageLength = averageLengthOf(index);
   const stillThere = (): void => {
@@ -194,7 +213,7 @@ function resultOf(segmentIds: readonly number[], deleted: Uint32Array[], output:
 }
 
 /** Merges synchronously (tests, small indexes). */
-export function mergeNow(index: SegmentedIndex, segmentIds: readonly number[]): MergeResult {
+export function mergeNow(index: MergeableIndex, segmentIds: readonly number[]): MergeResult {
   const { job, deleted } = snapshot(index, segmentIds);
   return resultOf(segmentIds, deleted, runMergeJob(job));
 }
@@ -204,7 +223,7 @@ export function mergeNow(index: SegmentedIndex, segmentIds: readonly number[]): 
  * worker thread, resolves with the result.
  */
 export async function mergeInBackground(
-  index: SegmentedIndex,
+  index: MergeableIndex,
   segmentIds: readonly number[],
 ): Promise<MergeResult> {
   const { job, deleted } = await snapshotInSteps(index, segmentIds);
@@ -311,7 +330,7 @@ function startMergeWorker(): Worker {
 const preparedResults = new WeakSet<MergeResult>();
 
 /** Turns a merge result into a commit against the index's current state (see `SegmentedIndex.prepareMerge`). */
-export function prepareMerge(index: SegmentedIndex, result: MergeResult): PreparedMerge {
+export function prepareMerge(index: MergeableIndex, result: MergeResult): PreparedMerge {
   const version = index.version;
   let sources = result.sourceIds.map((id) => {
     const segment = index.segmentById(id);

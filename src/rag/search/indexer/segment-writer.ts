@@ -12,7 +12,7 @@
 import {
   createWordFilter,
   needsDictionarySegmentation,
-  normaliseText,
+  normalizeText,
   resolveAnalyzerOptions,
   segmentWords,
 } from "../analyzer.js";
@@ -118,7 +118,7 @@ export class SegmentWriter {
 
   /** Analyses and adds a document; returns its ordinal. */
   add(text: string): number {
-    const { text: normalised, dictionary } = normaliseText(text);
+    const { text: normalised, dictionary } = normalizeText(text);
     const ids = this.documentTerms;
     ids.length = 0;
     if (!dictionary) this.scanInto(normalised);

@@ -1,14 +1,33 @@
 /**
- * BEIR-like collections for the retrieval benchmark: corpus.jsonl ({_id, title, text}), queries.jsonl
- * ({_id, text}) and, when there are relevance judgements, qrels.tsv (or qrels/test.tsv). Unlike
- * `ir-eval.ts`'s loader the qrels are optional (the Debian corpus has none), and only judged queries are
- * kept when there are some (as BEIR evaluates them).
+ * The one reader of BEIR-like collections (bench/ and the tests): corpus.jsonl ({_id, title, text}),
+ * queries.jsonl ({_id, text}) and, when there are relevance judgements, qrels.tsv (or qrels/test.tsv).
+ * The qrels are optional (the Debian corpus has none); only judged queries are kept when there are some
+ * (as BEIR evaluates them).
  */
 
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 
-import { parseQrels, type Qrels } from "./ir-eval.js";
+/** query id → (document id → graded relevance). */
+export type Qrels = Map<string, Map<string, number>>;
+
+/** Parses `query-id \t corpus-id \t score` lines; a header line (non-numeric score) is skipped. */
+export function parseQrels(text: string): Qrels {
+  const qrels: Qrels = new Map();
+  for (const rawLine of text.split("\n")) {
+    const line = rawLine.replace(/\r$/, "");
+    if (!line.trim()) continue;
+    const fields = line.split("\t");
+    if (fields.length < 3) throw new Error(`qrels: expected 3 tab-separated fields: ${JSON.stringify(line)}`);
+    const [queryId = "", docId = "", scoreText = ""] = fields;
+    const score = Number(scoreText);
+    if (!Number.isFinite(score) || scoreText.trim() === "") continue; // header
+    let judgments = qrels.get(queryId);
+    if (judgments === undefined) qrels.set(queryId, (judgments = new Map()));
+    judgments.set(docId, score);
+  }
+  return qrels;
+}
 
 export interface Collection {
   name: string;
@@ -24,8 +43,15 @@ export interface Collection {
 
 function readJsonLines(file: string): Record<string, unknown>[] {
   const rows: Record<string, unknown>[] = [];
-  for (const line of readFileSync(file, "utf8").split("\n")) {
-    if (line.trim()) rows.push(JSON.parse(line) as Record<string, unknown>);
+  const lines = readFileSync(file, "utf8").split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]?.trim();
+    if (!line) continue;
+    try {
+      rows.push(JSON.parse(line) as Record<string, unknown>);
+    } catch (error) {
+      throw new Error(`${file}:${i + 1}: invalid JSON (${(error as Error).message})`);
+    }
   }
   return rows;
 }

@@ -1,10 +1,9 @@
 /**
- * IR evaluation helpers shared by `bench/eval-ir.ts` and the tests: a BEIR collection loader, trec_eval
- * style nDCG@k and Recall@k, and a runner that indexes a collection with the search engine and times it.
+ * IR evaluation shared by bench/ and the tests: a judged BEIR collection, trec_eval style nDCG@k and
+ * Recall@k, and a runner that indexes a collection with the search engine and times it.
  */
 
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import path from "node:path";
 
 import {
   IndexWriter,
@@ -12,6 +11,9 @@ import {
   type ResolvedSearchIndexOptions,
   type SearchIndexOptions,
 } from "../../src/rag/search/index.js";
+import { documentText, loadCollection, type Qrels } from "./beir.js";
+
+export { parseQrels, type Qrels } from "./beir.js";
 
 export interface BeirDocument {
   id: string;
@@ -24,68 +26,21 @@ export interface BeirQuery {
   text: string;
 }
 
-/** query id → (document id → graded relevance). */
-export type Qrels = Map<string, Map<string, number>>;
-
 export interface BeirCollection {
   documents: BeirDocument[];
   queries: BeirQuery[];
   qrels: Qrels;
 }
 
-function readJsonLines(path: string): Record<string, unknown>[] {
-  const rows: Record<string, unknown>[] = [];
-  const lines = readFileSync(path, "utf8").split("\n");
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]?.trim();
-    if (!line) continue;
-    try {
-      rows.push(JSON.parse(line) as Record<string, unknown>);
-    } catch (error) {
-      throw new Error(`${path}:${i + 1}: invalid JSON (${(error as Error).message})`);
-    }
-  }
-  return rows;
-}
-
-const asString = (value: unknown): string =>
-  typeof value === "string" ? value : value == null ? "" : String(value);
-
-/** Reads `corpus.jsonl`, `queries.jsonl` and `qrels.tsv` (or `qrels/test.tsv`) from a BEIR folder. */
+/** A judged BEIR folder (scripts/lib/beir.ts reads it) as documents of one text each. */
 export function loadBeir(dir: string): BeirCollection {
-  const documents = readJsonLines(join(dir, "corpus.jsonl")).map((row) => ({
-    id: asString(row._id),
-    text: `${asString(row.title)} ${asString(row.text)}`,
-  }));
-  const queries = readJsonLines(join(dir, "queries.jsonl")).map((row) => ({
-    id: asString(row._id),
-    text: asString(row.text),
-  }));
-  let qrelsText: string;
-  try {
-    qrelsText = readFileSync(join(dir, "qrels.tsv"), "utf8");
-  } catch {
-    qrelsText = readFileSync(join(dir, "qrels", "test.tsv"), "utf8");
-  }
-  return { documents, queries, qrels: parseQrels(qrelsText) };
-}
-
-/** Parses `query-id \t corpus-id \t score` lines; a header line (non-numeric score) is skipped. */
-export function parseQrels(text: string): Qrels {
-  const qrels: Qrels = new Map();
-  for (const rawLine of text.split("\n")) {
-    const line = rawLine.replace(/\r$/, "");
-    if (!line.trim()) continue;
-    const fields = line.split("\t");
-    if (fields.length < 3) throw new Error(`qrels: expected 3 tab-separated fields: ${JSON.stringify(line)}`);
-    const [queryId = "", docId = "", scoreText = ""] = fields;
-    const score = Number(scoreText);
-    if (!Number.isFinite(score) || scoreText.trim() === "") continue; // header
-    let judgments = qrels.get(queryId);
-    if (judgments === undefined) qrels.set(queryId, (judgments = new Map()));
-    judgments.set(docId, score);
-  }
-  return qrels;
+  const collection = loadCollection(path.basename(dir), dir);
+  if (collection.qrels === null) throw new Error(`${dir}: no qrels.tsv (or qrels/test.tsv)`);
+  return {
+    documents: collection.ids.map((id, i) => ({ id, text: documentText(collection, i) })),
+    queries: collection.queries,
+    qrels: collection.qrels,
+  };
 }
 
 export interface RankedDocument {
