@@ -146,7 +146,8 @@ export function registerAuth(app: FastifyInstance, keys: KeyRing | null): void {
     // Anthropic's clients send the key as `x-api-key`; it is accepted the same way.
     const apiKeyHeader = request.headers["x-api-key"];
     const header =
-      request.headers.authorization ?? (typeof apiKeyHeader === "string" ? `Bearer ${apiKeyHeader}` : undefined);
+      request.headers.authorization ??
+      (typeof apiKeyHeader === "string" ? `Bearer ${apiKeyHeader}` : undefined);
     const match = typeof header === "string" ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
     const principal = match ? keys.authenticate(match[1]!) : null;
     if (!principal) {

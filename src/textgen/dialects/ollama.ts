@@ -120,7 +120,15 @@ const GenerateBody = Type.Object(
   },
   strict,
 );
-const ModelName = Type.Object({ model: Type.String({ minLength: 1 }) }, strict);
+const ModelName = Type.Object(
+  {
+    model: Type.Optional(Type.String({ minLength: 1 })),
+    name: Type.Optional(
+      Type.String({ minLength: 1, description: "older name of `model` (ollama-js sends it)" }),
+    ),
+  },
+  strict,
+);
 
 type OptionsValue = Static<typeof Options> | undefined;
 
@@ -580,7 +588,9 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
     "/delete",
     { schema: { tags: ["ollama"], summary: "Delete a downloaded model's file", body: ModelName } },
     async (request, reply) => {
-      await catalog.remove(request.body.model);
+      const name = request.body.model ?? request.body.name;
+      if (name === undefined) throw badRequest("model is required");
+      await catalog.remove(name);
       return reply.status(200).send();
     },
   );

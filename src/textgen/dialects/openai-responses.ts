@@ -162,7 +162,6 @@ function responsesRequestSchema(maxNewTokens: number) {
 }
 
 const InputTokensRequest = Type.Object(promptFields, strict);
-type ResponsesBody = Static<ReturnType<typeof responsesRequestSchema>>;
 type PromptBody = Static<typeof InputTokensRequest>;
 
 const shortId = (prefix: string) => `${prefix}_${randomBytes(12).toString("hex")}`;

@@ -1,6 +1,7 @@
 /** What the OpenAI-style dialects (chat, completions, Responses) share: error shape, sampling fields. */
 import { Type } from "typebox";
-import { ApiError, badRequest } from "../../core/errors.js";
+import type { ApiError } from "../../core/errors.js";
+import { badRequest } from "../../core/errors.js";
 import type { CompletionResult, OutputConstraint, ToolCall, ToolChoice } from "../generator.js";
 import { LogitBias, StopSequences, parseLogitBias, stopList } from "../schemas.js";
 

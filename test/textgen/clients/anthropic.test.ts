@@ -12,6 +12,9 @@ const weatherTool: Anthropic.Tool = {
   input_schema: z.toJSONSchema(WeatherInput) as Anthropic.Tool.InputSchema,
 };
 
+/** This SDK's types leave temperature out; the API takes it, and greedy decoding makes runs comparable. */
+const greedy = { temperature: 0 };
+
 describe("Anthropic Messages: @anthropic-ai/sdk against the app on the test model", () => {
   let server: RunningTextgen;
   let client: Anthropic;
@@ -57,7 +60,7 @@ describe("Anthropic Messages: @anthropic-ai/sdk against the app on the test mode
       messages,
       tools: [weatherTool],
       tool_choice: { type: "any" },
-      temperature: 0,
+      ...greedy,
     });
     assert.equal(first.stop_reason, "tool_use");
     const use = first.content.find((block) => block.type === "tool_use");
@@ -77,7 +80,7 @@ describe("Anthropic Messages: @anthropic-ai/sdk against the app on the test mode
       ],
       tools: [weatherTool],
       tool_choice: { type: "none" },
-      temperature: 0,
+      ...greedy,
     });
     assert.equal(second.content[0]!.type, "text");
     assert.ok(second.usage.input_tokens + (second.usage.cache_read_input_tokens ?? 0) > 0);
