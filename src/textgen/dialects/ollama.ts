@@ -233,6 +233,19 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
   const app = instance.withTypeProvider<TypeBoxTypeProvider>();
   const { service, catalog, embedder, maxNewTokens } = options;
   useErrorShape(app, ollamaErrorBody);
+  // Ollama reads every body as JSON, and its documented curl examples send none of a content type
+  // (curl then says form-urlencoded): read those as JSON here too.
+  app.addContentTypeParser(
+    ["application/x-www-form-urlencoded", "text/plain"],
+    { parseAs: "string" },
+    (_request, body, done) => {
+      try {
+        done(null, JSON.parse(body as string));
+      } catch {
+        done(badRequest("The body is not valid JSON"), undefined);
+      }
+    },
+  );
 
   const detailsOf = async (model: CatalogModel) => {
     const details = await catalog.details(model);

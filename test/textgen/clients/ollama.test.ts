@@ -149,6 +149,16 @@ describe("Ollama API: ollama-js and ChatOllama against the app on the test model
     });
   });
 
+  it("a body sent as curl sends it (no JSON content type) is read as JSON, as Ollama does", async () => {
+    const response = await fetch(`${server.url}/api/generate`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: JSON.stringify({ model: "llama", prompt: "Once", stream: false, options: { num_predict: 2 } }),
+    });
+    assert.equal(response.status, 200);
+    assert.equal(((await response.json()) as { eval_count: number }).eval_count, 2);
+  });
+
   it("LangChain's ChatOllama: invoke and stream", async () => {
     const chat = new ChatOllama({ baseUrl: server.url, model: "llama", temperature: 0, numPredict: 10 });
     const message = await chat.invoke("Tell me a story.");
