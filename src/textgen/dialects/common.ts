@@ -9,7 +9,6 @@ import { ApiError, badRequest } from "../../core/errors.js";
 import { toApiError } from "../../core/http.js";
 import { pathOf } from "../../core/url-path.js";
 import type { CompletionResult, GenerationRequest, TokenLogprob } from "../generator.js";
-import { clientGoneSignal } from "../routes.js";
 import type { TextgenService } from "../service.js";
 import type { ToolCallDelta } from "../tool-calls.js";
 
@@ -28,6 +27,16 @@ export interface EventSink {
   fail(error: ApiError): void;
   /** Close the stream, whatever happened. */
   close(): void;
+}
+
+/** Aborts when the client goes away before the response is written. */
+export function clientGoneSignal(request: FastifyRequest, reply: FastifyReply): AbortSignal {
+  const controller = new AbortController();
+  reply.raw.on("close", () => {
+    if (!reply.raw.writableFinished) controller.abort(new Error("client disconnected"));
+  });
+  request.raw.on("aborted", () => controller.abort(new Error("client disconnected")));
+  return controller.signal;
 }
 
 /**

@@ -11,10 +11,16 @@ import { VERSION } from "../../core/version.js";
 import { isRemoteModelReference } from "../../core/config.js";
 import type { Embedder } from "../embedder.js";
 import type { ChatMessage, CompletionResult, GenerationRequest } from "../generator.js";
-import { clientGoneSignal } from "../routes.js";
 import type { TextgenService } from "../service.js";
 import { newToolCallId } from "../tool-calls.js";
-import { generateOnce, generateStream, resolveModel, strict, useErrorShape } from "./common.js";
+import {
+  clientGoneSignal,
+  generateOnce,
+  generateStream,
+  resolveModel,
+  strict,
+  useErrorShape,
+} from "./common.js";
 import { parseArgumentsObject } from "./json-partial.js";
 import type { CatalogModel, ModelCatalog } from "./model-catalog.js";
 import { openLineStream, type LineStream } from "./ndjson.js";

@@ -5,10 +5,16 @@ import type { TypedApp } from "../../core/http.js";
 import { badRequest } from "../../core/errors.js";
 import { openEventStream, type EventStream } from "../../core/sse.js";
 import type { CompletionResult, GenerationRequest, TokenLogprob } from "../generator.js";
-import { clientGoneSignal } from "../routes.js";
 import { constraintFields } from "../schemas.js";
 import type { TextgenService } from "../service.js";
-import { generateOnce, generateStream, resolveModel, strict, unixSeconds } from "./common.js";
+import {
+  clientGoneSignal,
+  generateOnce,
+  generateStream,
+  resolveModel,
+  strict,
+  unixSeconds,
+} from "./common.js";
 import {
   ResponseFormat,
   openAiErrorBody,
