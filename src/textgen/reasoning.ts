@@ -34,21 +34,24 @@ export class ReasoningSplitter {
       if (trimmed === "" || (this.markers.open.startsWith(trimmed) && trimmed !== this.markers.open)) return;
       if (trimmed.startsWith(this.markers.open)) {
         this.state = "reasoning";
-        this.pending = trimmed.slice(this.markers.open.length).replace(/^\s+/, "");
+        this.pending = trimmed.slice(this.markers.open.length);
       } else this.state = "answer";
     }
     if (this.state === "reasoning") {
+      // Whitespace around the reasoning is the template's, not the model's thought.
+      if (this.reasoning === "") this.pending = this.pending.replace(/^\s+/, "");
       const at = this.pending.indexOf(this.markers.close);
       if (at === -1) {
-        // The closing marker may be starting at the end: hold that much back.
-        let keep = 0;
-        for (let length = Math.min(this.markers.close.length - 1, this.pending.length); length > 0; length--)
+        // The closing marker, or whitespace before it, may be starting at the end: hold that back.
+        let end = this.pending.length;
+        for (let length = Math.min(this.markers.close.length - 1, end); length > 0; length--)
           if (this.pending.endsWith(this.markers.close.slice(0, length))) {
-            keep = length;
+            end -= length;
             break;
           }
-        this.emitReasoning(this.pending.slice(0, this.pending.length - keep));
-        this.pending = this.pending.slice(this.pending.length - keep);
+        while (end > 0 && /\s/.test(this.pending[end - 1]!)) end--;
+        this.emitReasoning(this.pending.slice(0, end));
+        this.pending = this.pending.slice(end);
         return;
       }
       this.emitReasoning(this.pending.slice(0, at).replace(/\s+$/, ""));
@@ -60,7 +63,7 @@ export class ReasoningSplitter {
   }
 
   finish(): void {
-    if (this.state === "reasoning") this.emitReasoning(this.pending);
+    if (this.state === "reasoning") this.emitReasoning(this.pending.replace(/\s+$/, ""));
     else {
       this.state = "answer";
       this.emitAnswer();
