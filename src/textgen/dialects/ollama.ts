@@ -6,6 +6,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Type, type Static } from "typebox";
 import { badRequest, type ApiError } from "../../core/errors.js";
+import type { TypedApp } from "../../core/http.js";
 import { toApiError } from "../../core/http.js";
 import { VERSION } from "../../core/version.js";
 import { isRemoteModelReference } from "../../core/config.js";
@@ -235,6 +236,56 @@ function modelEntry(model: CatalogModel) {
   };
 }
 
+/** One generation, as one JSON object or NDJSON lines (`line` shapes a piece, `last` the end). */
+async function respond(
+  service: TextgenService,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  generation: GenerationRequest,
+  stream: boolean,
+  shape: {
+    piece: (text: string, thinking: boolean) => object;
+    calls: (result: CompletionResult) => object | undefined;
+    last: (result: CompletionResult, streamed: string) => object;
+    whole: (result: CompletionResult) => object;
+  },
+) {
+  if (!stream) return shape.whole(await generateOnce(service, generation, request, reply));
+  let lines: LineStream | undefined;
+  let streamed = "";
+  return generateStream(service, generation, request, reply, {
+    open: () => {
+      lines = openLineStream(request, reply);
+    },
+    event: (event) => {
+      if (event.type === "text") {
+        streamed += event.text;
+        lines?.send(shape.piece(event.text, false));
+      } else if (event.type === "reasoning") lines?.send(shape.piece(event.text, true));
+    },
+    finish: (result) => {
+      const calls = shape.calls(result);
+      if (calls) lines?.send(calls);
+      lines?.send(shape.last(result, streamed));
+    },
+    fail: (error) => lines?.send(ollamaErrorBody(error)),
+    close: () => lines?.end(),
+  });
+}
+
+/** Ollama's `details` of a model. */
+async function detailsOf(catalog: ModelCatalog, model: CatalogModel) {
+  const details = await catalog.details(model);
+  return {
+    parent_model: "",
+    format: "gguf",
+    family: details.architecture,
+    families: [details.architecture],
+    parameter_size: details.parameterSize,
+    quantization_level: details.quantization,
+  };
+}
+
 export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (instance, options) => {
   const app = instance.withTypeProvider<TypeBoxTypeProvider>();
   const { service, catalog, embedder, maxNewTokens } = options;
@@ -253,54 +304,12 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
     },
   );
 
-  const detailsOf = async (model: CatalogModel) => {
-    const details = await catalog.details(model);
-    return {
-      parent_model: "",
-      format: "gguf",
-      family: details.architecture,
-      families: [details.architecture],
-      parameter_size: details.parameterSize,
-      quantization_level: details.quantization,
-    };
-  };
+  registerGeneration(app, service, maxNewTokens);
+  registerEmbeddings(app, embedder, options.maxEmbeddingInputs);
+  registerModels(app, catalog);
+};
 
-  /** One generation, as one JSON object or NDJSON lines (`line` shapes a piece, `last` the end). */
-  async function respond(
-    request: FastifyRequest,
-    reply: FastifyReply,
-    generation: GenerationRequest,
-    stream: boolean,
-    shape: {
-      piece: (text: string, thinking: boolean) => object;
-      calls: (result: CompletionResult) => object | undefined;
-      last: (result: CompletionResult, streamed: string) => object;
-      whole: (result: CompletionResult) => object;
-    },
-  ) {
-    if (!stream) return shape.whole(await generateOnce(service, generation, request, reply));
-    let lines: LineStream | undefined;
-    let streamed = "";
-    return generateStream(service, generation, request, reply, {
-      open: () => {
-        lines = openLineStream(request, reply);
-      },
-      event: (event) => {
-        if (event.type === "text") {
-          streamed += event.text;
-          lines?.send(shape.piece(event.text, false));
-        } else if (event.type === "reasoning") lines?.send(shape.piece(event.text, true));
-      },
-      finish: (result) => {
-        const calls = shape.calls(result);
-        if (calls) lines?.send(calls);
-        lines?.send(shape.last(result, streamed));
-      },
-      fail: (error) => lines?.send(ollamaErrorBody(error)),
-      close: () => lines?.end(),
-    });
-  }
-
+function registerGeneration(app: TypedApp, service: TextgenService, maxNewTokens: number): void {
   app.post(
     "/chat",
     { schema: { tags: ["ollama"], summary: "Ollama's chat: NDJSON stream by default", body: ChatBody } },
@@ -326,7 +335,7 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
       const base = () => ({ model, created_at: at() });
       const thinkingOf = (result: CompletionResult) =>
         result.reasoning !== undefined ? { thinking: result.reasoning } : {};
-      return respond(request, reply, generation, body.stream !== false, {
+      return respond(service, request, reply, generation, body.stream !== false, {
         piece: (text, thinking) => ({
           ...base(),
           message: { role: "assistant", content: thinking ? "" : text, ...(thinking && { thinking: text }) },
@@ -391,7 +400,7 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
             ...controls,
             thinking: body.think === false ? false : undefined,
           };
-      return respond(request, reply, generation, body.stream !== false, {
+      return respond(service, request, reply, generation, body.stream !== false, {
         piece: (text, thinking) => ({
           ...base(),
           response: thinking ? "" : text,
@@ -415,7 +424,9 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
       });
     },
   );
+}
 
+function registerEmbeddings(app: TypedApp, embedder: Embedder, maxEmbeddingInputs: number): void {
   app.post(
     "/embed",
     {
@@ -429,7 +440,7 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
               Type.String({ minLength: 1 }),
               Type.Array(Type.String({ minLength: 1 }), {
                 minItems: 1,
-                maxItems: options.maxEmbeddingInputs,
+                maxItems: maxEmbeddingInputs,
               }),
             ]),
             truncate: Type.Optional(Type.Boolean()),
@@ -483,7 +494,9 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
       return { embedding: Array.from(vectors[0] ?? []) };
     },
   );
+}
 
+function registerModels(app: TypedApp, catalog: ModelCatalog): void {
   app.get("/version", { schema: { tags: ["ollama"], summary: "This server's version" } }, async () => ({
     version: VERSION,
   }));
@@ -492,7 +505,7 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
     models: await Promise.all(
       (await catalog.list()).map(async (model) => ({
         ...modelEntry(model),
-        details: await detailsOf(model),
+        details: await detailsOf(catalog, model),
       })),
     ),
   }));
@@ -503,7 +516,7 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
         const details = await catalog.details(model);
         return {
           ...modelEntry(model),
-          details: await detailsOf(model),
+          details: await detailsOf(catalog, model),
           // The served model stays loaded while the server runs: no expiry.
           expires_at: "9999-12-31T23:59:59Z",
           size_vram: 0,
@@ -539,7 +552,7 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
         modelfile: "",
         parameters: "",
         template: details.chatTemplate ?? "",
-        details: await detailsOf(model),
+        details: await detailsOf(catalog, model),
         model_info: details.info,
         capabilities: ["completion", "tools", ...(reasons ? ["thinking"] : [])],
         modified_at: model.modifiedAt.toISOString(),
@@ -613,4 +626,4 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
       return reply.status(200).send();
     },
   );
-};
+}
