@@ -122,6 +122,34 @@ describe("Responses API: real clients against the app on the test model", () => 
     );
   });
 
+  it("chat: a forced call cut by max_tokens is still tool_calls, finish_reason length, plain and streamed", async () => {
+    const request = {
+      model: "llama",
+      messages: [{ role: "user" as const, content: "Weather in Oslo?" }],
+      tools: [
+        {
+          type: "function" as const,
+          function: { name: weatherTool.name, parameters: weatherTool.parameters },
+        },
+      ],
+      tool_choice: "required" as const,
+      max_tokens: 40,
+      temperature: 0,
+    };
+    const completion = await client.chat.completions.create(request);
+    const choice = completion.choices[0]!;
+    assert.equal(choice.finish_reason, "length");
+    assert.equal(choice.message.content, null);
+    const call = choice.message.tool_calls![0]!;
+    assert.ok(call.type === "function" && call.function.name === "get_weather");
+    assert.ok(call.function.arguments.length > 0, "the arguments generated so far");
+    const final = await client.chat.completions.stream(request).finalChatCompletion();
+    assert.equal(final.choices[0]!.finish_reason, "length");
+    const streamed = final.choices[0]!.message.tool_calls![0]!;
+    assert.ok(streamed.type === "function");
+    assert.equal(streamed.function.arguments, call.function.arguments);
+  });
+
   it("text.format json_schema: output_text parses and matches", async () => {
     const response = await client.responses.create({
       model: "llama",
