@@ -1,6 +1,6 @@
 /**
  * API keys and tenants. With API_KEYS_FILE set, every route but the public ones needs
- * `Authorization: Bearer <key>`; a key acts for its own tenant only, scope `admin` for all, scope
+ * `Authorization: Bearer <key>` (or `x-api-key: <key>`, as Anthropic's clients send it); a key acts for its own tenant only, scope `admin` for all, scope
  * `metrics` may read /metrics. Keys are kept only as SHA-256 digests and compared in constant time
  * against every stored digest, so neither a match nor its position leaks through timing.
  *
@@ -215,7 +215,11 @@ export function registerAuth(app: FastifyInstance, keys: KeyRing | null, options
         { "retry-after": String(wait) },
       );
     }
-    const header = request.headers.authorization;
+    // Anthropic's clients send the key as `x-api-key`; it is accepted the same way.
+    const apiKeyHeader = request.headers["x-api-key"];
+    const header =
+      request.headers.authorization ??
+      (typeof apiKeyHeader === "string" ? `Bearer ${apiKeyHeader}` : undefined);
     const match = typeof header === "string" ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
     const principal = match ? keys.authenticate(match[1]!) : null;
     if (!principal) {

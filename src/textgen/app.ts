@@ -8,6 +8,9 @@ import { registerMetrics } from "../core/metrics.js";
 import { TextgenService } from "./service.js";
 import { openAiRoutes } from "./openai.js";
 import { LlamaEmbedder, type Embedder } from "./embedder.js";
+import { anthropicRoutes } from "./dialects/anthropic.js";
+import { ollamaRoutes } from "./dialects/ollama.js";
+import { SingleModelCatalog } from "./dialects/model-catalog.js";
 
 export interface TextgenAppDeps {
   config: Config;
@@ -26,6 +29,8 @@ export async function buildTextgenApp({ config, generator, embedder: givenEmbedd
     tags: [
       { name: "generation", description: "Text generation" },
       { name: "openai", description: "OpenAI-compatible routes (errors in OpenAI's shape)" },
+      { name: "anthropic", description: "Anthropic's Messages API (errors in Anthropic's shape)" },
+      { name: "ollama", description: "The Ollama API (errors as {error: string})" },
       { name: "service", description: "Health and identity" },
     ],
   });
@@ -53,6 +58,16 @@ export async function buildTextgenApp({ config, generator, embedder: givenEmbedd
     service,
     maxNewTokens: config.maxNewTokens,
     embedder,
+    maxEmbeddingInputs: config.embeddingMaxInputs,
+  });
+  await app.register(anthropicRoutes, { prefix: "/v1", service, maxNewTokens: config.maxNewTokens });
+  await app.register(ollamaRoutes, {
+    prefix: "/api",
+    service,
+    embedder,
+    // The model registry replaces this catalog of one served model and MODELS_DIR's downloads.
+    catalog: new SingleModelCatalog(generator, config.modelsDir),
+    maxNewTokens: config.maxNewTokens,
     maxEmbeddingInputs: config.embeddingMaxInputs,
   });
   // Closing: Fastify answers new requests 503 at once; admitted generations get SHUTDOWN_GRACE_MS to

@@ -96,6 +96,12 @@ export interface ChatRequest extends GenerationControls {
   toolChoice?: ToolChoice;
   /** Called as a forced tool call is generated: first its id and name, then pieces of its arguments. */
   onToolCall?: (delta: { index: number; id?: string; name?: string; arguments: string }) => void;
+  /** "split" (default): a reasoning model's `<think>` block goes to `reasoning`; "none": kept in the text. */
+  reasoningFormat?: "split" | "none";
+  /** false: thinking turned off, where the chat template reasons (an empty thought block is given). */
+  thinking?: boolean;
+  /** Called with each piece of reasoning as it is generated (when it is split off). */
+  onReasoning?: (piece: string) => void;
 }
 
 export type GenerationRequest = CompletionRequest | ChatRequest;
@@ -117,6 +123,8 @@ export interface CompletionResult {
   /** Prompt tokens dropped from the start because the request allowed truncation. */
   truncatedTokens?: number;
   toolCalls?: ToolCall[];
+  /** The reasoning a thinking model wrote before its answer, split off the text. */
+  reasoning?: string;
   /** One entry per generated token, when the request asked for `logprobs`. */
   logprobs?: TokenLogprob[];
 }

@@ -53,6 +53,7 @@ import {
 } from "./tool-calls.js";
 import { resolveModel, type ModelSource } from "./model-source.js";
 import { ResponseText } from "./response-text.js";
+import { ReasoningSplitter, splitReasoning, type ReasoningMarkers } from "./reasoning.js";
 
 export interface LlamaGeneratorOptions {
   model: ModelSource;
@@ -108,6 +109,8 @@ interface PreparedPrompt {
   tools: "none" | "auto" | "forced";
   /** Prompt tokens dropped from the start to fit (only when the request allows it). */
   truncated: number;
+  /** Where the chat template reasons: its markers, and whether the prompt already opened the block. */
+  reasoning?: ReasoningMarkers & { startsInside: boolean };
 }
 
 interface Loaded {
@@ -317,11 +320,25 @@ export class LlamaGenerator implements Generator {
       }
     } else if (typeof choice === "object") toolsForChoice(tools, choice);
     const history: ChatHistoryItem[] = [...toChatHistory(request.messages), { type: "model", response: [] }];
-    const { contextText, stopGenerationTriggers } = chatWrapper.generateContextState({
+    const state = chatWrapper.generateContextState({
       chatHistory: history,
       availableFunctions: functions,
       documentFunctionParams: functions ? true : undefined,
     });
+    const { stopGenerationTriggers } = state;
+    let contextText = state.contextText;
+    const markers = reasoningMarkersOf(chatWrapper, model);
+    let reasoning: PreparedPrompt["reasoning"];
+    if (markers) {
+      const startsInside = contextText.toString().trimEnd().endsWith(markers.open);
+      reasoning = { ...markers, startsInside };
+      // Thinking off, as Qwen3's template does it for enable_thinking=false: an empty thought block.
+      if (request.thinking === false) {
+        const empty = startsInside ? `\n${markers.close}\n\n` : `${markers.open}\n\n${markers.close}\n\n`;
+        contextText = LlamaText([contextText, empty]);
+        reasoning = { ...markers, startsInside: false };
+      }
+    }
     const stopStrings = [...request.stop, ...grammarStopStrings(grammar)];
     if (toolMode === "auto") {
       const invented = resultPrefix(chatWrapper);
@@ -347,6 +364,7 @@ export class LlamaGenerator implements Generator {
       grammar,
       tools: toolMode,
       truncated: 0,
+      reasoning,
     });
   }
 
@@ -448,6 +466,24 @@ export class LlamaGenerator implements Generator {
     const generatedTokens: Token[] = [];
     const forcedCall = new ForcedCallStream(isChatRequest(request) ? request.onToolCall : undefined);
     const autoText = new AutoCallHoldback(this.requireReady().chatWrapper, request.onText);
+    const answerSink =
+      prepared.tools === "none"
+        ? request.onText
+        : prepared.tools === "forced"
+          ? (piece: string) => forcedCall.push(piece)
+          : (piece: string) => autoText.push(piece);
+    const reasoning =
+      isChatRequest(request) && request.reasoningFormat !== "none" && prepared.tools !== "forced"
+        ? prepared.reasoning
+        : undefined;
+    const splitter = reasoning
+      ? new ReasoningSplitter(
+          reasoning,
+          reasoning.startsInside,
+          isChatRequest(request) ? request.onReasoning : undefined,
+          answerSink,
+        )
+      : undefined;
     const job: BatchJob = {
       promptTokens: prepared.tokens,
       maxTokens: request.maxTokens,
@@ -471,12 +507,7 @@ export class LlamaGenerator implements Generator {
       }),
       signal: request.signal,
       // A forced call streams as call deltas; an auto answer as text until it may be a call.
-      onText:
-        prepared.tools === "none"
-          ? request.onText
-          : prepared.tools === "forced"
-            ? (piece) => forcedCall.push(piece)
-            : (piece) => autoText.push(piece),
+      onText: splitter ? (piece) => splitter.push(piece) : answerSink,
       onTokens: request.onTokens,
       grammar: grammarState ? grammarStateOf(grammarState) : undefined,
       logprobs: request.logprobs,
@@ -500,6 +531,13 @@ export class LlamaGenerator implements Generator {
     }
     let text = result.text;
     if (prepared.grammar?.trimWhitespaceSuffix) text = text.trimEnd();
+    let reasoningText: string | undefined;
+    if (splitter && reasoning) {
+      splitter.finish();
+      const parts = splitReasoning(text, reasoning, reasoning.startsInside);
+      text = parts.answer;
+      if (parts.reasoning !== "") reasoningText = parts.reasoning;
+    }
     const answer: CompletionResult = {
       text,
       tokensGenerated: result.tokensGenerated,
@@ -508,9 +546,22 @@ export class LlamaGenerator implements Generator {
       cachedTokens: result.cachedTokens,
       truncatedTokens: prepared.truncated,
       logprobs,
+      ...(reasoningText !== undefined && { reasoning: reasoningText }),
     };
-    const call = prepared.tools === "forced" ? forcedCall.call() : undefined;
-    if (call) return { ...answer, text: "", toolCalls: [call], finishReason: "tool_calls" };
+    if (prepared.tools === "forced" && isChatRequest(request)) {
+      const call = forcedCall.call();
+      if (call) return { ...answer, text: "", toolCalls: [call], finishReason: "tool_calls" };
+      // Cut by max_tokens: still a call, with the arguments written so far.
+      const choice = request.toolChoice;
+      const only =
+        typeof choice === "object"
+          ? choice.name
+          : request.tools?.length === 1
+            ? request.tools[0]!.name
+            : undefined;
+      const partial = forcedCall.partialCall(only);
+      if (partial) return { ...answer, text: "", toolCalls: [partial], finishReason: "length" };
+    }
     if (prepared.tools === "auto" && isChatRequest(request)) {
       const parsed = parseAutoCalls(text, this.requireReady().chatWrapper, request.tools ?? []);
       if (parsed)
@@ -529,6 +580,25 @@ export class LlamaGenerator implements Generator {
     await loaded.model.dispose();
     await loaded.llama.dispose();
   }
+}
+
+/** The chat template's reasoning markers: node-llama-cpp's thought segment, else `<think>` in the template. */
+function reasoningMarkersOf(wrapper: ChatWrapper, model: LlamaModel): ReasoningMarkers | undefined {
+  const thought = (wrapper.settings as { segments?: { thought?: { prefix?: unknown; suffix?: unknown } } })
+    .segments?.thought;
+  const text = (value: unknown) =>
+    value === undefined
+      ? ""
+      : LlamaText(value as never)
+          .toString()
+          .trim();
+  if (thought && text(thought.prefix) !== "" && text(thought.suffix) !== "")
+    return { open: text(thought.prefix), close: text(thought.suffix) };
+  const template = (model.fileInfo.metadata as { tokenizer?: { chat_template?: unknown } }).tokenizer
+    ?.chat_template;
+  if (typeof template === "string" && template.includes("<think>") && template.includes("</think>"))
+    return { open: "<think>", close: "</think>" };
+  return undefined;
 }
 
 /** Tokens in the model's vocabulary, from its GGUF metadata (node-llama-cpp has no accessor). */

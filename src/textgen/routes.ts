@@ -1,11 +1,13 @@
-/** Routes of the text generation API: health, root, /predict. Validation is the schemas' job. */
-import type { FastifyReply, FastifyRequest } from "fastify";
+/**
+ * Routes of the text generation API: health, root, tokenizer, and /predict, the contract's own dialect
+ * (a thin adapter over dialects/common.ts like the others). Validation is the schemas' job.
+ */
 import { rootMessage, type TypedApp } from "../core/http.js";
-import { toApiError } from "../core/http.js";
 import { openEventStream, type EventStream } from "../core/sse.js";
 import { badRequest } from "../core/errors.js";
 import type { CompletionRequest, OutputConstraint } from "./generator.js";
 import type { TextgenService } from "./service.js";
+import { generateOnce, generateStream } from "./dialects/common.js";
 import {
   DetokenizeRequest,
   DetokenizeResponse,
@@ -28,15 +30,7 @@ export interface TextgenRouteDeps {
   maxNewTokens: number;
 }
 
-/** Aborts when the client goes away before the response is written. */
-export function clientGoneSignal(request: FastifyRequest, reply: FastifyReply): AbortSignal {
-  const controller = new AbortController();
-  reply.raw.on("close", () => {
-    if (!reply.raw.writableFinished) controller.abort(new Error("client disconnected"));
-  });
-  request.raw.on("aborted", () => controller.abort(new Error("client disconnected")));
-  return controller.signal;
-}
+export { clientGoneSignal } from "./dialects/common.js";
 
 export function toCompletionRequest(body: PredictRequest): CompletionRequest {
   return {
@@ -146,7 +140,6 @@ export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): vo
     },
     async (request, reply) => {
       const started = performance.now();
-      const signal = clientGoneSignal(request, reply);
       const completion = toCompletionRequest(request.body);
       const respond = (result: Awaited<ReturnType<TextgenService["run"]>>) => ({
         generated_text: result.text,
@@ -156,28 +149,21 @@ export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): vo
         prompt_tokens: result.promptTokens,
         elapsed_ms: Math.round((performance.now() - started) * 100) / 100,
       });
-      if (!request.body.stream) return respond(await service.run(completion, signal));
+      if (!request.body.stream) return respond(await generateOnce(service, completion, request, reply));
 
       // Stream: one event per token piece, then an event named "done" holding the whole response.
       let stream: EventStream | undefined;
-      try {
-        const result = await service.run(
-          { ...completion, onText: (piece) => stream?.send({ token: piece }) },
-          signal,
-          {
-            onStart: () => {
-              stream = openEventStream(request, reply);
-            },
-          },
-        );
-        stream?.send(respond(result), "done");
-      } catch (error) {
-        if (!stream) throw error;
-        stream.send(toApiError(error).toBody(), "error");
-      } finally {
-        stream?.end();
-      }
-      return reply;
+      return generateStream(service, completion, request, reply, {
+        open: () => {
+          stream = openEventStream(request, reply);
+        },
+        event: (event) => {
+          if (event.type === "text") stream?.send({ token: event.text });
+        },
+        finish: (result) => stream?.send(respond(result), "done"),
+        fail: (error) => stream?.send(error.toBody(), "error"),
+        close: () => stream?.end(),
+      });
     },
   );
 }

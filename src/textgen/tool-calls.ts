@@ -135,6 +135,18 @@ export class ForcedCallStream {
     if (end > from) this.onDelta?.({ index: 0, arguments: this.text.slice(from, end) });
   }
 
+  /**
+   * The call as far as it was written, for an answer cut by max_tokens: a forced call stays a call,
+   * with the arguments generated so far (`fallbackName` when even the name was cut).
+   */
+  partialCall(fallbackName?: string): ToolCall | undefined {
+    const name = this.name ?? fallbackName;
+    if (name === undefined) return undefined;
+    const start = this.name === undefined ? this.text.length : this.argumentsStart;
+    const end = this.argumentsEnd === -1 ? this.text.length : this.argumentsEnd;
+    return { id: this.id, name, arguments: this.text.slice(start, end) };
+  }
+
   /** The finished call, or undefined when the text was cut before the arguments closed. */
   call(): ToolCall | undefined {
     if (this.name === undefined || this.argumentsEnd === -1) return undefined;
