@@ -21,15 +21,14 @@ import type {
 } from "./generator.js";
 import { clientGoneSignal } from "./routes.js";
 import { LogitBias, StopSequences, constraintFields, parseLogitBias, stopList } from "./schemas.js";
-import type { TextgenService } from "./service.js";
-import type { Embedder } from "./embedder.js";
+import type { ServedModel, TextgenService } from "./service.js";
+import { findModelObject, modelList } from "./models-routes.js";
 import type { ToolCallDelta } from "./tool-calls.js";
 import { pathOf } from "../core/url-path.js";
 
 export interface OpenAiRouteOptions {
   service: TextgenService;
   maxNewTokens: number;
-  embedder: Embedder;
   maxEmbeddingInputs: number;
 }
 
@@ -58,7 +57,14 @@ export function openAiErrorBody(error: ApiError) {
 }
 
 const sampling = {
-  model: Type.Optional(Type.String({ description: "accepted for compatibility; the loaded model answers" })),
+  model: Type.Optional(
+    Type.String({ description: "the model to use (GET /v1/models); the default when absent" }),
+  ),
+  keep_alive: Type.Optional(
+    Type.Union([Type.String(), Type.Number()], {
+      description: "how long the model stays loaded after this request (Ollama's)",
+    }),
+  ),
   temperature: Type.Number({ minimum: 0, maximum: 2, default: 1 }),
   top_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
   top_k: Type.Optional(
@@ -345,37 +351,31 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
   );
 
   const created = () => Math.floor(Date.now() / 1000);
-  // The model's `created` is when this server started serving it: stable across requests.
-  const servedSince = created();
-  const modelObject = () => ({
-    id: service.generator.modelName,
-    object: "model" as const,
-    created: servedSince,
-    owned_by: "lectern",
-  });
 
-  app.get("/models", { schema: { tags: ["openai"], summary: "The served model" } }, async () => ({
-    object: "list",
-    data: [modelObject()],
-  }));
+  app.get("/models", { schema: { tags: ["openai"], summary: "Every model: status, role, size" } }, async () =>
+    modelList(service),
+  );
 
   app.get<{ Params: { id: string } }>(
     "/models/:id",
     {
       schema: {
         tags: ["openai"],
-        summary: "The served model, by id",
+        summary: "One model, by id or alias",
         params: Type.Object({ id: Type.String() }),
       },
     },
     async (request) => {
-      if (request.params.id !== service.generator.modelName)
+      const model = findModelObject(service, request.params.id);
+      if (!model)
         throw new ApiError(
           404,
           "not_found",
-          `The model "${request.params.id}" is not served here; this server serves "${service.generator.modelName}"`,
+          `The model "${request.params.id}" does not exist; known models: ${modelList(service)
+            .data.map((m) => m.id)
+            .join(", ")}`,
         );
-      return modelObject();
+      return model;
     },
   );
 
@@ -385,6 +385,7 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
    * chunks), the usage chunk when asked, and `[DONE]`.
    */
   async function generate(
+    target: ServedModel,
     request: FastifyRequest,
     reply: FastifyReply,
     generation: GenerationRequest,
@@ -404,7 +405,7 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
     },
   ) {
     const signal = clientGoneSignal(request, reply);
-    if (!stream.enabled) return shape.final(await service.run(generation, signal));
+    if (!stream.enabled) return shape.final(await target.run(generation, signal));
     let events: EventStream | undefined;
     const wantLogprobs = generation.logprobs !== undefined;
     let pending: TokenLogprob[] = [];
@@ -417,7 +418,7 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
     const streamed = { text: "", toolCalls: false };
     const toolCallChunk = shape.toolCallChunk;
     try {
-      const result = await service.run(
+      const result = await target.run(
         {
           ...generation,
           onLogprob: (entry) => pending.push(entry),
@@ -475,7 +476,8 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
       if (body.top_logprobs != null && body.logprobs !== true)
         throw badRequest("top_logprobs needs logprobs: true", [{ path: "/top_logprobs" }]);
       const id = `chatcmpl-${randomUUID()}`;
-      const model = service.generator.modelName;
+      const target = service.resolveModel(body.model, "generate", { keepAlive: body.keep_alive });
+      const model = target.name;
       const base = () => ({ id, object: "chat.completion.chunk", created: created(), model });
       const toolsActive = (body.tools?.length ?? 0) > 0 && body.tool_choice !== "none";
       const logprobsOf = (entries: TokenLogprob[] | undefined) =>
@@ -485,6 +487,7 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
         choices: [{ index: 0, delta, logprobs: logprobsOf(logprobs), finish_reason: finishReason }],
       });
       return generate(
+        target,
         request,
         reply,
         {
@@ -583,7 +586,8 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
     async (request, reply) => {
       const body: CompletionBody = request.body;
       const id = `cmpl-${randomUUID()}`;
-      const model = service.generator.modelName;
+      const target = service.resolveModel(body.model, "generate", { keepAlive: body.keep_alive });
+      const model = target.name;
       const base = () => ({ id, object: "text_completion", created: created(), model });
       const prompts = typeof body.prompt === "string" ? [body.prompt] : body.prompt;
       const echo = body.echo === true;
@@ -608,7 +612,7 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
         if (body.stream) throw badRequest("stream needs a single prompt", [{ path: "/prompt" }]);
         const signal = clientGoneSignal(request, reply);
         // Each prompt is its own request: the scheduler runs them side by side like any others.
-        const results = await Promise.all(prompts.map((prompt) => service.run(generation(prompt), signal)));
+        const results = await Promise.all(prompts.map((prompt) => target.run(generation(prompt), signal)));
         const total = results.reduce(
           (sum, result) => ({
             promptTokens: sum.promptTokens + result.promptTokens,
@@ -640,6 +644,7 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
         choices: [{ index: 0, text, logprobs: streamLogprobs(logprobs), finish_reason: finishReason }],
       });
       return generate(
+        target,
         request,
         reply,
         generation(prompt),
@@ -671,8 +676,9 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
               }),
             ]),
             model: Type.Optional(
-              Type.String({ description: "accepted for compatibility; the loaded model answers" }),
+              Type.String({ description: "the embedding model (GET /v1/models); the default when absent" }),
             ),
+            keep_alive: Type.Optional(Type.Union([Type.String(), Type.Number()])),
             encoding_format: Type.Optional(Type.Union([Type.Literal("float"), Type.Literal("base64")])),
             dimensions: Type.Optional(
               Type.Integer({ minimum: 1, description: "only the model's own size is supported" }),
@@ -689,7 +695,8 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
       const body = request.body;
       const inputs = typeof body.input === "string" ? [body.input] : body.input;
       const signal = clientGoneSignal(request, reply);
-      const { vectors, promptTokens } = await options.embedder.embed(inputs, signal);
+      const target = service.resolveModel(body.model, "embed", { keepAlive: body.keep_alive });
+      const { vectors, promptTokens } = await target.embed(inputs, signal);
       const size = vectors[0]?.length ?? 0;
       if (body.dimensions !== undefined && body.dimensions !== size)
         throw badRequest(
@@ -706,7 +713,7 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
               ? Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString("base64")
               : Array.from(vector),
         })),
-        model: options.embedder.modelName(),
+        model: target.name,
         usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
       };
     },
