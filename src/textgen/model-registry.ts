@@ -38,6 +38,8 @@ export interface ModelInfo {
   reference: string;
   inUse: number;
   default: boolean;
+  /** Loads started since the server started (a reload after an unload counts again). */
+  loads: number;
 }
 
 export interface RegistryOptions<B extends ModelBackend> {
@@ -75,6 +77,7 @@ interface ModelState<B> {
   /** The local file, once resolved (downloaded). */
   file?: string;
   inUse: number;
+  loads: number;
   lastUsed: number;
   keepAliveMs: number;
   idleTimer?: NodeJS.Timeout;
@@ -121,6 +124,7 @@ export class ModelRegistry<B extends ModelBackend> {
         entry,
         status: "unloaded",
         inUse: 0,
+        loads: 0,
         lastUsed: 0,
         keepAliveMs: entry.id === options.defaultId ? -1 : options.defaultKeepAliveMs,
       };
@@ -186,6 +190,7 @@ export class ModelRegistry<B extends ModelBackend> {
         : null,
       reference: state.entry.reference,
       inUse: state.inUse,
+      loads: state.loads,
       default: state.entry.id === this.options.defaultId,
     };
   }
@@ -294,6 +299,7 @@ export class ModelRegistry<B extends ModelBackend> {
     if (state.status === "failed" && !retryFailed && !this.fileChanged(state))
       return Promise.reject(failedError(state.entry.id, state.reason ?? "unknown"));
     state.status = "loading";
+    state.loads++;
     delete state.reason;
     const loading = this.loadBackend(state);
     state.loading = loading;

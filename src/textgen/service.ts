@@ -116,6 +116,15 @@ export class TextgenService {
       },
     });
     new Gauge({
+      name: "lectern_model_loads_total",
+      help: "Model loads started (concurrent first requests share one)",
+      labelNames: ["model"],
+      registers: [registry],
+      collect() {
+        for (const model of models.list()) this.set({ model: model.id }, model.loads);
+      },
+    });
+    new Gauge({
       name: "lectern_models_loaded",
       help: "Models loaded now",
       registers: [registry],
