@@ -84,13 +84,13 @@ function checkHeader(file: string, fileBytes: number): void {
   }
   if (read < 4 || header.toString("latin1", 0, 4) !== "GGUF")
     throw new ModelFileError(`not a GGUF file (it does not start with "GGUF")`);
-  if (read < HEADER_BYTES)
-    throw new ModelFileError(`the GGUF header is truncated: the file has ${fileBytes} bytes`);
-  const version = header.readUInt32LE(4);
+  const version = read >= 8 ? header.readUInt32LE(4) : 0;
   if (version === 1)
     throw new ModelFileError("GGUFv1 is no longer supported, please use a more up-to-date version");
   if (version !== 2 && version !== 3)
     throw new ModelFileError(`unsupported GGUF version ${version} (llama.cpp reads versions 2 and 3)`);
+  if (read < HEADER_BYTES)
+    throw new ModelFileError(`the GGUF header is truncated: the file has ${fileBytes} bytes`);
   const tensors = header.readBigUInt64LE(8);
   const pairs = header.readBigUInt64LE(16);
   if (tensors * BigInt(MIN_TENSOR_INFO_BYTES) + pairs * BigInt(MIN_KV_BYTES) > BigInt(fileBytes))
