@@ -84,7 +84,8 @@ function checkHeader(file: string, fileBytes: number): void {
   }
   if (read < 4 || header.toString("latin1", 0, 4) !== "GGUF")
     throw new ModelFileError(`not a GGUF file (it does not start with "GGUF")`);
-  const version = read >= 8 ? header.readUInt32LE(4) : 0;
+  if (read < 8) throw new ModelFileError(`the GGUF header is truncated: the file has ${fileBytes} bytes`);
+  const version = header.readUInt32LE(4);
   if (version === 1)
     throw new ModelFileError("GGUFv1 is no longer supported, please use a more up-to-date version");
   if (version !== 2 && version !== 3)
