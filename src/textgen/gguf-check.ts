@@ -6,6 +6,7 @@
  * read gives the model's roles (generation, embeddings, reranking) and a memory estimate.
  */
 import { closeSync, openSync, readSync, statSync } from "node:fs";
+import * as nodeLlamaCpp from "node-llama-cpp";
 import { readGgufFileInfo, type GgufFileInfo } from "node-llama-cpp";
 
 export type ModelRole = "generate" | "embed" | "rerank";
@@ -34,6 +35,13 @@ const POOLING_NONE = 0;
 const POOLING_RANK = 4;
 /** Encoder-only architectures llama.cpp runs for embeddings only. */
 const EMBEDDING_ARCHITECTURES = new Set(["bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "neo-bert"]);
+
+// A const enum in its types, an object at run time.
+const KNOWN_ARCHITECTURES = new Set<string>(
+  Object.values(
+    (nodeLlamaCpp as unknown as { GgufArchitectureType: Record<string, string> }).GgufArchitectureType,
+  ),
+);
 
 /** Bytes per block and elements per block of ggml's tensor types (ggml.c's type traits). */
 const GGML_TYPE_SIZES: Record<number, [bytes: number, elements: number]> = {
@@ -70,6 +78,11 @@ export async function inspectGguf(file: string): Promise<GgufSummary> {
     throw new ModelFileError(`the GGUF header cannot be read: ${(error as Error).message}`);
   }
   checkTensorBounds(info, fileBytes);
+  // node-llama-cpp's list of the architectures its llama.cpp release knows: llama.cpp itself only
+  // says "Failed to load model" to the caller, its reason goes to stderr.
+  const architecture = String(info.metadata.general?.architecture ?? "");
+  if (!KNOWN_ARCHITECTURES.has(architecture))
+    throw new ModelFileError(`unknown model architecture: '${architecture}'`);
   return summarize(info, fileBytes);
 }
 

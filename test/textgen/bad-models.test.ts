@@ -1,14 +1,15 @@
 /**
- * A bad model fails fast and says why (#24): a 16-byte file starting with "GGUF" and a truncated real
- * GGUF in MODELS_DIR each end as status "failed" with llama.cpp's reason, in /v1/models, /health and
+ * A bad model fails fast and says why (#24): a 16-byte file starting with "GGUF", a truncated real
+ * GGUF and one of an architecture llama.cpp does not know, in MODELS_DIR, each end as status "failed" with llama.cpp's reason, in /v1/models, /health and
  * the error of requests for them, and the server's memory stays where it was. Measured on the real
  * CLI as a child process, whose RSS is read from /proc.
  */
 import { strict as assert } from "node:assert";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
+import { syntheticModel } from "../../scripts/lib/synthetic-gguf.js";
 import { testModelPath } from "../helpers/env.js";
 import { startServe, waitHealthy, type ServedProcess } from "../helpers/serve-process.js";
 
@@ -29,6 +30,15 @@ describe("bad model files", { skip: process.platform !== "linux" && "reads RSS f
     writeFileSync(path.join(dir, "corrupt.gguf"), corrupt);
     const real = readFileSync(testModelPath);
     writeFileSync(path.join(dir, "truncated.gguf"), real.subarray(0, Math.floor(real.length / 2)));
+    const unknown = await syntheticModel(
+      testModelPath,
+      { embedding: 64, feedForward: 128, layers: 2, heads: 4, kvHeads: 4 },
+      {
+        dir: path.join(os.tmpdir(), "lectern-test-models"),
+        metadata: { "general.architecture": "nosucharch" },
+      },
+    );
+    copyFileSync(unknown, path.join(dir, "unknown.gguf"));
     served = await startServe("textgen", { MODELS_DIR: dir, MAX_CONCURRENT: "1" });
     await waitHealthy(served);
   });
@@ -49,6 +59,7 @@ describe("bad model files", { skip: process.platform !== "linux" && "reads RSS f
     const reasons: Record<string, RegExp> = {
       corrupt: /unsupported GGUF version 7/,
       truncated: /tensor '.+' data is not within the file bounds, model is corrupted or incomplete/,
+      unknown: /unknown model architecture: 'nosucharch'/,
     };
     for (const [model, reason] of Object.entries(reasons)) {
       for (const attempt of [
@@ -75,7 +86,11 @@ describe("bad model files", { skip: process.platform !== "linux" && "reads RSS f
       failed_models: { id: string; reason: string }[];
     };
     assert.equal(health.status, "healthy");
-    assert.deepEqual(health.failed_models.map((model) => model.id).sort(), ["corrupt", "truncated"]);
+    assert.deepEqual(health.failed_models.map((model) => model.id).sort(), [
+      "corrupt",
+      "truncated",
+      "unknown",
+    ]);
     // The good model still answers.
     const good = await post("/v1/completions", { model: "stories260K", prompt: "Once", max_tokens: 2 });
     assert.equal(good.status, 200);
