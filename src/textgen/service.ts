@@ -116,7 +116,7 @@ export class TextgenService {
       },
     });
     new Gauge({
-      name: "lectern_model_loads_total",
+      name: "lectern_model_loads",
       help: "Model loads started (concurrent first requests share one)",
       labelNames: ["model"],
       registers: [registry],
@@ -191,6 +191,7 @@ export class TextgenService {
   private handle(id: string, keepAliveMs: number | undefined): ServedModel {
     const models = this.models;
     const view = this.view;
+    const startingGenerator = (model: string) => this.startingGenerator(model);
     const withModel = async <T>(
       role: ModelRole,
       work: (backend: ServingBackend) => Promise<T>,
@@ -207,7 +208,8 @@ export class TextgenService {
       get name() {
         if (view.multiModel) return id;
         const backend = models.loadedBackend(id);
-        return backend?.generator?.modelName ?? backend?.embedder?.modelName() ?? id;
+        const generator = backend?.generator ?? startingGenerator(id);
+        return generator?.modelName ?? backend?.embedder?.modelName() ?? id;
       },
       run: (request, signal, hooks = {}) =>
         withModel("generate", (backend) => this.generate(id, backend, request, signal, hooks)),
@@ -273,19 +275,22 @@ export class TextgenService {
     const id = this.models.defaultId;
     const info = this.models.get(id)!;
     const failed = this.models.list().filter((model) => model.status === "failed");
-    const generator = this.models.loadedBackend(id)?.generator;
+    const generator = this.models.loadedBackend(id)?.generator ?? this.startingGenerator(id);
     if (generator) {
       const status = generator.status();
       return { status, modelName: view(this.view, id, generator.modelName), failed };
     }
     if (info.status === "failed")
       return { status: { state: "unhealthy", reason: info.reason ?? "" }, failed };
-    if (info.status === "loading") {
-      const starting = this.view.startingGenerator?.()?.status();
-      return { status: starting?.state === "unhealthy" ? starting : { state: "loading" }, failed };
-    }
+    if (info.status === "loading") return { status: { state: "loading" }, failed };
     // Unloaded (idle or evicted): it loads again on the next request.
     return { status: { state: "ready" }, modelName: view(this.view, id, id), failed };
+  }
+
+  /** The default model's generator while the registry's first load of it is still settling. */
+  private startingGenerator(id: string): Generator | undefined {
+    if (id !== this.models.defaultId || this.models.get(id)?.status !== "loading") return undefined;
+    return this.view.startingGenerator?.();
   }
 
   /** Schedulers of the loaded models, for a graceful shutdown. */

@@ -231,7 +231,7 @@ describe("loading and unloading on demand", () => {
   it("eight concurrent first requests cause one load", async () => {
     const loadsOf = async () => {
       const metrics = (await app.inject({ method: "GET", url: "/metrics" })).body;
-      return Number(/lectern_model_loads_total\{[^}]*model="chat"[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
+      return Number(/lectern_model_loads\{[^}]*model="chat"[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
     };
     const before = await loadsOf();
     assert.equal((await statuses(app)).chat, "unloaded");
