@@ -322,7 +322,36 @@ const rowsByKind: ReadonlyArray<[prefix: string, rows: (details: Json) => Result
   ["eval-ir", evalIrRows],
   ["pg-latency", pgLatencyRows],
   ["run-all", runAllRows],
+  ["models", modelsRows],
 ];
+
+/** bench/models.ts: RSS over load/unload cycles, and cold start to first token against llama-server's router. */
+function modelsRows(details: Json): ResultRow[] {
+  const rows: ResultRow[] = [];
+  const growth = num(get(details, "memory", "growthMb"));
+  const cycles = num(get(details, "memory", "cycles"));
+  if (growth !== undefined)
+    rows.push({
+      metric: `RSS growth after ${cycles} load/unload cycles of two models (vs after the first)`,
+      value: `${growth.toFixed(1)} MB`,
+      reference: "",
+      ratio: "",
+      target: "≤ 50 MB",
+      held: growth <= 50,
+    });
+  const ours = num(get(details, "coldStart", "oursMedianMs"));
+  const reference = num(get(details, "coldStart", "referenceMedianMs"));
+  if (ours !== undefined && reference !== undefined)
+    rows.push({
+      metric: "cold start to first token, 0.5B-shaped Q4_K_M (median); reference llama-server's router",
+      value: `${Math.round(ours)} ms`,
+      reference: `${Math.round(reference)} ms`,
+      ratio: `${(ours / reference).toFixed(2)}×`,
+      target: "≤ 1.2×",
+      held: ours / reference <= 1.2,
+    });
+  return rows;
+}
 
 /** The rows of result `name` (generation-synthetic is a generation result, and so on). */
 export function rowsOf(name: string, details: Json): ResultRow[] {

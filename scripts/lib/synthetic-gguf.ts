@@ -28,6 +28,9 @@ export const DEFAULT_SHAPE: SyntheticShape = {
 };
 
 const ALIGNMENT = 32;
+/** llama.cpp's LLAMA_POOLING_TYPE_RANK, and the classification head's tensor name. */
+const RANK_POOLING = 4;
+const RANK_HEAD = "cls.output.weight";
 /** llama.cpp's token types (tokenizer.ggml.token_type). */
 const NORMAL_TOKEN = 1;
 const BYTE_TOKEN = 6;
@@ -122,12 +125,20 @@ export interface SyntheticOptions {
   metadata?: Record<string, string | number>;
   /** A short tag added to the file name (e.g. "qwen3-chat"). */
   tag?: string;
+  /**
+   * A reranker: qwen3 architecture (llama's plus per-head q/k norms), RANK pooling and a two-row
+   * classification head `cls.output.weight` (rows "yes", "no"), the layout llama.cpp reads for
+   * Qwen3-Reranker; the score is softmax(head · hidden)[0]. `swapped` writes the same weights with
+   * the head's two rows exchanged, so its scores are 1 minus the unswapped model's.
+   */
+  rankHead?: { swapped?: boolean };
 }
 
 /** File name of the F32 model of `shape` (its parameters spelled out). */
 export function syntheticModelName(shape: SyntheticShape, options: SyntheticOptions = {}): string {
   let suffix = options.plainByteTokens ? "-textbytes" : "";
   if (options.tag) suffix += `-${options.tag}`;
+  if (options.rankHead) suffix += options.rankHead.swapped ? "-rank-swapped" : "-rank";
   if (options.chatTemplate !== undefined || options.metadata !== undefined) {
     suffix += `-${variantHash(JSON.stringify([options.chatTemplate ?? null, options.metadata ?? null]))}`;
   }
@@ -170,17 +181,18 @@ export async function syntheticModel(
   const headDim = e / heads;
   const kvDim = kvHeads * headDim;
 
+  const arch = options.rankHead ? "qwen3" : "llama";
   const metadata: Array<[string, MetaValue]> = [
-    ["general.architecture", { type: ValueType.STRING, value: "llama" }],
+    ["general.architecture", { type: ValueType.STRING, value: arch }],
     ["general.name", { type: ValueType.STRING, value: name.replace(/\.gguf$/, "") }],
-    ["llama.context_length", { type: ValueType.UINT32, value: 2048 }],
-    ["llama.embedding_length", { type: ValueType.UINT32, value: e }],
-    ["llama.feed_forward_length", { type: ValueType.UINT32, value: ff }],
-    ["llama.block_count", { type: ValueType.UINT32, value: layers }],
-    ["llama.attention.head_count", { type: ValueType.UINT32, value: heads }],
-    ["llama.attention.head_count_kv", { type: ValueType.UINT32, value: kvHeads }],
-    ["llama.attention.layer_norm_rms_epsilon", { type: ValueType.FLOAT32, value: 1e-5 }],
-    ["llama.rope.dimension_count", { type: ValueType.UINT32, value: headDim }],
+    [`${arch}.context_length`, { type: ValueType.UINT32, value: 2048 }],
+    [`${arch}.embedding_length`, { type: ValueType.UINT32, value: e }],
+    [`${arch}.feed_forward_length`, { type: ValueType.UINT32, value: ff }],
+    [`${arch}.block_count`, { type: ValueType.UINT32, value: layers }],
+    [`${arch}.attention.head_count`, { type: ValueType.UINT32, value: heads }],
+    [`${arch}.attention.head_count_kv`, { type: ValueType.UINT32, value: kvHeads }],
+    [`${arch}.attention.layer_norm_rms_epsilon`, { type: ValueType.FLOAT32, value: 1e-5 }],
+    [`${arch}.rope.dimension_count`, { type: ValueType.UINT32, value: headDim }],
     ["tokenizer.ggml.model", { type: ValueType.STRING, value: "llama" }],
     ["tokenizer.ggml.tokens", { type: ValueType.ARRAY, items: ValueType.STRING, value: tokenizer.tokens }],
     ["tokenizer.ggml.scores", { type: ValueType.ARRAY, items: ValueType.FLOAT32, value: tokenizer.scores }],
@@ -198,6 +210,15 @@ export async function syntheticModel(
     ["tokenizer.ggml.eos_token_id", { type: ValueType.UINT32, value: tokenizer.eos_token_id }],
     ["tokenizer.ggml.unknown_token_id", { type: ValueType.UINT32, value: tokenizer.unknown_token_id }],
   ];
+  if (options.rankHead) {
+    metadata.push(
+      [`${arch}.pooling_type`, { type: ValueType.UINT32, value: RANK_POOLING }],
+      [
+        `${arch}.classifier.output_labels`,
+        { type: ValueType.ARRAY, items: ValueType.STRING, value: ["yes", "no"] },
+      ],
+    );
+  }
   if (options.chatTemplate !== undefined) {
     metadata.push(["tokenizer.chat_template", { type: ValueType.STRING, value: options.chatTemplate }]);
   }
@@ -225,12 +246,20 @@ export async function syntheticModel(
       [`blk.${i}.attn_k.weight`, [e, kvDim], false],
       [`blk.${i}.attn_v.weight`, [e, kvDim], false],
       [`blk.${i}.attn_output.weight`, [e, e], false],
+      ...(options.rankHead
+        ? ([
+            [`blk.${i}.attn_q_norm.weight`, [headDim], true],
+            [`blk.${i}.attn_k_norm.weight`, [headDim], true],
+          ] as Array<[string, number[], boolean]>)
+        : []),
       [`blk.${i}.ffn_norm.weight`, [e], true],
       [`blk.${i}.ffn_gate.weight`, [e, ff], false],
       [`blk.${i}.ffn_up.weight`, [e, ff], false],
       [`blk.${i}.ffn_down.weight`, [ff, e], false],
     );
   }
+
+  if (options.rankHead) tensors.push([RANK_HEAD, [e, 2], false]);
 
   const header = new Writer();
   header.u32(0x46554747); // "GGUF"
@@ -266,7 +295,7 @@ export async function syntheticModel(
     seed ^= seed << 5;
     return (seed >>> 0) / 4294967296;
   };
-  tensors.forEach(([, dims, norm], index) => {
+  tensors.forEach(([tensorName, dims, norm], index) => {
     const count = sizes[index]! / 4;
     const fanIn = dims[0]!;
     const scale = 1 / Math.sqrt(fanIn);
@@ -274,6 +303,12 @@ export async function syntheticModel(
     for (let done = 0; done < count; done += block.length) {
       const n = Math.min(block.length, count - done);
       for (let i = 0; i < n; i++) block[i] = norm ? 1 : (random() * 2 - 1) * scale;
+      // The head is small (2 rows): one block, its rows exchanged for the swapped variant.
+      if (tensorName === RANK_HEAD && options.rankHead?.swapped) {
+        const first = block.slice(0, fanIn);
+        block.copyWithin(0, fanIn, 2 * fanIn);
+        block.set(first, fanIn);
+      }
       writeSync(fd, new Uint8Array(block.buffer, 0, n * 4));
     }
     const padding = (ALIGNMENT - (sizes[index]! % ALIGNMENT)) % ALIGNMENT;

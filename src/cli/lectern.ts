@@ -40,6 +40,7 @@ Commands:
   ask <index> "<question>"           answer a question from an index, with sources
   generate "<prompt>"                generate text with the local model
   model pull <hf:owner/repo/file>    download a model into MODELS_DIR
+  models [--server URL]              list the models served: role, size, status
 
 Every command takes --help. Configuration comes from the environment (see README).`,
   serve: `Usage: lectern serve [textgen|rag|all]
@@ -79,6 +80,12 @@ still sync (exit code 4 when any failed). A missing index is created with the se
   --temperature T    default 0.8 (0 = deterministic)
   --seed N
   --json             print the result as JSON instead of streaming text`,
+  models: `Usage: lectern models [--server URL] [--json]
+
+Lists every model the text generation app serves: MODEL_PATH, EMBEDDING_MODEL_PATH, each .gguf in
+MODELS_DIR and MODELS_PRESETS' entries, with role, size and aliases. Without --server the files are
+checked here (status "ok" or why not); with --server (e.g. http://127.0.0.1:8000) a running app's
+status is shown (loaded, loading, unloaded, failed).`,
   "model pull": `Usage: lectern model pull <hf:owner/repo/file.gguf | https URL>
 
 Downloads the model once into MODELS_DIR (default ./models) with a progress bar.`,
@@ -509,6 +516,77 @@ async function modelPull(args: string[], config: Config): Promise<number> {
   return EXIT.ok;
 }
 
+async function models(args: string[], config: Config): Promise<number> {
+  const { values } = options(args, { server: { type: "string" } });
+  if (values.help) return help("models");
+  interface Row {
+    id: string;
+    role: string;
+    size_bytes: number | null;
+    status: string;
+    reason?: string;
+    aliases: string[];
+  }
+  let rows: Row[];
+  if (typeof values.server === "string") {
+    const response = await fetch(`${values.server.replace(/\/+$/, "")}/v1/models`);
+    if (!response.ok) throw new Error(`${values.server} answered ${response.status}`);
+    rows = ((await response.json()) as { data: Row[] }).data;
+  } else {
+    const { buildCatalogue } = await import("../textgen/presets.js");
+    const { ModelRegistry } = await import("../textgen/model-registry.js");
+    const catalogue = buildCatalogue({
+      modelPath: config.modelPath,
+      embeddingModelPath: config.embeddingModelPath,
+      modelsDir: config.modelsDir,
+      presetsFile: config.modelsPresets,
+    });
+    // Only reads the files' headers: nothing is loaded.
+    const registry = new ModelRegistry({
+      entries: catalogue.entries,
+      defaultId: catalogue.defaultId,
+      resolveFile: () => Promise.reject(new Error("not loading")),
+      createBackend: () => Promise.reject(new Error("not loading")),
+      contextTokensOf: () => config.llamaContextSize,
+      maxLoaded: 0,
+      memoryBudget: 0,
+      defaultKeepAliveMs: -1,
+    });
+    await registry.inspectLocal();
+    rows = registry.list().map((model) => ({
+      id: model.id,
+      role: model.roles[0]!,
+      size_bytes: model.sizeBytes,
+      status: model.status === "failed" ? "bad" : model.sizeBytes === null ? "not downloaded" : "ok",
+      ...(model.reason !== undefined && { reason: model.reason }),
+      aliases: model.aliases,
+    }));
+  }
+  if (values.json) {
+    print(rows);
+    return EXIT.ok;
+  }
+  const size = (bytes: number | null) => (bytes === null ? "-" : `${(bytes / 1024 ** 2).toFixed(1)} MB`);
+  const table = [["MODEL", "ROLE", "SIZE", "STATUS", "ALIASES"]].concat(
+    rows.map((row) => [
+      row.id,
+      row.role,
+      size(row.size_bytes),
+      row.reason ? `${row.status}: ${row.reason}` : row.status,
+      row.aliases.join(", "),
+    ]),
+  );
+  const widths = table[0]!.map((_, column) => Math.max(...table.map((line) => line[column]!.length)));
+  for (const line of table)
+    process.stdout.write(
+      `${line
+        .map((cell, column) => cell.padEnd(widths[column]!))
+        .join("  ")
+        .trimEnd()}\n`,
+    );
+  return EXIT.ok;
+}
+
 function print(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
@@ -559,6 +637,8 @@ export async function main(argv: string[]): Promise<number> {
         return await ask(rest, config);
       case "generate":
         return await generate(rest, config);
+      case "models":
+        return await models(rest, config);
       case "model": {
         const [sub, ...args] = rest;
         if (sub === undefined || sub === "--help") return help("model pull");

@@ -114,6 +114,15 @@ export interface Config {
   embeddingContextSize: number;
   /** Inputs one /v1/embeddings request may carry. */
   embeddingMaxInputs: number;
+  // Many models (#24).
+  /** JSON or INI presets (llama-server's --models-preset): aliases, roles, per-model settings. */
+  modelsPresets: string | null;
+  /** Models loaded at once; the least recently used idle one unloads beyond it (0 = no limit). */
+  modelsMaxLoaded: number;
+  /** Bytes the loaded models may take (file + KV cache, estimated); 0 = no limit. */
+  modelsMemoryBudget: number;
+  /** How long a model other than the default stays loaded when idle, in ms; -1 = for ever. */
+  modelKeepAliveMs: number;
 }
 
 export const DEFAULT_MODEL = "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf";
@@ -187,6 +196,29 @@ function physicalCores(): number {
   // CPUs on machines that report many, and keep at least one thread.
   const logical = os.availableParallelism();
   return Math.max(1, logical > 2 ? Math.floor(logical / 2) : logical);
+}
+
+/** A size such as 8G, 512M, 1.5GiB or plain bytes; 0 when unset. */
+function byteSize(env: Env, name: string): number {
+  const raw = read(env, name);
+  if (raw === undefined) return 0;
+  const match = /^(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?$/i.exec(raw);
+  if (!match)
+    throw new ConfigError(`${name} must be a size such as 8G, 512M or a number of bytes, got "${raw}"`);
+  const power = ["", "k", "m", "g", "t"].indexOf(match[2]!.toLowerCase());
+  return Math.round(Number(match[1]) * 1024 ** power);
+}
+
+/** Ollama's keep_alive: a duration (30s, 5m, 1h), seconds, 0, or -1 for ever; in ms. */
+function keepAlive(env: Env, name: string, fallback: string): number {
+  const raw = read(env, name) ?? fallback;
+  if (/^-\d+$/.test(raw)) return -1;
+  if (/^\d+$/.test(raw)) return Number(raw) * 1000;
+  const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  const parts = [...raw.matchAll(/(\d+)(ms|s|m|h)/g)];
+  if (parts.length === 0 || parts.map((part) => part[0]).join("") !== raw)
+    throw new ConfigError(`${name} must be a duration such as 30s, 5m or 1h, seconds, 0 or -1, got "${raw}"`);
+  return parts.reduce((sum, part) => sum + Number(part[1]) * units[part[2]!]!, 0);
 }
 
 export function loadConfig(env: Env = process.env): Config {
@@ -263,6 +295,12 @@ export function loadConfig(env: Env = process.env): Config {
     embeddingModelPath: read(env, "EMBEDDING_MODEL_PATH") ?? null,
     embeddingContextSize: integer(env, "EMBEDDING_CONTEXT_SIZE", 2048, 16, 1 << 20),
     embeddingMaxInputs: integer(env, "EMBEDDING_MAX_INPUTS", 2048, 1, 100_000),
+    // Many models (#24).
+    modelsPresets:
+      read(env, "MODELS_PRESETS") === undefined ? null : path.resolve(read(env, "MODELS_PRESETS")!),
+    modelsMaxLoaded: integer(env, "MODELS_MAX_LOADED", 4, 0, 1024),
+    modelsMemoryBudget: byteSize(env, "MODELS_MEMORY_BUDGET"),
+    modelKeepAliveMs: keepAlive(env, "MODEL_KEEP_ALIVE", "5m"),
   };
 }
 

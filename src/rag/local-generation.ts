@@ -9,7 +9,7 @@ import type { GenerationPort } from "./generative.js";
 export function localGeneration(service: TextgenService): GenerationPort {
   return {
     get modelName() {
-      return service.generator.modelName;
+      return service.resolveModel(undefined, "generate").name;
     },
     description:
       "RAG: generative answers with the local model of this process (MODEL_PATH), no HTTP hop; set GENERATION_URL to use another server",

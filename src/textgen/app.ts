@@ -3,27 +3,31 @@ import type { Config } from "../core/config.js";
 import { createHttpApp } from "../core/http.js";
 import type { Generator } from "./generator.js";
 import { registerTextgenRoutes, SERVICE_NAME } from "./routes.js";
-import { Scheduler } from "./scheduler.js";
 import { registerMetrics } from "../core/metrics.js";
 import { TextgenService } from "./service.js";
 import { openAiRoutes } from "./openai.js";
-import { LlamaEmbedder, type Embedder } from "./embedder.js";
+import { buildCatalogue } from "./presets.js";
+import { ModelRegistry } from "./model-registry.js";
+import { generatorBackend, loadBackend, type ServingBackend } from "./model-backends.js";
+import { resolveModel as resolveModelFile } from "./model-source.js";
+import { registerRerankRoutes } from "./rerank.js";
+import { registerModelRoutes } from "./models-routes.js";
+import { LlamaGenerator } from "./llama-generator.js";
 import { anthropicRoutes } from "./dialects/anthropic.js";
 import { ollamaRoutes } from "./dialects/ollama.js";
 import { SingleModelCatalog } from "./dialects/model-catalog.js";
 
 export interface TextgenAppDeps {
   config: Config;
+  /** The default model (MODEL_PATH), already loading; reloaded from its file after an unload. */
   generator: Generator;
-  /** Defaults to EMBEDDING_MODEL_PATH's model, or the generator's own. */
-  embedder?: Embedder;
 }
 
-export async function buildTextgenApp({ config, generator, embedder: givenEmbedder }: TextgenAppDeps) {
+export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
   const app = await createHttpApp({
     service: SERVICE_NAME,
     description:
-      "Generate text with a local GGUF model (llama.cpp). Errors are JSON: {error:{code,message,details}}.",
+      "Generate text with local GGUF models (llama.cpp). Errors are JSON: {error:{code,message,details}}.",
     config,
     ui: { service: "textgen" },
     tags: [
@@ -31,55 +35,95 @@ export async function buildTextgenApp({ config, generator, embedder: givenEmbedd
       { name: "openai", description: "OpenAI-compatible routes (errors in OpenAI's shape)" },
       { name: "anthropic", description: "Anthropic's Messages API (errors in Anthropic's shape)" },
       { name: "ollama", description: "The Ollama API (errors as {error: string})" },
+      { name: "models", description: "The models served, loaded on demand" },
       { name: "service", description: "Health and identity" },
     ],
   });
-  const scheduler = new Scheduler({
-    maxConcurrent: config.maxConcurrent,
-    maxQueue: config.maxQueue,
-    timeoutMs: config.requestTimeoutMs,
+  const remote = config.generationUpstreamUrl !== null;
+  const catalogue = buildCatalogue({
+    modelPath: config.modelPath,
+    embeddingModelPath: config.embeddingModelPath,
+    modelsDir: config.modelsDir,
+    presetsFile: config.modelsPresets,
   });
-  const { registry } = registerMetrics(app, "textgen");
-  const service = new TextgenService(generator, scheduler, registry);
-  registerTextgenRoutes(app, { service, maxNewTokens: config.maxNewTokens });
-  const embedder =
-    givenEmbedder ??
-    new LlamaEmbedder({
-      model: config.embeddingModelPath
-        ? { reference: config.embeddingModelPath, modelsDir: config.modelsDir, progress: true }
-        : null,
-      sharedModel: async () => generator.sharedModel?.(),
-      threads: config.llamaThreads,
-      contextSize: config.embeddingContextSize,
-      gpu: config.llamaGpu,
+  // The generator given is the default model's first load; later loads make their own.
+  let initial: Generator | undefined = remote ? undefined : generator;
+  const models = new ModelRegistry<ServingBackend>({
+    entries: catalogue.entries,
+    defaultId: catalogue.defaultId,
+    resolveFile: async (entry) => {
+      // The default model's first load is the generator already loading it: its file, its reason.
+      const starting = entry.id === catalogue.defaultId ? initial : undefined;
+      if (starting instanceof LlamaGenerator) {
+        await starting.ready();
+        const status = starting.status();
+        if (status.state === "unhealthy") throw new Error(status.reason);
+        if (starting.loadedFrom) return starting.loadedFrom.modelPath;
+      }
+      return resolveModelFile({ reference: entry.reference, modelsDir: config.modelsDir });
+    },
+    createBackend: async (entry, file, summary) => {
+      const given = entry.id === catalogue.defaultId ? initial : undefined;
+      if (given) initial = undefined;
+      return loadBackend(config, entry, file, summary, given);
+    },
+    contextTokensOf: (entry) =>
+      entry.settings.contextSize ??
+      ((entry.roles ?? ["generate"]).includes("generate")
+        ? config.llamaContextSize
+        : config.embeddingContextSize),
+    maxLoaded: config.modelsMaxLoaded,
+    memoryBudget: config.modelsMemoryBudget,
+    defaultKeepAliveMs: config.modelKeepAliveMs,
+    pinned: remote ? { [catalogue.defaultId]: generatorBackend(config, generator) } : undefined,
+    log: (line) => app.log.info(line),
+  });
+  await models.inspectLocal();
+  // The default model loads at start, as with one model; a failure leaves the app up, degraded.
+  if (!remote)
+    void models.load(catalogue.defaultId).catch(async () => {
+      await initial?.close();
+      initial = undefined;
     });
+  const { registry } = registerMetrics(app, "textgen");
+  const service = new TextgenService(
+    models,
+    {
+      multiModel: catalogue.multiModel,
+      embeddingId: catalogue.embeddingId,
+      startingGenerator: () => initial,
+    },
+    registry,
+  );
+  registerTextgenRoutes(app, { service, maxNewTokens: config.maxNewTokens });
+  registerRerankRoutes(app, service);
+  registerModelRoutes(app, service);
   await app.register(openAiRoutes, {
     prefix: "/v1",
     service,
     maxNewTokens: config.maxNewTokens,
-    embedder,
     maxEmbeddingInputs: config.embeddingMaxInputs,
   });
   await app.register(anthropicRoutes, { prefix: "/v1", service, maxNewTokens: config.maxNewTokens });
   await app.register(ollamaRoutes, {
     prefix: "/api",
     service,
-    embedder,
-    // The model registry replaces this catalog of one served model and MODELS_DIR's downloads.
+    // /api/tags, /api/show, /api/pull and /api/delete: the default model and MODELS_DIR's files.
     catalog: new SingleModelCatalog(generator, config.modelsDir),
     maxNewTokens: config.maxNewTokens,
     maxEmbeddingInputs: config.embeddingMaxInputs,
   });
   // Closing: Fastify answers new requests 503 at once; admitted generations get SHUTDOWN_GRACE_MS to
-  // finish before they are stopped, then the model is released.
+  // finish before they are stopped, then the models are released.
   let drained: Promise<void> = Promise.resolve();
   app.addHook("preClose", async () => {
-    drained = scheduler.shutdown(config.shutdownGraceMs);
+    drained = service.shutdown(config.shutdownGraceMs);
   });
   app.addHook("onClose", async () => {
     await drained;
-    await embedder.close();
-    await generator.close();
+    await models.close();
+    await initial?.close();
+    if (remote) await generator.close();
   });
   // The service, for the RAG app of the same process to generate through (rag/local-generation.ts).
   return Object.assign(app, { textgenService: service });

@@ -55,6 +55,11 @@ export class LlamaEmbedder implements Embedder {
     return this.name;
   }
 
+  /** Loads the model and its embedding context now rather than on the first request. */
+  async ready(): Promise<void> {
+    await this.load();
+  }
+
   private load(): Promise<Loaded> {
     this.loading ??= (async (): Promise<Loaded> => {
       let model: LlamaModel;

@@ -8,6 +8,7 @@ import path from "node:path";
 import { SingleBar, Presets } from "cli-progress";
 import { resolveModelFile } from "node-llama-cpp";
 import { isRemoteModelReference } from "../core/config.js";
+import { inspectGguf } from "./gguf-check.js";
 
 export interface ModelSource {
   /** MODEL_PATH as given. */
@@ -17,8 +18,17 @@ export interface ModelSource {
   progress?: boolean;
 }
 
-/** Returns the local file path, downloading the model first when it is a remote reference. */
+/**
+ * Returns the local file path, downloading the model first when it is a remote reference. The file
+ * is checked first (gguf-check.ts): a bad one fails here with the reason instead of in llama.cpp.
+ */
 export async function resolveModel(source: ModelSource): Promise<string> {
+  const file = await resolveModelFileOnly(source);
+  await inspectGguf(file);
+  return file;
+}
+
+async function resolveModelFileOnly(source: ModelSource): Promise<string> {
   if (!isRemoteModelReference(source.reference)) {
     const file = path.resolve(source.reference);
     if (!existsSync(file)) throw new Error(`no file at ${file}`);

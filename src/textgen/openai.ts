@@ -7,9 +7,9 @@
 import type { FastifyPluginAsync } from "fastify";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { ApiError, badRequest } from "../core/errors.js";
+import { badRequest, notFound } from "../core/errors.js";
 import type { TextgenService } from "./service.js";
-import type { Embedder } from "./embedder.js";
+import { findModelObject, modelList } from "./models-routes.js";
 import { clientGoneSignal, strict, useErrorShape } from "./dialects/common.js";
 import { openAiErrorBody } from "./dialects/openai-shared.js";
 import { registerChatCompletions } from "./dialects/openai-chat.js";
@@ -21,7 +21,6 @@ export { openAiErrorBody, DEFAULT_CHAT_MAX_TOKENS } from "./dialects/openai-shar
 export interface OpenAiRouteOptions {
   service: TextgenService;
   maxNewTokens: number;
-  embedder: Embedder;
   maxEmbeddingInputs: number;
 }
 
@@ -42,38 +41,28 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
       if (value === null && !(key in declared)) delete (body as Record<string, unknown>)[key];
   });
 
-  const created = () => Math.floor(Date.now() / 1000);
-  // The model's `created` is when this server started serving it: stable across requests.
-  const servedSince = created();
-  const modelObject = () => ({
-    id: service.generator.modelName,
-    object: "model" as const,
-    created: servedSince,
-    owned_by: "lectern",
-  });
-
-  app.get("/models", { schema: { tags: ["openai"], summary: "The served model" } }, async () => ({
-    object: "list",
-    data: [modelObject()],
-  }));
+  app.get("/models", { schema: { tags: ["openai"], summary: "Every model: status, role, size" } }, async () =>
+    modelList(service),
+  );
 
   app.get<{ Params: { id: string } }>(
     "/models/:id",
     {
       schema: {
         tags: ["openai"],
-        summary: "The served model, by id",
+        summary: "One model, by id or alias",
         params: Type.Object({ id: Type.String() }),
       },
     },
     async (request) => {
-      if (request.params.id !== service.generator.modelName)
-        throw new ApiError(
-          404,
-          "not_found",
-          `The model "${request.params.id}" is not served here; this server serves "${service.generator.modelName}"`,
+      const model = findModelObject(service, request.params.id);
+      if (!model)
+        throw notFound(
+          `The model "${request.params.id}" does not exist; known models: ${modelList(service)
+            .data.map((m) => m.id)
+            .join(", ")}`,
         );
-      return modelObject();
+      return model;
     },
   );
 
@@ -97,8 +86,9 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
               }),
             ]),
             model: Type.Optional(
-              Type.String({ description: "accepted for compatibility; the loaded model answers" }),
+              Type.String({ description: "the embedding model (GET /v1/models); the default when absent" }),
             ),
+            keep_alive: Type.Optional(Type.Union([Type.String(), Type.Number()])),
             encoding_format: Type.Optional(Type.Union([Type.Literal("float"), Type.Literal("base64")])),
             dimensions: Type.Optional(
               Type.Integer({ minimum: 1, description: "only the model's own size is supported" }),
@@ -115,7 +105,8 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
       const body = request.body;
       const inputs = typeof body.input === "string" ? [body.input] : body.input;
       const signal = clientGoneSignal(request, reply);
-      const { vectors, promptTokens } = await options.embedder.embed(inputs, signal);
+      const target = service.resolveModel(body.model, "embed", { keepAlive: body.keep_alive });
+      const { vectors, promptTokens } = await target.embed(inputs, signal);
       const size = vectors[0]?.length ?? 0;
       if (body.dimensions !== undefined && body.dimensions !== size)
         throw badRequest(
@@ -132,7 +123,7 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
               ? Buffer.from(vector.buffer, vector.byteOffset, vector.byteLength).toString("base64")
               : Array.from(vector),
         })),
-        model: options.embedder.modelName(),
+        model: target.name,
         usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
       };
     },

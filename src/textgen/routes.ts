@@ -61,7 +61,6 @@ function predictConstraint(body: PredictRequest): OutputConstraint | undefined {
 
 export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): void {
   const { service } = deps;
-  const { generator } = service;
 
   app.get(
     "/health",
@@ -73,14 +72,19 @@ export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): vo
       },
     },
     async (_request, reply) => {
-      const status = generator.status();
+      const { status, modelName, failed } = service.health();
+      // Other models that failed to load are named with their reason; the default model decides.
+      const models =
+        failed.length > 0
+          ? { failed_models: failed.map(({ id, reason }) => ({ id, reason: reason ?? "" })) }
+          : {};
       if (status.state === "ready")
-        return { status: "healthy" as const, model_name: generator.modelName, model_loaded: true };
+        return { status: "healthy" as const, model_name: modelName, model_loaded: true, ...models };
       if (status.state === "loading")
-        return reply.status(503).send({ status: "loading" as const, model_loaded: false });
+        return reply.status(503).send({ status: "loading" as const, model_loaded: false, ...models });
       return reply
         .status(503)
-        .send({ status: "unhealthy" as const, model_loaded: false, reason: status.reason });
+        .send({ status: "unhealthy" as const, model_loaded: false, reason: status.reason, ...models });
     },
   );
 
@@ -90,12 +94,8 @@ export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): vo
     async () => rootMessage(SERVICE_NAME),
   );
 
-  /** The local model's tokenizer, or a 400 where generation is remote. */
-  const tokenizer = () => {
-    if (!generator.tokenizer)
-      throw badRequest("Tokenizing needs a local model; generation is forwarded to GENERATION_UPSTREAM_URL");
-    return generator.tokenizer();
-  };
+  /** The default model's tokenizer, or a 400 where generation is remote. */
+  const tokenizer = () => service.resolveModel(undefined, "generate").tokenizer();
 
   app.post(
     "/tokenize",
@@ -109,7 +109,7 @@ export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): vo
     },
     async (request) => {
       const { content, add_special, with_pieces } = request.body;
-      const model = tokenizer();
+      const model = await tokenizer();
       const tokens = model.tokenize(content, add_special);
       return { tokens: with_pieces ? tokens.map((id) => ({ id, piece: model.piece(id) })) : tokens };
     },
@@ -125,7 +125,7 @@ export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): vo
         response: { 200: DetokenizeResponse, "4xx": ErrorResponse, "5xx": ErrorResponse },
       },
     },
-    async (request) => ({ content: tokenizer().detokenize(request.body.tokens) }),
+    async (request) => ({ content: (await tokenizer()).detokenize(request.body.tokens) }),
   );
 
   app.post(
@@ -141,19 +141,22 @@ export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): vo
     async (request, reply) => {
       const started = performance.now();
       const completion = toCompletionRequest(request.body);
+      const target = service.resolveModel(request.body.model, "generate", {
+        keepAlive: request.body.keep_alive,
+      });
       const respond = (result: Awaited<ReturnType<TextgenService["run"]>>) => ({
         generated_text: result.text,
-        model_name: generator.modelName,
+        model_name: target.name,
         tokens_generated: result.tokensGenerated,
         finish_reason: result.finishReason === "length" ? ("length" as const) : ("stop" as const),
         prompt_tokens: result.promptTokens,
         elapsed_ms: Math.round((performance.now() - started) * 100) / 100,
       });
-      if (!request.body.stream) return respond(await generateOnce(service, completion, request, reply));
+      if (!request.body.stream) return respond(await generateOnce(target, completion, request, reply));
 
       // Stream: one event per token piece, then an event named "done" holding the whole response.
       let stream: EventStream | undefined;
-      return generateStream(service, completion, request, reply, {
+      return generateStream(target, completion, request, reply, {
         open: () => {
           stream = openEventStream(request, reply);
         },

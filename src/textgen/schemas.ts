@@ -82,6 +82,14 @@ export function predictRequestSchema(maxNewTokens: number) {
   return Type.Object(
     {
       text: Type.String({ minLength: 1, maxLength: MAX_PROMPT_CHARS, description: "the prompt to continue" }),
+      model: Type.Optional(
+        Type.String({ description: "the model to use (GET /v1/models); the default when absent" }),
+      ),
+      keep_alive: Type.Optional(
+        Type.Union([Type.String(), Type.Number()], {
+          description: "how long the model stays loaded after this request, as Ollama's: 5m, 300, 0, -1",
+        }),
+      ),
       max_length: Type.Integer({
         minimum: 1,
         maximum: maxNewTokens,
@@ -148,6 +156,7 @@ export const HealthResponse = Type.Object({
   model_name: Type.Optional(Type.String()),
   model_loaded: Type.Optional(Type.Boolean()),
   reason: Type.Optional(Type.String()),
+  failed_models: Type.Optional(Type.Array(Type.Object({ id: Type.String(), reason: Type.String() }))),
 });
 
 export const RootResponse = Type.Object({ message: Type.String(), docs: Type.String() });

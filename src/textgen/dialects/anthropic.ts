@@ -289,7 +289,8 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRouteOptions> = async 
         stop: body.stop_sequences ?? [],
       };
       const id = shortId("msg");
-      const model = resolveModel(service, body.model).name;
+      const target = resolveModel(service, body.model);
+      const model = target.name;
       const message = (content: object[], result?: CompletionResult) => ({
         id,
         type: "message",
@@ -301,11 +302,11 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRouteOptions> = async 
         usage: result ? usageOf(result) : { input_tokens: 0, output_tokens: 0 },
       });
       if (!body.stream) {
-        const result = await generateOnce(service, generation, request, reply);
+        const result = await generateOnce(target, generation, request, reply);
         return message(contentOf(result), result);
       }
       const writer = new MessagesEventWriter();
-      return generateStream(service, generation, request, reply, {
+      return generateStream(target, generation, request, reply, {
         open: () => {
           writer.events = openEventStream(request, reply);
           writer.emit("message_start", { message: message([]) });
@@ -340,7 +341,7 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRouteOptions> = async 
       },
     },
     async (request) => ({
-      input_tokens: await service.generator.validate({
+      input_tokens: await resolveModel(service, request.body.model).countTokens({
         ...promptOf(request.body),
         maxTokens: 1,
         temperature: 0,

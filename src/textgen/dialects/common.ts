@@ -9,7 +9,8 @@ import { badRequest, notFound as routeNotFound, type ApiError } from "../../core
 import { toApiError } from "../../core/http.js";
 import { pathOf } from "../../core/url-path.js";
 import type { CompletionResult, GenerationRequest, TokenLogprob } from "../generator.js";
-import type { TextgenService } from "../service.js";
+import type { ServedModel, TextgenService } from "../service.js";
+import type { ModelRole } from "../gguf-check.js";
 import type { ToolCallDelta } from "../tool-calls.js";
 
 export type GenerationEvent =
@@ -40,27 +41,31 @@ export function clientGoneSignal(request: FastifyRequest, reply: FastifyReply): 
 }
 
 /**
- * The model a request names. Today one model is served and answers whatever name is given (clients
- * must send one); the model registry replaces this body with its lookup.
+ * The model a request names, from the registry (with one model and no registry, any name is that
+ * model, as llama-server's single-model mode). Ollama's `keep_alive` says how long it stays loaded.
  */
-export function resolveModel(service: TextgenService, requested?: string): { name: string } {
-  void requested;
-  return { name: service.generator.modelName };
+export function resolveModel(
+  service: TextgenService,
+  requested?: string,
+  keepAlive?: string | number,
+  role: ModelRole = "generate",
+): ServedModel {
+  return service.resolveModel(requested, role, keepAlive === undefined ? {} : { keepAlive });
 }
 
 /** Runs one generation to its end. */
 export function generateOnce(
-  service: TextgenService,
+  model: Pick<ServedModel, "run">,
   generation: GenerationRequest,
   request: FastifyRequest,
   reply: FastifyReply,
 ): Promise<CompletionResult> {
-  return service.run(generation, clientGoneSignal(request, reply));
+  return model.run(generation, clientGoneSignal(request, reply));
 }
 
 /** Runs one generation, handing its pieces to `sink` as they come. */
 export async function generateStream(
-  service: TextgenService,
+  model: Pick<ServedModel, "run">,
   generation: GenerationRequest,
   request: FastifyRequest,
   reply: FastifyReply,
@@ -77,7 +82,7 @@ export async function generateStream(
     return taken;
   };
   try {
-    const result = await service.run(
+    const result = await model.run(
       {
         ...generation,
         onLogprob: (entry) => pending.push(entry),

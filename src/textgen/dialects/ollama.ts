@@ -10,9 +10,8 @@ import type { TypedApp } from "../../core/http.js";
 import { toApiError } from "../../core/http.js";
 import { VERSION } from "../../core/version.js";
 import { isRemoteModelReference } from "../../core/config.js";
-import type { Embedder } from "../embedder.js";
 import type { ChatMessage, CompletionResult, GenerationRequest } from "../generator.js";
-import type { TextgenService } from "../service.js";
+import type { ServedModel, TextgenService } from "../service.js";
 import { newToolCallId } from "../tool-calls.js";
 import {
   clientGoneSignal,
@@ -141,7 +140,6 @@ type OptionsValue = Static<typeof Options> | undefined;
 
 export interface OllamaRouteOptions {
   service: TextgenService;
-  embedder: Embedder;
   catalog: ModelCatalog;
   maxNewTokens: number;
   maxEmbeddingInputs: number;
@@ -238,7 +236,7 @@ function modelEntry(model: CatalogModel) {
 
 /** One generation, as one JSON object or NDJSON lines (`line` shapes a piece, `last` the end). */
 async function respond(
-  service: TextgenService,
+  target: Pick<ServedModel, "run">,
   request: FastifyRequest,
   reply: FastifyReply,
   generation: GenerationRequest,
@@ -250,10 +248,10 @@ async function respond(
     whole: (result: CompletionResult) => object;
   },
 ) {
-  if (!stream) return shape.whole(await generateOnce(service, generation, request, reply));
+  if (!stream) return shape.whole(await generateOnce(target, generation, request, reply));
   let lines: LineStream | undefined;
   let streamed = "";
-  return generateStream(service, generation, request, reply, {
+  return generateStream(target, generation, request, reply, {
     open: () => {
       lines = openLineStream(request, reply);
     },
@@ -288,7 +286,7 @@ async function detailsOf(catalog: ModelCatalog, model: CatalogModel) {
 
 export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (instance, options) => {
   const app = instance.withTypeProvider<TypeBoxTypeProvider>();
-  const { service, catalog, embedder, maxNewTokens } = options;
+  const { service, catalog, maxNewTokens } = options;
   useErrorShape(app, ollamaErrorBody);
   // Ollama reads every body as JSON, and its documented curl examples send none of a content type
   // (curl then says form-urlencoded): read those as JSON here too.
@@ -305,7 +303,7 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
   );
 
   registerGeneration(app, service, maxNewTokens);
-  registerEmbeddings(app, embedder, options.maxEmbeddingInputs);
+  registerEmbeddings(app, service, options.maxEmbeddingInputs);
   registerModels(app, catalog);
 };
 
@@ -315,7 +313,8 @@ function registerGeneration(app: TypedApp, service: TextgenService, maxNewTokens
     { schema: { tags: ["ollama"], summary: "Ollama's chat: NDJSON stream by default", body: ChatBody } },
     async (request, reply) => {
       const body = request.body;
-      const model = resolveModel(service, body.model).name;
+      const target = resolveModel(service, body.model, body.keep_alive);
+      const model = target.name;
       const started = performance.now();
       const at = () => new Date().toISOString();
       if (body.messages.length === 0)
@@ -335,7 +334,7 @@ function registerGeneration(app: TypedApp, service: TextgenService, maxNewTokens
       const base = () => ({ model, created_at: at() });
       const thinkingOf = (result: CompletionResult) =>
         result.reasoning !== undefined ? { thinking: result.reasoning } : {};
-      return respond(service, request, reply, generation, body.stream !== false, {
+      return respond(target, request, reply, generation, body.stream !== false, {
         piece: (text, thinking) => ({
           ...base(),
           message: { role: "assistant", content: thinking ? "" : text, ...(thinking && { thinking: text }) },
@@ -384,7 +383,8 @@ function registerGeneration(app: TypedApp, service: TextgenService, maxNewTokens
     },
     async (request, reply) => {
       const body = request.body;
-      const model = resolveModel(service, body.model).name;
+      const target = resolveModel(service, body.model, body.keep_alive);
+      const model = target.name;
       const started = performance.now();
       const base = () => ({ model, created_at: new Date().toISOString() });
       // An empty prompt only loads the model, in Ollama.
@@ -400,7 +400,7 @@ function registerGeneration(app: TypedApp, service: TextgenService, maxNewTokens
             ...controls,
             thinking: body.think === false ? false : undefined,
           };
-      return respond(service, request, reply, generation, body.stream !== false, {
+      return respond(target, request, reply, generation, body.stream !== false, {
         piece: (text, thinking) => ({
           ...base(),
           response: thinking ? "" : text,
@@ -426,13 +426,13 @@ function registerGeneration(app: TypedApp, service: TextgenService, maxNewTokens
   );
 }
 
-function registerEmbeddings(app: TypedApp, embedder: Embedder, maxEmbeddingInputs: number): void {
+function registerEmbeddings(app: TypedApp, service: TextgenService, maxEmbeddingInputs: number): void {
   app.post(
     "/embed",
     {
       schema: {
         tags: ["ollama"],
-        summary: "Embed texts (EMBEDDING_MODEL_PATH's model, else the served model)",
+        summary: "Embed texts with the model named (an embedding model, or EMBEDDING_MODEL_PATH's)",
         body: Type.Object(
           {
             model: Type.String({ minLength: 1 }),
@@ -456,14 +456,15 @@ function registerEmbeddings(app: TypedApp, embedder: Embedder, maxEmbeddingInput
       const started = performance.now();
       const body = request.body;
       const inputs = typeof body.input === "string" ? [body.input] : body.input;
-      const { vectors, promptTokens } = await embedder.embed(inputs, clientGoneSignal(request, reply));
+      const target = resolveModel(service, body.model, body.keep_alive, "embed");
+      const { vectors, promptTokens } = await target.embed(inputs, clientGoneSignal(request, reply));
       const size = vectors[0]?.length ?? 0;
       if (body.dimensions !== undefined && body.dimensions !== size)
         throw badRequest(
           `dimensions ${body.dimensions} is not supported: this model's embeddings have ${size}`,
         );
       return {
-        model: embedder.modelName(),
+        model: target.name,
         embeddings: vectors.map((vector) => Array.from(vector)),
         total_duration: nanoseconds(performance.now() - started),
         load_duration: 0,
@@ -490,7 +491,9 @@ function registerEmbeddings(app: TypedApp, embedder: Embedder, maxEmbeddingInput
       },
     },
     async (request, reply) => {
-      const { vectors } = await embedder.embed([request.body.prompt], clientGoneSignal(request, reply));
+      const { model, prompt, keep_alive } = request.body;
+      const target = resolveModel(service, model, keep_alive, "embed");
+      const { vectors } = await target.embed([prompt], clientGoneSignal(request, reply));
       return { embedding: Array.from(vectors[0] ?? []) };
     },
   );

@@ -156,11 +156,12 @@ export function registerChatCompletions(app: TypedApp, service: TextgenService, 
       const body = request.body;
       const generation = toChatRequest(body, maxNewTokens);
       const id = `chatcmpl-${randomUUID()}`;
-      const model = resolveModel(service, body.model).name;
+      const target = resolveModel(service, body.model);
+      const model = target.name;
       const logprobsOf = (entries: TokenLogprob[] | undefined) =>
         entries === undefined ? null : { content: entries.map(chatLogprob), refusal: null };
       if (!body.stream) {
-        const result = await generateOnce(service, generation, request, reply);
+        const result = await generateOnce(target, generation, request, reply);
         return {
           id,
           object: "chat.completion",
@@ -211,7 +212,7 @@ export function registerChatCompletions(app: TypedApp, service: TextgenService, 
           events?.send({ ...chunkOf({}, null), choices: [], usage: usageOf(result) });
         events?.send("[DONE]");
       };
-      return generateStream(service, generation, request, reply, {
+      return generateStream(target, generation, request, reply, {
         open: () => {
           events = openEventStream(request, reply);
           events.send(chunkOf({ role: "assistant", content: "" }, null));

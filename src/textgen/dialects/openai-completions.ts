@@ -73,7 +73,8 @@ export function registerCompletions(app: TypedApp, service: TextgenService, maxN
     async (request, reply) => {
       const body: CompletionBody = request.body;
       const id = `cmpl-${randomUUID()}`;
-      const model = resolveModel(service, body.model).name;
+      const target = resolveModel(service, body.model);
+      const model = target.name;
       const base = () => ({ id, object: "text_completion", created: unixSeconds(), model });
       const prompts = typeof body.prompt === "string" ? [body.prompt] : body.prompt;
       const echo = body.echo === true;
@@ -98,7 +99,7 @@ export function registerCompletions(app: TypedApp, service: TextgenService, maxN
         if (body.stream) throw badRequest("stream needs a single prompt", [{ path: "/prompt" }]);
         const signal = clientGoneSignal(request, reply);
         // Each prompt is its own request: the scheduler runs them side by side like any others.
-        const results = await Promise.all(prompts.map((prompt) => service.run(generation(prompt), signal)));
+        const results = await Promise.all(prompts.map((prompt) => target.run(generation(prompt), signal)));
         const total = results.reduce(
           (sum, result) => ({
             promptTokens: sum.promptTokens + result.promptTokens,
@@ -115,7 +116,7 @@ export function registerCompletions(app: TypedApp, service: TextgenService, maxN
       }
       const prompt = prompts[0]!;
       if (!body.stream) {
-        const result = await generateOnce(service, generation(prompt), request, reply);
+        const result = await generateOnce(target, generation(prompt), request, reply);
         return { ...base(), choices: [choice(0, prompt, result)], usage: usageOf(result) };
       }
       let textOffset = echo ? prompt.length : 0;
@@ -130,7 +131,7 @@ export function registerCompletions(app: TypedApp, service: TextgenService, maxN
         choices: [{ index: 0, text, logprobs: streamLogprobs(logprobs), finish_reason: finishReason }],
       });
       let events: EventStream | undefined;
-      return generateStream(service, generation(prompt), request, reply, {
+      return generateStream(target, generation(prompt), request, reply, {
         open: () => {
           events = openEventStream(request, reply);
           if (echo) events.send(chunk(prompt, undefined, null));

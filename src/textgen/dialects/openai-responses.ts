@@ -293,7 +293,8 @@ export function registerResponses(app: TypedApp, service: TextgenService, maxNew
       };
       const id = shortId("resp");
       const createdAt = unixSeconds();
-      const model = resolveModel(service, body.model).name;
+      const target = resolveModel(service, body.model);
+      const model = target.name;
       const responseOf = (status: string, output: object[], result?: CompletionResult) => ({
         id,
         object: "response",
@@ -321,11 +322,11 @@ export function registerResponses(app: TypedApp, service: TextgenService, maxNew
       const statusOf = (result: CompletionResult) =>
         result.finishReason === "length" ? "incomplete" : "completed";
       if (!body.stream) {
-        const result = await generateOnce(service, generation, request, reply);
+        const result = await generateOnce(target, generation, request, reply);
         return responseOf(statusOf(result), outputItems(result), result);
       }
       const stream = new ResponsesEventWriter();
-      return generateStream(service, generation, request, reply, {
+      return generateStream(target, generation, request, reply, {
         open: () => {
           stream.events = openEventStream(request, reply);
           stream.emit("response.created", { response: responseOf("in_progress", []) });
@@ -364,7 +365,7 @@ export function registerResponses(app: TypedApp, service: TextgenService, maxNew
       },
     },
     async (request) => {
-      const tokens = await service.generator.validate({
+      const tokens = await resolveModel(service, request.body.model).countTokens({
         ...promptOf(request.body),
         maxTokens: 1,
         temperature: 0,
