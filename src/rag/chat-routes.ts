@@ -13,7 +13,7 @@ import { checkNestingDepth } from "../core/validation.js";
 import { ErrorResponse } from "../textgen/schemas.js";
 import { clientGoneSignal, generativeAnswer } from "./answering.js";
 import { lastUserTurn, planSearch, type Turn } from "./conversation.js";
-import type { RagRouteDeps } from "./routes.js";
+import type { RagRouteDeps } from "./route-deps.js";
 import { ChatRequest, ChatResponse } from "./schemas.js";
 import type { Metadata } from "./store/types.js";
 import type { AnswerMode, QueryResult } from "./service.js";

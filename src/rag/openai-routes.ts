@@ -17,14 +17,10 @@ import { pathOf } from "../core/url-path.js";
 import { openAiErrorBody } from "../textgen/openai.js";
 import { clientGoneSignal } from "./answering.js";
 import { runConversation, type ConversationResponse } from "./chat-routes.js";
-import type { RagRouteDeps } from "./routes.js";
+import type { OpenAiRagOptions } from "./route-deps.js";
+export type { OpenAiRagOptions };
 import { IndexName } from "./schemas.js";
 import { registerVectorStoreRoutes } from "./vector-store-routes.js";
-
-export interface OpenAiRagOptions extends RagRouteDeps {
-  /** Where uploaded files (POST /v1/files) wait, parsed, until a vector store takes them. */
-  filesDir: string;
-}
 
 const ChatMessage = Type.Object({
   role: Type.Union([

@@ -8,7 +8,6 @@ import { actingTenant, confinedTenant, listingTenant } from "../core/auth.js";
 import { ErrorResponse } from "../textgen/schemas.js";
 import { loadResolvedFiles, resolveFiles } from "./ingest/files.js";
 import { defaultOverlap } from "./ingest/chunker.js";
-import type { Ingest } from "./ingest/limits.js";
 import { multipartTenant, readMultipart } from "./uploads.js";
 import type { IndexInfo } from "./schemas.js";
 import { registerSyncRoutes } from "./sync-routes.js";
@@ -30,11 +29,10 @@ import {
   TenantQuery,
   type DocumentInput as DocumentInputBody,
 } from "./schemas.js";
-import type { DocumentInput, IndexStats, RagService } from "./service.js";
-import type { AnswerWriter } from "./generative.js";
+import type { DocumentInput, IndexStats } from "./service.js";
 import { clientGoneSignal, generativeAnswer } from "./answering.js";
 import { answerConversation, registerChatRoutes } from "./chat-routes.js";
-import type { RagMetrics } from "./metrics.js";
+import type { RagRouteDeps } from "./route-deps.js";
 import { openEventStream } from "../core/sse.js";
 import type { IndexMeta } from "./store/types.js";
 import type { Static } from "typebox";
@@ -42,20 +40,7 @@ import type { Static } from "typebox";
 export const RAG_SERVICE_NAME = "RAG";
 export const DEFAULT_TENANT = "default";
 
-export interface RagRouteDeps {
-  service: RagService;
-  metrics: RagMetrics;
-  /** Writes generative answers: GENERATION_URL's model, or the one in this process; null without. */
-  answerWriter: AnswerWriter | null;
-  ragFilesDir: string | null;
-  /** Body limit of the build and document routes. */
-  largeBodyLimit: number;
-  /** Documents and characters one build or append may carry (MAX_BUILD_DOCUMENTS, MAX_BUILD_CHARS). */
-  maxBuildDocuments: number;
-  maxBuildChars: number;
-  /** Limits on extracting text from files, and the gate bounding how many requests parse at once. */
-  ingest: Ingest;
-}
+export type { RagRouteDeps };
 
 const errors = { "4xx": ErrorResponse, "5xx": ErrorResponse };
 

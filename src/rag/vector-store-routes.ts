@@ -14,7 +14,7 @@ import { badRequest, notFound } from "../core/errors.js";
 import type { TypedApp } from "../core/http.js";
 import { checkNestingDepth } from "../core/validation.js";
 import { compileFilter } from "./openai-filters.js";
-import type { OpenAiRagOptions } from "./openai-routes.js";
+import type { OpenAiRagOptions } from "./route-deps.js";
 import { IndexName } from "./schemas.js";
 import type { IndexMeta, Metadata } from "./store/types.js";
 import { readMultipart } from "./uploads.js";

@@ -10,7 +10,7 @@ import { buildCatalogue } from "./presets.js";
 import { ModelRegistry } from "./model-registry.js";
 import { generatorBackend, loadBackend, type ServingBackend } from "./model-backends.js";
 import { resolveModel as resolveModelFile } from "./model-source.js";
-import { registerRerankRoutes } from "./rerank.js";
+import { registerRerankRoutes } from "./rerank-routes.js";
 import { registerModelRoutes } from "./models-routes.js";
 import { LlamaGenerator } from "./llama-generator.js";
 import { anthropicRoutes } from "./dialects/anthropic.js";
