@@ -94,7 +94,8 @@ export class StorageReserve {
       this.release();
       result = run();
     }
-    if (this.tight || !this.present || (this.bytes > 0 && this.freeBytes() < this.bytes)) {
+    // Without a reserve (DISK_RESERVE_BYTES=0) there is nothing to put back: no reclaim.
+    if (this.bytes > 0 && (this.tight || !this.present || this.freeBytes() < this.bytes)) {
       // The checkpoint inside reclaim copies the WAL into the database file first, which may need
       // room too: the slack's, put back right after.
       this.release();

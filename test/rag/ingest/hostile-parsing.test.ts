@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, it } from "node:test";
-import type { ApiError } from "../../../src/core/errors.js";
+import { toApiError } from "../../../src/core/http.js";
 import { checkPdfInflation, InflateLimitError } from "../../../src/rag/ingest/inflate-check.js";
 import { DEFAULT_INGEST_LIMITS } from "../../../src/rag/ingest/limits.js";
 import { markdownTitle, outlineHtml } from "../../../src/rag/ingest/loaders.js";
@@ -113,7 +113,7 @@ describe("parse pool: bounded threads", () => {
     maxExtractedBytes: 64 * MIB,
   };
   const status = (code: number, setting: RegExp) => (error: unknown) => {
-    const apiError = error as ApiError;
+    const apiError = toApiError(error);
     assert.equal(apiError.statusCode, code, apiError.message);
     assert.match(apiError.message, setting);
     return true;
@@ -139,7 +139,7 @@ describe("parse pool: bounded threads", () => {
       controller.signal,
     );
     setTimeout(() => controller.abort(), 200);
-    await assert.rejects(parse, status(400, /closed/));
+    await assert.rejects(parse, status(499, /closed/));
     const after = await parseFileBytes("c.txt", Buffer.from("plain text"), limits);
     assert.equal(after.text, "plain text");
   });

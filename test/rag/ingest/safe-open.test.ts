@@ -8,7 +8,8 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { after, describe, it } from "node:test";
-import { ApiError } from "../../../src/core/errors.js";
+import { DomainError } from "../../../src/core/errors.js";
+import { toApiError } from "../../../src/core/http.js";
 import { readRegularFileInside } from "../../../src/rag/ingest/safe-open.js";
 import { makeTempDir, removeTempDirs } from "../../helpers/rag-http.js";
 
@@ -18,8 +19,8 @@ const MIB = 1024 * 1024;
 
 async function refused(promise: Promise<unknown>, status: number, pattern: RegExp): Promise<void> {
   await assert.rejects(promise, (error: unknown) => {
-    assert.ok(error instanceof ApiError, `expected an ApiError, got ${String(error)}`);
-    assert.equal(error.statusCode, status, error.message);
+    assert.ok(error instanceof DomainError, `expected a DomainError, got ${String(error)}`);
+    assert.equal(toApiError(error).statusCode, status, error.message);
     assert.match(error.message, pattern);
     return true;
   });
