@@ -156,7 +156,7 @@ export function registerChatCompletions(app: TypedApp, service: TextgenService, 
       const body = request.body;
       const generation = toChatRequest(body, maxNewTokens);
       const id = `chatcmpl-${randomUUID()}`;
-      const target = resolveModel(service, body.model);
+      const target = resolveModel(service, body.model, body.keep_alive);
       const model = target.name;
       const logprobsOf = (entries: TokenLogprob[] | undefined) =>
         entries === undefined ? null : { content: entries.map(chatLogprob), refusal: null };

@@ -73,7 +73,7 @@ export function registerCompletions(app: TypedApp, service: TextgenService, maxN
     async (request, reply) => {
       const body: CompletionBody = request.body;
       const id = `cmpl-${randomUUID()}`;
-      const target = resolveModel(service, body.model);
+      const target = resolveModel(service, body.model, body.keep_alive);
       const model = target.name;
       const base = () => ({ id, object: "text_completion", created: unixSeconds(), model });
       const prompts = typeof body.prompt === "string" ? [body.prompt] : body.prompt;

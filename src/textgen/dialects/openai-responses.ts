@@ -293,7 +293,7 @@ export function registerResponses(app: TypedApp, service: TextgenService, maxNew
       };
       const id = shortId("resp");
       const createdAt = unixSeconds();
-      const target = resolveModel(service, body.model);
+      const target = resolveModel(service, body.model, body.keep_alive);
       const model = target.name;
       const responseOf = (status: string, output: object[], result?: CompletionResult) => ({
         id,

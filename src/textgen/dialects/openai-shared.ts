@@ -30,12 +30,20 @@ export function openAiErrorBody(error: ApiError) {
 }
 
 export const modelField = Type.Optional(
-  Type.String({ description: "the model to answer (today the loaded model answers any name)" }),
+  Type.String({ description: "the model to answer (GET /v1/models); the default model when absent" }),
+);
+
+/** Ollama's keep_alive, accepted here too: how long the model stays loaded after this request. */
+export const keepAliveField = Type.Optional(
+  Type.Union([Type.String(), Type.Number()], {
+    description: 'a duration ("5m") or seconds; 0 unloads after the answer, -1 keeps it loaded',
+  }),
 );
 
 /** Sampling fields every OpenAI-style route takes, in llama.cpp's ranges. */
 export const baseSampling = {
   model: modelField,
+  keep_alive: keepAliveField,
   temperature: Type.Number({ minimum: 0, maximum: 2, default: 1 }),
   top_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
   top_k: Type.Optional(
