@@ -25,7 +25,7 @@ export interface RagAppDeps {
 
 /** The port RAG writes with: GENERATION_URL when set, else the in-process model, else none. */
 export function generationPortFor(config: Config, local: GenerationPort | undefined): GenerationPort | null {
-  if (config.generationUrl) return upstreamGeneration(config, config.generationUrl);
+  if (config.generation.generationUrl) return upstreamGeneration(config, config.generation.generationUrl);
   return local ?? null;
 }
 
@@ -68,10 +68,10 @@ export async function buildRagApp({ config, store, localGeneration }: RagAppDeps
     metrics: createRagMetrics(registry, indexStore, service),
     service,
     answerWriter,
-    ragFilesDir: config.ragFilesDir,
-    largeBodyLimit: config.maxBodyBytesLarge,
-    maxBuildDocuments: config.maxBuildDocuments,
-    maxBuildChars: config.maxBuildChars,
+    ragFilesDir: config.rag.ragFilesDir,
+    largeBodyLimit: config.limits.maxBodyBytesLarge,
+    maxBuildDocuments: config.ingest.maxBuildDocuments,
+    maxBuildChars: config.ingest.maxBuildChars,
     ingest: ingestFromConfig(config),
   };
   registerRagRoutes(app, routeDeps);
@@ -79,7 +79,7 @@ export async function buildRagApp({ config, store, localGeneration }: RagAppDeps
   await app.register(openAiRagRoutes, {
     prefix: "/v1",
     ...routeDeps,
-    filesDir: path.join(config.dataDir, "openai-files"),
+    filesDir: path.join(config.server.dataDir, "openai-files"),
   });
   app.addHook("onClose", async () => {
     // Merges still running are waited for (and not committed) before the store closes under them.

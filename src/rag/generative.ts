@@ -51,9 +51,9 @@ export interface GenerationPort {
 export function upstreamGeneration(config: Config, baseUrl: string): GenerationPort {
   const generator: Generator = new OpenAIUpstreamGenerator({
     baseUrl,
-    model: config.generationModel,
-    apiKey: config.generationApiKey,
-    timeoutMs: config.generationTimeoutMs,
+    model: config.generation.generationModel,
+    apiKey: config.generation.generationApiKey,
+    timeoutMs: config.generation.generationTimeoutMs,
   });
   return {
     get modelName() {

@@ -145,17 +145,17 @@ const clientLeft = () => new DomainError("cancelled", "The client closed the req
 export function ingestFromConfig(config: Config): Ingest {
   return {
     limits: {
-      maxExtractedBytes: config.maxExtractedBytes,
-      maxFileChars: config.maxFileChars,
-      maxRequestChars: config.maxBuildChars,
-      maxPdfPages: config.maxPdfPages,
-      maxHtmlDepth: config.maxHtmlDepth,
+      maxExtractedBytes: config.ingest.maxExtractedBytes,
+      maxFileChars: config.ingest.maxFileChars,
+      maxRequestChars: config.ingest.maxBuildChars,
+      maxPdfPages: config.ingest.maxPdfPages,
+      maxHtmlDepth: config.ingest.maxHtmlDepth,
       // A file on the server may be as large as an upload of it could be.
-      maxFileBytes: config.maxBodyBytesLarge,
-      maxParseMs: config.maxParseMs,
-      maxParseHeapMb: config.maxParseHeapMb,
-      maxConcurrentParses: config.maxConcurrentParses,
+      maxFileBytes: config.limits.maxBodyBytesLarge,
+      maxParseMs: config.ingest.maxParseMs,
+      maxParseHeapMb: config.ingest.maxParseHeapMb,
+      maxConcurrentParses: config.ingest.maxConcurrentParses,
     },
-    gate: new ParseGate(config.maxConcurrentParses, config.maxParseQueue),
+    gate: new ParseGate(config.ingest.maxConcurrentParses, config.ingest.maxParseQueue),
   };
 }
