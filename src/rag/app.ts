@@ -24,8 +24,11 @@ export interface RagAppDeps {
 }
 
 /** The port RAG writes with: GENERATION_URL when set, else the in-process model, else none. */
-export function generationPortFor(config: Config, local: GenerationPort | undefined): GenerationPort | null {
-  if (config.generation.generationUrl) return upstreamGeneration(config, config.generation.generationUrl);
+export function generationPortFor(
+  config: Config["generation"],
+  local: GenerationPort | undefined,
+): GenerationPort | null {
+  if (config.generationUrl) return upstreamGeneration(config, config.generationUrl);
   return local ?? null;
 }
 
@@ -61,7 +64,7 @@ export async function buildRagApp({ config, store, localGeneration }: RagAppDeps
     throw error;
   }
   const service = new RagService(indexStore, { log: app.log });
-  const generation = generationPortFor(config, localGeneration);
+  const generation = generationPortFor(config.generation, localGeneration);
   const answerWriter = generation ? new AnswerWriter(generation, { maxTokens: 256 }) : null;
   const { registry } = registerMetrics(app, "rag");
   const routeDeps = {

@@ -48,12 +48,15 @@ export interface GenerationPort {
 }
 
 /** The port over an OpenAI-compatible endpoint (GENERATION_URL). */
-export function upstreamGeneration(config: Config, baseUrl: string): GenerationPort {
+export function upstreamGeneration(
+  config: Pick<Config["generation"], "generationModel" | "generationApiKey" | "generationTimeoutMs">,
+  baseUrl: string,
+): GenerationPort {
   const generator: Generator = new OpenAIUpstreamGenerator({
     baseUrl,
-    model: config.generation.generationModel,
-    apiKey: config.generation.generationApiKey,
-    timeoutMs: config.generation.generationTimeoutMs,
+    model: config.generationModel,
+    apiKey: config.generationApiKey,
+    timeoutMs: config.generationTimeoutMs,
   });
   return {
     get modelName() {

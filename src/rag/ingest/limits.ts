@@ -142,7 +142,9 @@ export class ParseGate {
 
 const clientLeft = () => new DomainError("cancelled", "The client closed the request");
 
-export function ingestFromConfig(config: Config): Ingest {
+export function ingestFromConfig(
+  config: Pick<Config, "ingest"> & { limits: Pick<Config["limits"], "maxBodyBytesLarge"> },
+): Ingest {
   return {
     limits: {
       maxExtractedBytes: config.ingest.maxExtractedBytes,
