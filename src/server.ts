@@ -102,7 +102,7 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
       app.log.info(
         config.rag.databaseUrl
           ? `RAG: store PostgreSQL at ${redacted(config.rag.databaseUrl)}`
-          : `RAG: store SQLite at ${path.join(config.server.dataDir, SQLITE_FILE_NAME)}`,
+          : `RAG: store SQLite at ${path.join(config.rag.dataDir, SQLITE_FILE_NAME)}`,
       );
       app.log.info(app.answering);
     }

@@ -203,7 +203,7 @@ async function withService<T>(config: Config, work: (service: RagService) => Pro
     import("../rag/store/open.js"),
     import("../rag/service.js"),
   ]);
-  const store = await openIndexStore(config);
+  const store = await openIndexStore(config.rag);
   const service = new RagService(store);
   try {
     return await work(service);

@@ -15,7 +15,6 @@ export interface Config {
     host: string;
     textgenPort: number;
     ragPort: number;
-    dataDir: string;
     logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
     /** Time a client has to send a whole request (headers and body). */
     httpRequestTimeoutMs: number;
@@ -89,8 +88,10 @@ export interface Config {
     /** How long RAG waits for a generative answer before falling back to an extractive one. */
     generationTimeoutMs: number;
   };
-  /** The RAG store. */
+  /** The RAG store and the files it reads. */
   rag: {
+    /** SQLite store (without DATABASE_URL) and uploaded files. */
+    dataDir: string;
     databaseUrl: string | null;
     ragFilesDir: string | null;
     /** Slack kept beside the SQLite database so deletes still work on a full disk (0: none). */
@@ -255,7 +256,6 @@ export function loadConfig(env: Env = process.env): Config {
       host,
       textgenPort: integer(env, "TEXTGEN_PORT", 8000, 0, 65535),
       ragPort: integer(env, "RAG_PORT", 8001, 0, 65535),
-      dataDir: path.resolve(read(env, "DATA_DIR") ?? "./data"),
       logLevel: oneOf(env, "LOG_LEVEL", "info", [
         "fatal",
         "error",
@@ -303,6 +303,7 @@ export function loadConfig(env: Env = process.env): Config {
       generationTimeoutMs: integer(env, "GENERATION_TIMEOUT_MS", 30_000, 100, 3_600_000),
     },
     rag: {
+      dataDir: path.resolve(read(env, "DATA_DIR") ?? "./data"),
       databaseUrl: url(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
       ragFilesDir:
         read(env, "RAG_FILES_DIR") === undefined ? null : path.resolve(read(env, "RAG_FILES_DIR")!),

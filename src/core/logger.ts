@@ -21,6 +21,7 @@ export const REDACT_PATHS = [
   "api_key",
   "generationApiKey",
   "config.apiKey",
+  "config.generationApiKey",
   "config.generation.generationApiKey",
   "options.apiKey",
 ];

@@ -58,7 +58,7 @@ export async function buildRagApp({ config, store, localGeneration }: RagAppDeps
   });
   let indexStore: IndexStore;
   try {
-    indexStore = store ?? (await openIndexStore(config, app.log));
+    indexStore = store ?? (await openIndexStore(config.rag, app.log));
   } catch (error) {
     await app.close();
     throw error;
@@ -82,7 +82,7 @@ export async function buildRagApp({ config, store, localGeneration }: RagAppDeps
   await app.register(openAiRagRoutes, {
     prefix: "/v1",
     ...routeDeps,
-    filesDir: path.join(config.server.dataDir, "openai-files"),
+    filesDir: path.join(config.rag.dataDir, "openai-files"),
   });
   app.addHook("onClose", async () => {
     // Merges still running are waited for (and not committed) before the store closes under them.

@@ -11,7 +11,7 @@ describe("config", () => {
     assert.equal(config.server.ragPort, 8001);
     assert.equal(config.textgen.modelPath, DEFAULT_MODEL);
     assert.equal(config.models.modelsDir, path.resolve("models"));
-    assert.equal(config.server.dataDir, path.resolve("data"));
+    assert.equal(config.rag.dataDir, path.resolve("data"));
     assert.equal(config.rag.databaseUrl, null);
     assert.equal(config.rag.ragFilesDir, null);
     assert.equal(config.generation.generationUrl, null);

@@ -5,20 +5,16 @@ import { SqliteIndexStore } from "./sqlite-store.js";
 import type { IndexStore } from "./types.js";
 
 export async function openIndexStore(
-  config: {
-    server: Pick<Config["server"], "dataDir">;
-    rag: Pick<Config["rag"], "databaseUrl"> & Partial<Pick<Config["rag"], "diskReserveBytes">>;
-  },
+  config: Pick<Config["rag"], "databaseUrl" | "dataDir"> & Partial<Pick<Config["rag"], "diskReserveBytes">>,
   log: { warn: (object: object, message: string) => void } = { warn: () => undefined },
 ): Promise<IndexStore> {
-  if (!config.rag.databaseUrl)
-    return SqliteIndexStore.open(config.server.dataDir, config.rag.diskReserveBytes ?? 0);
+  if (!config.databaseUrl) return SqliteIndexStore.open(config.dataDir, config.diskReserveBytes ?? 0);
   try {
-    return await PostgresIndexStore.open(config.rag.databaseUrl, {
+    return await PostgresIndexStore.open(config.databaseUrl, {
       onError: (error, context) => log.warn({ err: error }, `PostgreSQL store: ${context}`),
     });
   } catch (error) {
-    const where = new URL(config.rag.databaseUrl);
+    const where = new URL(config.databaseUrl);
     if (where.password) where.password = "***";
     throw new Error(
       `cannot open the PostgreSQL store at DATABASE_URL=${where.toString()}: ${(error as Error).message}`,
