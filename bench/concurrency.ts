@@ -73,8 +73,8 @@ await app.close();
 
 const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const summary = {
-  model: path.basename(config.modelPath),
-  threads: config.llamaThreads,
+  model: path.basename(config.textgen.modelPath),
+  threads: config.textgen.llamaThreads,
   requests: REQUESTS,
   tokens_per_request: TOKENS,
   serial_tokens_per_second: median(rounds.map((r) => r.serial.tokensPerSecond)),

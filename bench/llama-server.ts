@@ -58,7 +58,7 @@ const { values: args } = parseArgs({
 });
 const parts = new Set(args.parts);
 const ROUNDS = Number(args.rounds ?? (args.quick ? 2 : 4));
-const THREADS = Number(process.env.LLAMA_THREADS ?? loadConfig({}).llamaThreads);
+const THREADS = Number(process.env.LLAMA_THREADS ?? loadConfig({}).textgen.llamaThreads);
 const PARALLEL = 8;
 /** 1,024 tokens per sequence: room for the 1,000-token prompt. */
 const CONTEXT_SIZE = 8192;

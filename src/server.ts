@@ -43,12 +43,12 @@ async function listen(
   port: number,
 ): Promise<void> {
   try {
-    await app.listen({ host: config.host, port });
+    await app.listen({ host: config.server.host, port });
   } catch (error) {
     await app.close().catch(() => undefined);
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "EADDRINUSE" || code === "EACCES" || code === "EADDRNOTAVAIL") {
-      throw new ListenError(portVariable, config.host, port, code);
+      throw new ListenError(portVariable, config.server.host, port, code);
     }
     throw error;
   }
@@ -70,7 +70,7 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
       const generator = createGenerator(config);
       const app = await buildTextgenApp({ config, generator });
       local = localGeneration(app.textgenService);
-      await listen(app, config, "TEXTGEN_PORT", config.textgenPort);
+      await listen(app, config, "TEXTGEN_PORT", config.server.textgenPort);
       started.push(app);
       // One line once the model has loaded (or failed to): which model, llama.cpp binary and device.
       if (generator instanceof LlamaGenerator) {
@@ -84,23 +84,25 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
             );
           } else {
             const reason = status.state === "unhealthy" ? status.reason : status.state;
-            app.log.warn(`text generation: no model loaded (MODEL_PATH=${config.modelPath}): ${reason}`);
+            app.log.warn(
+              `text generation: no model loaded (MODEL_PATH=${config.textgen.modelPath}): ${reason}`,
+            );
           }
         });
       } else {
         app.log.info(
-          `text generation: no local model; serving from GENERATION_UPSTREAM_URL=${config.generationUpstreamUrl}`,
+          `text generation: no local model; serving from GENERATION_UPSTREAM_URL=${config.generation.generationUpstreamUrl}`,
         );
       }
     }
     if (which === "rag" || which === "all") {
       const app = await buildRagApp({ config, localGeneration: local });
-      await listen(app, config, "RAG_PORT", config.ragPort);
+      await listen(app, config, "RAG_PORT", config.server.ragPort);
       started.push(app);
       app.log.info(
-        config.databaseUrl
-          ? `RAG: store PostgreSQL at ${redacted(config.databaseUrl)}`
-          : `RAG: store SQLite at ${path.join(config.dataDir, SQLITE_FILE_NAME)}`,
+        config.rag.databaseUrl
+          ? `RAG: store PostgreSQL at ${redacted(config.rag.databaseUrl)}`
+          : `RAG: store SQLite at ${path.join(config.rag.dataDir, SQLITE_FILE_NAME)}`,
       );
       app.log.info(app.answering);
     }

@@ -67,10 +67,10 @@ async function build(): Promise<FastifyInstance> {
   const lifecycle = new RequestLifecycle({ cors: null });
   const app: FastifyInstance =
     kind === "bare+fastify-logger"
-      ? Fastify({ logger: { level: config.logLevel } })
+      ? Fastify({ logger: { level: config.server.logLevel } })
       : withLifecycle
         ? Fastify({
-            logger: loggerOptions(config.logLevel),
+            logger: loggerOptions(config.server.logLevel),
             logController: lifecycle,
             childLoggerFactory: lazyRequestLogger,
             requestIdHeader: "x-request-id",

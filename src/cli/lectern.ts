@@ -203,7 +203,7 @@ async function withService<T>(config: Config, work: (service: RagService) => Pro
     import("../rag/store/open.js"),
     import("../rag/service.js"),
   ]);
-  const store = await openIndexStore(config);
+  const store = await openIndexStore(config.rag);
   const service = new RagService(store);
   try {
     return await work(service);
@@ -237,7 +237,7 @@ async function indexBuild(args: string[], config: Config): Promise<number> {
   const overlap = integer(values.overlap, "overlap") ?? defaultOverlap(chunkSize);
   if (overlap > chunkSize / 2) throw new UsageError("--overlap must be at most chunk-size/2");
 
-  const files = await collectFiles(paths, config.ragFilesDir);
+  const files = await collectFiles(paths, config.rag.ragFilesDir);
   if (files.length === 0) throw badRequest("No supported files (.txt .md .html .pdf .docx) found");
   const { loadFile } = await loaders();
   const bar = progress(files.length, `index ${name}`);
@@ -351,7 +351,7 @@ async function indexSync(args: string[], config: Config): Promise<number> {
   const info = await stat(absolute).catch(() => null);
   if (!info?.isDirectory()) throw notFound(`No such folder: ${dir}`);
   // With RAG_FILES_DIR set, ids are relative to it (as the HTTP route stores them); else to the folder.
-  const { root, folder } = await resolveFolder(config.ragFilesDir ?? absolute, absolute);
+  const { root, folder } = await resolveFolder(config.rag.ragFilesDir ?? absolute, absolute);
   const key = { tenantId: (values.tenant as string | undefined) ?? "default", name };
   const settings = { scorer: scorer as "tfidf" | "bm25", chunkSize, overlap };
 
@@ -476,7 +476,10 @@ async function generate(args: string[], config: Config): Promise<number> {
   const temperature = values.temperature === undefined ? 0.8 : Number(values.temperature);
   if (!(temperature >= 0 && temperature <= 2)) throw new UsageError("--temperature must be between 0 and 2");
   const { createGenerator } = await import("../textgen/create-generator.js");
-  const generator = createGenerator({ ...config, maxConcurrent: 1 }) as LlamaGenerator;
+  const generator = createGenerator({
+    ...config,
+    textgen: { ...config.textgen, maxConcurrent: 1 },
+  }) as LlamaGenerator;
   try {
     await generator.ready?.();
     const status = generator.status();
@@ -510,7 +513,7 @@ async function modelPull(args: string[], config: Config): Promise<number> {
   const reference = positionals[0];
   if (!reference) throw new UsageError("model pull needs a reference such as hf:owner/repo/file.gguf");
   const { resolveModel } = await import("../textgen/model-source.js");
-  const file = await resolveModel({ reference, modelsDir: config.modelsDir, progress: true });
+  const file = await resolveModel({ reference, modelsDir: config.models.modelsDir, progress: true });
   if (values.json) print({ reference, path: file });
   else process.stdout.write(`${file}\n`);
   return EXIT.ok;
@@ -536,10 +539,10 @@ async function models(args: string[], config: Config): Promise<number> {
     const { buildCatalogue } = await import("../textgen/presets.js");
     const { ModelRegistry } = await import("../textgen/model-registry.js");
     const catalogue = buildCatalogue({
-      modelPath: config.modelPath,
-      embeddingModelPath: config.embeddingModelPath,
-      modelsDir: config.modelsDir,
-      presetsFile: config.modelsPresets,
+      modelPath: config.textgen.modelPath,
+      embeddingModelPath: config.models.embeddingModelPath,
+      modelsDir: config.models.modelsDir,
+      presetsFile: config.models.modelsPresets,
     });
     // Only reads the files' headers: nothing is loaded.
     const registry = new ModelRegistry({
@@ -547,7 +550,7 @@ async function models(args: string[], config: Config): Promise<number> {
       defaultId: catalogue.defaultId,
       resolveFile: () => Promise.reject(new Error("not loading")),
       createBackend: () => Promise.reject(new Error("not loading")),
-      contextTokensOf: () => config.llamaContextSize,
+      contextTokensOf: () => config.textgen.llamaContextSize,
       maxLoaded: 0,
       memoryBudget: 0,
       defaultKeepAliveMs: -1,

@@ -36,7 +36,7 @@ export async function runServers(which: Which, config: Config): Promise<void> {
     stopping = true;
     process.stderr.write(`lectern: ${signal} received, closing\n`);
     // In-flight work gets SHUTDOWN_GRACE_MS; past that and a margin, leave anyway.
-    const force = setTimeout(() => process.exit(1), config.shutdownGraceMs + 5_000);
+    const force = setTimeout(() => process.exit(1), config.server.shutdownGraceMs + 5_000);
     force.unref();
     await Promise.allSettled(apps.map((app) => app.close()));
     process.exit(0);

@@ -26,15 +26,21 @@ const PARENT_ENV = "LECTERN_POOL_PARENT_PID";
 
 /** The pool size the apps want, or undefined to leave libuv's default. */
 export function decodeThreadPoolSize(
-  config: Pick<Config, "generationUpstreamUrl" | "llamaThreads" | "llamaContexts" | "maxConcurrent">,
+  config: {
+    generation: Pick<Config["generation"], "generationUpstreamUrl">;
+    textgen: Pick<Config["textgen"], "llamaThreads" | "llamaContexts" | "maxConcurrent">;
+  },
   which: Which,
   cores = os.availableParallelism(),
 ): number | undefined {
-  if (which === "rag" || config.generationUpstreamUrl !== null || config.llamaThreads <= 1) return undefined;
+  if (which === "rag" || config.generation.generationUpstreamUrl !== null || config.textgen.llamaThreads <= 1)
+    return undefined;
   // LLAMA_CONTEXTS=auto on a CPU (the one-per-sequence case needs one thread); on a GPU it is one.
   const contexts =
-    config.llamaContexts === "auto" ? cpuContextCount(cores, config.llamaThreads) : config.llamaContexts;
-  return Math.min(contexts, config.maxConcurrent) <= 1 ? 1 : undefined;
+    config.textgen.llamaContexts === "auto"
+      ? cpuContextCount(cores, config.textgen.llamaThreads)
+      : config.textgen.llamaContexts;
+  return Math.min(contexts, config.textgen.maxConcurrent) <= 1 ? 1 : undefined;
 }
 
 /**

@@ -10,119 +10,143 @@ import { ConfigError } from "./errors.js";
 export { ConfigError };
 
 export interface Config {
-  host: string;
-  textgenPort: number;
-  ragPort: number;
-  /** A `.gguf` path or a Hugging Face reference (`hf:<owner>/<repo>/<file>.gguf`). */
-  modelPath: string;
-  modelsDir: string;
-  dataDir: string;
-  databaseUrl: string | null;
-  ragFilesDir: string | null;
-  generationUrl: string | null;
-  generationUpstreamUrl: string | null;
-  /** Model id requested from GENERATION_URL / GENERATION_UPSTREAM_URL; discovered when unset. */
-  generationModel: string | null;
-  /** Bearer key sent to those servers. */
-  generationApiKey: string | null;
-  /** How long RAG waits for a generative answer before falling back to an extractive one. */
-  generationTimeoutMs: number;
-  llamaThreads: number;
-  /** Total context tokens, shared by the parallel sequences. */
-  llamaContextSize: number;
-  llamaGpu: "auto" | false;
-  /**
-   * Which llama.cpp binary: "auto" takes the build for this CPU that `npm run build:native` makes
-   * (OpenMP threads, this CPU's instructions) when there is one, else the prebuilt one node-llama-cpp
-   * ships; "prebuilt" always takes the prebuilt one.
-   */
-  llamaBinary: "auto" | "prebuilt";
-  /**
-   * llama.cpp's flash attention (fused attention kernel); on by default, as llama-server's "auto"
-   * turns it on: bench/llama-server.ts measured the 0.5B-shaped model at 1.23× the tokens/s of it
-   * off at 1 stream and 1.21× at 8 (2 threads, one libuv pool thread).
-   */
-  llamaFlashAttention: boolean;
-  /**
-   * llama.cpp contexts the MAX_CONCURRENT sequences are spread over; "auto": 1 on a GPU, one per
-   * sequence for a model that fits in CPU caches run on one thread, else one per LLAMA_THREADS cores.
-   */
-  llamaContexts: number | "auto";
-  /** API_KEYS_FILE; null means auth is off. The keys are read where the app is built (core/http.ts). */
-  apiKeysFile: string | null;
-  /** Requests per minute per key (per client address without keys); 0 = no limit. */
-  rateLimitPerMinute: number;
-  /** Origins allowed by CORS; empty = CORS off (no Access-Control headers). */
-  corsOrigins: string[];
-  /** Documents one build or append may carry. */
-  maxBuildDocuments: number;
-  /** Characters of text one build or append may carry in total. */
-  maxBuildChars: number;
-  /** Bytes a .docx part or a PDF's compressed streams may inflate to, per file (decompression bombs). */
-  maxExtractedBytes: number;
-  /** Characters of text one uploaded or server-side file may yield. */
-  maxFileChars: number;
-  /** Pages one PDF may have. */
-  maxPdfPages: number;
-  /** Element nesting depth one HTML file may have. */
-  maxHtmlDepth: number;
-  /** Requests whose files are parsed at once; parsing is what costs memory on hostile files. */
-  maxConcurrentParses: number;
-  /** Time one file's parse may take on its worker thread before it is stopped (422). */
-  maxParseMs: number;
-  /** Heap of one parse worker thread, in MB; a parse that needs more is stopped (413). */
-  maxParseHeapMb: number;
-  /** Requests waiting for a parse slot before new ones get 429 with Retry-After. */
-  maxParseQueue: number;
-  /** Time a client has to send a whole request (headers and body). */
-  httpRequestTimeoutMs: number;
-  /** On SIGTERM, how long in-flight generations may run on before they are stopped. */
-  shutdownGraceMs: number;
-  /** Slack kept beside the SQLite database so deletes still work on a full disk (0: none). */
-  diskReserveBytes: number;
-  /** Body limit of `/rag/build` and the document routes. */
-  maxBodyBytesLarge: number;
-  /** Body limit of every other route. */
-  maxBodyBytes: number;
-  /** Upper bound of `max_length` / `max_tokens`. */
-  maxNewTokens: number;
-  /** Parallel sequences of the llama.cpp context. */
-  maxConcurrent: number;
-  /** Requests waiting for a sequence before new ones get 429. */
-  maxQueue: number;
-  requestTimeoutMs: number;
-  /**
-   * Budget of a GBNF grammar (`grammar`, and the grammars JSON schemas compile to), checked before
-   * sampling: see src/textgen/grammar-budget.ts. `grammarMaxStacks` bounds llama.cpp's parse stacks,
-   * which its grammar sampler's work per token grows with.
-   */
-  grammarMaxBytes: number;
-  grammarMaxRules: number;
-  grammarMaxExpansion: number;
-  grammarMaxNesting: number;
-  grammarMaxStacks: number;
-  /** Budget of a JSON schema (`response_format`, `json_schema`, tool parameters). */
-  schemaMaxDepth: number;
-  schemaMaxProperties: number;
-  schemaMaxEnum: number;
-  schemaMaxEnumBytes: number;
-  schemaMaxAlternatives: number;
-  logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
-  // Embeddings (#15): /v1/embeddings from EMBEDDING_MODEL_PATH, or from MODEL_PATH's model when unset.
-  embeddingModelPath: string | null;
-  /** Tokens one embedding input may hold. */
-  embeddingContextSize: number;
-  /** Inputs one /v1/embeddings request may carry. */
-  embeddingMaxInputs: number;
-  // Many models (#24).
-  /** JSON or INI presets (llama-server's --models-preset): aliases, roles, per-model settings. */
-  modelsPresets: string | null;
-  /** Models loaded at once; the least recently used idle one unloads beyond it (0 = no limit). */
-  modelsMaxLoaded: number;
-  /** Bytes the loaded models may take (file + KV cache, estimated); 0 = no limit. */
-  modelsMemoryBudget: number;
-  /** How long a model other than the default stays loaded when idle, in ms; -1 = for ever. */
-  modelKeepAliveMs: number;
+  /** Where the apps listen, what they log, how long they wait on clients and on shutdown. */
+  server: {
+    host: string;
+    textgenPort: number;
+    ragPort: number;
+    logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+    /** Time a client has to send a whole request (headers and body). */
+    httpRequestTimeoutMs: number;
+    /** On SIGTERM, how long in-flight generations may run on before they are stopped. */
+    shutdownGraceMs: number;
+  };
+  /** Who may call: API keys, rate limit, CORS. */
+  auth: {
+    /** API_KEYS_FILE; null means auth is off. The keys are read where the app is built (core/http.ts). */
+    apiKeysFile: string | null;
+    /** Requests per minute per key (per client address without keys); 0 = no limit. */
+    rateLimitPerMinute: number;
+    /** Origins allowed by CORS; empty = CORS off (no Access-Control headers). */
+    corsOrigins: string[];
+  };
+  /** The default model and the llama.cpp runtime that serves it. */
+  textgen: {
+    /** A `.gguf` path or a Hugging Face reference (`hf:<owner>/<repo>/<file>.gguf`). */
+    modelPath: string;
+    llamaThreads: number;
+    /** Total context tokens, shared by the parallel sequences. */
+    llamaContextSize: number;
+    llamaGpu: "auto" | false;
+    /**
+     * Which llama.cpp binary: "auto" takes the build for this CPU that `npm run build:native` makes
+     * (OpenMP threads, this CPU's instructions) when there is one, else the prebuilt one node-llama-cpp
+     * ships; "prebuilt" always takes the prebuilt one.
+     */
+    llamaBinary: "auto" | "prebuilt";
+    /**
+     * llama.cpp's flash attention (fused attention kernel); on by default, as llama-server's "auto"
+     * turns it on: bench/llama-server.ts measured the 0.5B-shaped model at 1.23× the tokens/s of it
+     * off at 1 stream and 1.21× at 8 (2 threads, one libuv pool thread).
+     */
+    llamaFlashAttention: boolean;
+    /**
+     * llama.cpp contexts the MAX_CONCURRENT sequences are spread over; "auto": 1 on a GPU, one per
+     * sequence for a model that fits in CPU caches run on one thread, else one per LLAMA_THREADS cores.
+     */
+    llamaContexts: number | "auto";
+    /** Parallel sequences of the llama.cpp context. */
+    maxConcurrent: number;
+    /** Requests waiting for a sequence before new ones get 429. */
+    maxQueue: number;
+    requestTimeoutMs: number;
+  };
+  /** Many models (#24): MODELS_DIR, presets, the registry's bounds; embeddings (#15). */
+  models: {
+    modelsDir: string;
+    /** JSON or INI presets (llama-server's --models-preset): aliases, roles, per-model settings. */
+    modelsPresets: string | null;
+    /** Models loaded at once; the least recently used idle one unloads beyond it (0 = no limit). */
+    modelsMaxLoaded: number;
+    /** Bytes the loaded models may take (file + KV cache, estimated); 0 = no limit. */
+    modelsMemoryBudget: number;
+    /** How long a model other than the default stays loaded when idle, in ms; -1 = for ever. */
+    modelKeepAliveMs: number;
+    /** /v1/embeddings from EMBEDDING_MODEL_PATH, or from MODEL_PATH's model when unset. */
+    embeddingModelPath: string | null;
+    /** Tokens one embedding input may hold. */
+    embeddingContextSize: number;
+  };
+  /** Generation served by another server: RAG's GENERATION_URL, text generation's GENERATION_UPSTREAM_URL. */
+  generation: {
+    generationUrl: string | null;
+    generationUpstreamUrl: string | null;
+    /** Model id requested from GENERATION_URL / GENERATION_UPSTREAM_URL; discovered when unset. */
+    generationModel: string | null;
+    /** Bearer key sent to those servers. */
+    generationApiKey: string | null;
+    /** How long RAG waits for a generative answer before falling back to an extractive one. */
+    generationTimeoutMs: number;
+  };
+  /** The RAG store and the files it reads. */
+  rag: {
+    /** SQLite store (without DATABASE_URL) and uploaded files. */
+    dataDir: string;
+    databaseUrl: string | null;
+    ragFilesDir: string | null;
+    /** Slack kept beside the SQLite database so deletes still work on a full disk (0: none). */
+    diskReserveBytes: number;
+  };
+  /** Bounds of what one build, append or uploaded file may cost to parse. */
+  ingest: {
+    /** Documents one build or append may carry. */
+    maxBuildDocuments: number;
+    /** Characters of text one build or append may carry in total. */
+    maxBuildChars: number;
+    /** Bytes a .docx part or a PDF's compressed streams may inflate to, per file (decompression bombs). */
+    maxExtractedBytes: number;
+    /** Characters of text one uploaded or server-side file may yield. */
+    maxFileChars: number;
+    /** Pages one PDF may have. */
+    maxPdfPages: number;
+    /** Element nesting depth one HTML file may have. */
+    maxHtmlDepth: number;
+    /** Requests whose files are parsed at once; parsing is what costs memory on hostile files. */
+    maxConcurrentParses: number;
+    /** Requests waiting for a parse slot before new ones get 429 with Retry-After. */
+    maxParseQueue: number;
+    /** Time one file's parse may take on its worker thread before it is stopped (422). */
+    maxParseMs: number;
+    /** Heap of one parse worker thread, in MB; a parse that needs more is stopped (413). */
+    maxParseHeapMb: number;
+  };
+  /** Bounds of one request: bodies, tokens, embedding inputs, grammars and JSON schemas. */
+  limits: {
+    /** Body limit of `/rag/build` and the document routes. */
+    maxBodyBytesLarge: number;
+    /** Body limit of every other route. */
+    maxBodyBytes: number;
+    /** Upper bound of `max_length` / `max_tokens`. */
+    maxNewTokens: number;
+    /** Inputs one /v1/embeddings request may carry. */
+    embeddingMaxInputs: number;
+    /**
+     * Budget of a GBNF grammar (`grammar`, and the grammars JSON schemas compile to), checked before
+     * sampling: see src/textgen/grammar-budget.ts. `grammarMaxStacks` bounds llama.cpp's parse stacks,
+     * which its grammar sampler's work per token grows with.
+     */
+    grammarMaxBytes: number;
+    grammarMaxRules: number;
+    grammarMaxExpansion: number;
+    grammarMaxNesting: number;
+    grammarMaxStacks: number;
+    /** Budget of a JSON schema (`response_format`, `json_schema`, tool parameters). */
+    schemaMaxDepth: number;
+    schemaMaxProperties: number;
+    schemaMaxEnum: number;
+    schemaMaxEnumBytes: number;
+    schemaMaxAlternatives: number;
+  };
 }
 
 export const DEFAULT_MODEL = "hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf";
@@ -228,79 +252,94 @@ export function loadConfig(env: Env = process.env): Config {
   const mib = 1024 * 1024;
   const largeBody = integer(env, "MAX_BODY_BYTES", 64 * mib, 1024, 1024 * mib);
   return {
-    host,
-    textgenPort: integer(env, "TEXTGEN_PORT", 8000, 0, 65535),
-    ragPort: integer(env, "RAG_PORT", 8001, 0, 65535),
-    modelPath: read(env, "MODEL_PATH") ?? DEFAULT_MODEL,
-    modelsDir: path.resolve(read(env, "MODELS_DIR") ?? "./models"),
-    dataDir: path.resolve(read(env, "DATA_DIR") ?? "./data"),
-    databaseUrl: url(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
-    ragFilesDir: read(env, "RAG_FILES_DIR") === undefined ? null : path.resolve(read(env, "RAG_FILES_DIR")!),
-    generationUrl: url(env, "GENERATION_URL", ["http:", "https:"]),
-    generationUpstreamUrl: url(env, "GENERATION_UPSTREAM_URL", ["http:", "https:"]),
-    generationModel: read(env, "GENERATION_MODEL") ?? null,
-    generationApiKey: read(env, "GENERATION_API_KEY") ?? null,
-    generationTimeoutMs: integer(env, "GENERATION_TIMEOUT_MS", 30_000, 100, 3_600_000),
-    llamaThreads: integer(env, "LLAMA_THREADS", physicalCores(), 1, 512),
-    llamaContextSize: integer(env, "LLAMA_CONTEXT_SIZE", 4096, 256, 1 << 20),
-    llamaGpu: gpu === "false" ? false : "auto",
-    llamaBinary: oneOf(env, "LLAMA_BINARY", "auto", ["auto", "prebuilt"] as const),
-    llamaFlashAttention: oneOf(env, "LLAMA_FLASH_ATTENTION", "on", ["on", "off"] as const) === "on",
-    llamaContexts: countOrAuto(env, "LLAMA_CONTEXTS", 1, 64),
-    apiKeysFile: read(env, "API_KEYS_FILE") ?? null,
-    rateLimitPerMinute: integer(env, "RATE_LIMIT_PER_MINUTE", 0, 0, 10_000_000),
-    corsOrigins: origins(env, "CORS_ORIGINS"),
-    maxBuildDocuments: integer(env, "MAX_BUILD_DOCUMENTS", 1_000_000, 1, 100_000_000),
-    maxBuildChars: integer(env, "MAX_BUILD_CHARS", 1_000_000_000, 1, 100_000_000_000),
-    // A few times the body limit: real documents compress 2-10x; bombs compress 1000x.
-    maxExtractedBytes: integer(env, "MAX_EXTRACTED_BYTES", 4 * largeBody, 1024, 64 * 1024 * mib),
-    // No file's text is longer than the largest body could be as plain text.
-    maxFileChars: integer(env, "MAX_FILE_CHARS", largeBody, 1, 1 << 30),
-    maxPdfPages: integer(env, "MAX_PDF_PAGES", 10_000, 1, 1_000_000),
-    maxHtmlDepth: integer(env, "MAX_HTML_DEPTH", 256, 8, 100_000),
-    maxConcurrentParses: integer(env, "MAX_CONCURRENT_PARSES", 2, 1, 256),
-    maxParseQueue: integer(env, "MAX_PARSE_QUEUE", 16, 0, 100_000),
-    maxParseMs: integer(env, "MAX_PARSE_MS", 60_000, 100, 3_600_000),
-    maxParseHeapMb: integer(env, "MAX_PARSE_HEAP_MB", 512, 32, 65_536),
-    httpRequestTimeoutMs: integer(env, "HTTP_REQUEST_TIMEOUT_MS", 60_000, 1000, 3_600_000),
-    shutdownGraceMs: integer(env, "SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
-    diskReserveBytes: integer(env, "DISK_RESERVE_BYTES", 8 * mib, 0, 1024 * 1024 * mib),
-    maxBodyBytesLarge: largeBody,
-    // MAX_BODY_BYTES names the large limit; other routes keep 1 MiB unless that is larger.
-    maxBodyBytes: Math.min(mib, largeBody),
-    maxNewTokens: integer(env, "MAX_NEW_TOKENS", 2048, 1, 1 << 20),
-    maxConcurrent,
-    maxQueue: integer(env, "MAX_QUEUE", 64, 0, 100_000),
-    requestTimeoutMs: integer(env, "REQUEST_TIMEOUT_MS", 120_000, 100, 86_400_000),
-    grammarMaxBytes: integer(env, "GRAMMAR_MAX_BYTES", 128 * 1024, 64, 16 * mib),
-    grammarMaxRules: integer(env, "GRAMMAR_MAX_RULES", 4096, 1, 1_000_000),
-    grammarMaxExpansion: integer(env, "GRAMMAR_MAX_EXPANSION", 200_000, 16, 10_000_000),
-    grammarMaxNesting: integer(env, "GRAMMAR_MAX_NESTING", 64, 2, 1000),
-    grammarMaxStacks: integer(env, "GRAMMAR_MAX_STACKS", 512, 1, 100_000),
-    schemaMaxDepth: integer(env, "SCHEMA_MAX_DEPTH", 32, 1, 1000),
-    schemaMaxProperties: integer(env, "SCHEMA_MAX_PROPERTIES", 1000, 1, 1_000_000),
-    schemaMaxEnum: integer(env, "SCHEMA_MAX_ENUM", 500, 1, 1_000_000),
-    schemaMaxEnumBytes: integer(env, "SCHEMA_MAX_ENUM_BYTES", 32 * 1024, 16, 16 * mib),
-    schemaMaxAlternatives: integer(env, "SCHEMA_MAX_ALTERNATIVES", 128, 1, 100_000),
-    logLevel: oneOf(env, "LOG_LEVEL", "info", [
-      "fatal",
-      "error",
-      "warn",
-      "info",
-      "debug",
-      "trace",
-      "silent",
-    ] as const),
-    // Embeddings (#15).
-    embeddingModelPath: read(env, "EMBEDDING_MODEL_PATH") ?? null,
-    embeddingContextSize: integer(env, "EMBEDDING_CONTEXT_SIZE", 2048, 16, 1 << 20),
-    embeddingMaxInputs: integer(env, "EMBEDDING_MAX_INPUTS", 2048, 1, 100_000),
-    // Many models (#24).
-    modelsPresets:
-      read(env, "MODELS_PRESETS") === undefined ? null : path.resolve(read(env, "MODELS_PRESETS")!),
-    modelsMaxLoaded: integer(env, "MODELS_MAX_LOADED", 4, 0, 1024),
-    modelsMemoryBudget: byteSize(env, "MODELS_MEMORY_BUDGET"),
-    modelKeepAliveMs: keepAlive(env, "MODEL_KEEP_ALIVE", "5m"),
+    server: {
+      host,
+      textgenPort: integer(env, "TEXTGEN_PORT", 8000, 0, 65535),
+      ragPort: integer(env, "RAG_PORT", 8001, 0, 65535),
+      logLevel: oneOf(env, "LOG_LEVEL", "info", [
+        "fatal",
+        "error",
+        "warn",
+        "info",
+        "debug",
+        "trace",
+        "silent",
+      ] as const),
+      httpRequestTimeoutMs: integer(env, "HTTP_REQUEST_TIMEOUT_MS", 60_000, 1000, 3_600_000),
+      shutdownGraceMs: integer(env, "SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
+    },
+    auth: {
+      apiKeysFile: read(env, "API_KEYS_FILE") ?? null,
+      rateLimitPerMinute: integer(env, "RATE_LIMIT_PER_MINUTE", 0, 0, 10_000_000),
+      corsOrigins: origins(env, "CORS_ORIGINS"),
+    },
+    textgen: {
+      modelPath: read(env, "MODEL_PATH") ?? DEFAULT_MODEL,
+      llamaThreads: integer(env, "LLAMA_THREADS", physicalCores(), 1, 512),
+      llamaContextSize: integer(env, "LLAMA_CONTEXT_SIZE", 4096, 256, 1 << 20),
+      llamaGpu: gpu === "false" ? false : "auto",
+      llamaBinary: oneOf(env, "LLAMA_BINARY", "auto", ["auto", "prebuilt"] as const),
+      llamaFlashAttention: oneOf(env, "LLAMA_FLASH_ATTENTION", "on", ["on", "off"] as const) === "on",
+      llamaContexts: countOrAuto(env, "LLAMA_CONTEXTS", 1, 64),
+      maxConcurrent,
+      maxQueue: integer(env, "MAX_QUEUE", 64, 0, 100_000),
+      requestTimeoutMs: integer(env, "REQUEST_TIMEOUT_MS", 120_000, 100, 86_400_000),
+    },
+    models: {
+      modelsDir: path.resolve(read(env, "MODELS_DIR") ?? "./models"),
+      modelsPresets:
+        read(env, "MODELS_PRESETS") === undefined ? null : path.resolve(read(env, "MODELS_PRESETS")!),
+      modelsMaxLoaded: integer(env, "MODELS_MAX_LOADED", 4, 0, 1024),
+      modelsMemoryBudget: byteSize(env, "MODELS_MEMORY_BUDGET"),
+      modelKeepAliveMs: keepAlive(env, "MODEL_KEEP_ALIVE", "5m"),
+      embeddingModelPath: read(env, "EMBEDDING_MODEL_PATH") ?? null,
+      embeddingContextSize: integer(env, "EMBEDDING_CONTEXT_SIZE", 2048, 16, 1 << 20),
+    },
+    generation: {
+      generationUrl: url(env, "GENERATION_URL", ["http:", "https:"]),
+      generationUpstreamUrl: url(env, "GENERATION_UPSTREAM_URL", ["http:", "https:"]),
+      generationModel: read(env, "GENERATION_MODEL") ?? null,
+      generationApiKey: read(env, "GENERATION_API_KEY") ?? null,
+      generationTimeoutMs: integer(env, "GENERATION_TIMEOUT_MS", 30_000, 100, 3_600_000),
+    },
+    rag: {
+      dataDir: path.resolve(read(env, "DATA_DIR") ?? "./data"),
+      databaseUrl: url(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
+      ragFilesDir:
+        read(env, "RAG_FILES_DIR") === undefined ? null : path.resolve(read(env, "RAG_FILES_DIR")!),
+      diskReserveBytes: integer(env, "DISK_RESERVE_BYTES", 8 * mib, 0, 1024 * 1024 * mib),
+    },
+    ingest: {
+      maxBuildDocuments: integer(env, "MAX_BUILD_DOCUMENTS", 1_000_000, 1, 100_000_000),
+      maxBuildChars: integer(env, "MAX_BUILD_CHARS", 1_000_000_000, 1, 100_000_000_000),
+      // A few times the body limit: real documents compress 2-10x; bombs compress 1000x.
+      maxExtractedBytes: integer(env, "MAX_EXTRACTED_BYTES", 4 * largeBody, 1024, 64 * 1024 * mib),
+      // No file's text is longer than the largest body could be as plain text.
+      maxFileChars: integer(env, "MAX_FILE_CHARS", largeBody, 1, 1 << 30),
+      maxPdfPages: integer(env, "MAX_PDF_PAGES", 10_000, 1, 1_000_000),
+      maxHtmlDepth: integer(env, "MAX_HTML_DEPTH", 256, 8, 100_000),
+      maxConcurrentParses: integer(env, "MAX_CONCURRENT_PARSES", 2, 1, 256),
+      maxParseQueue: integer(env, "MAX_PARSE_QUEUE", 16, 0, 100_000),
+      maxParseMs: integer(env, "MAX_PARSE_MS", 60_000, 100, 3_600_000),
+      maxParseHeapMb: integer(env, "MAX_PARSE_HEAP_MB", 512, 32, 65_536),
+    },
+    limits: {
+      // MAX_BODY_BYTES names the large limit; other routes keep 1 MiB unless that is larger.
+      maxBodyBytes: Math.min(mib, largeBody),
+      maxBodyBytesLarge: largeBody,
+      maxNewTokens: integer(env, "MAX_NEW_TOKENS", 2048, 1, 1 << 20),
+      embeddingMaxInputs: integer(env, "EMBEDDING_MAX_INPUTS", 2048, 1, 100_000),
+      grammarMaxBytes: integer(env, "GRAMMAR_MAX_BYTES", 128 * 1024, 64, 16 * mib),
+      grammarMaxRules: integer(env, "GRAMMAR_MAX_RULES", 4096, 1, 1_000_000),
+      grammarMaxExpansion: integer(env, "GRAMMAR_MAX_EXPANSION", 200_000, 16, 10_000_000),
+      grammarMaxNesting: integer(env, "GRAMMAR_MAX_NESTING", 64, 2, 1000),
+      grammarMaxStacks: integer(env, "GRAMMAR_MAX_STACKS", 512, 1, 100_000),
+      schemaMaxDepth: integer(env, "SCHEMA_MAX_DEPTH", 32, 1, 1000),
+      schemaMaxProperties: integer(env, "SCHEMA_MAX_PROPERTIES", 1000, 1, 1_000_000),
+      schemaMaxEnum: integer(env, "SCHEMA_MAX_ENUM", 500, 1, 1_000_000),
+      schemaMaxEnumBytes: integer(env, "SCHEMA_MAX_ENUM_BYTES", 32 * 1024, 16, 16 * mib),
+      schemaMaxAlternatives: integer(env, "SCHEMA_MAX_ALTERNATIVES", 128, 1, 100_000),
+    },
   };
 }
 
@@ -319,8 +358,12 @@ const GGUF_MAGIC = "GGUF";
  * tests that never read these paths do not need them to exist.
  */
 export function checkStartupPaths(config: Config, apps: { textgen: boolean; rag: boolean }): void {
-  if (apps.textgen && config.generationUpstreamUrl === null && !isRemoteModelReference(config.modelPath)) {
-    const file = path.resolve(config.modelPath);
+  if (
+    apps.textgen &&
+    config.generation.generationUpstreamUrl === null &&
+    !isRemoteModelReference(config.textgen.modelPath)
+  ) {
+    const file = path.resolve(config.textgen.modelPath);
     const info = statSync(file, { throwIfNoEntry: false });
     if (info === undefined) {
       throw new ConfigError(
@@ -341,11 +384,11 @@ export function checkStartupPaths(config: Config, apps: { textgen: boolean; rag:
       );
     }
   }
-  if (apps.rag && config.ragFilesDir !== null) {
-    const info = statSync(config.ragFilesDir, { throwIfNoEntry: false });
+  if (apps.rag && config.rag.ragFilesDir !== null) {
+    const info = statSync(config.rag.ragFilesDir, { throwIfNoEntry: false });
     if (info === undefined)
-      throw new ConfigError(`RAG_FILES_DIR names a folder that does not exist: ${config.ragFilesDir}`);
+      throw new ConfigError(`RAG_FILES_DIR names a folder that does not exist: ${config.rag.ragFilesDir}`);
     if (!info.isDirectory())
-      throw new ConfigError(`RAG_FILES_DIR must name a folder; ${config.ragFilesDir} is not one`);
+      throw new ConfigError(`RAG_FILES_DIR must name a folder; ${config.rag.ragFilesDir} is not one`);
   }
 }

@@ -44,17 +44,11 @@ export interface HttpAppOptions {
   /** Service name as shown in `GET /` and the OpenAPI title, e.g. "Text Generation". */
   service: string;
   description: string;
-  config: Pick<
-    Config,
-    | "maxBodyBytes"
-    | "logLevel"
-    | "apiKeysFile"
-    | "rateLimitPerMinute"
-    | "corsOrigins"
-    | "httpRequestTimeoutMs"
-    | "textgenPort"
-    | "ragPort"
-  >;
+  config: {
+    server: Pick<Config["server"], "logLevel" | "httpRequestTimeoutMs" | "textgenPort" | "ragPort">;
+    auth: Config["auth"];
+    limits: Pick<Config["limits"], "maxBodyBytes">;
+  };
   /** Serve the web playground at /ui, as this app. */
   ui?: { service: "textgen" | "rag" };
   /** OpenAPI tags, in the order /docs shows them. */
@@ -170,27 +164,31 @@ export async function createHttpApp(options: HttpAppOptions) {
   // CORS: the configured origins, plus the sibling app on the same host (so the playground served by
   // one app can call the other).
   const siblingPort =
-    options.ui === undefined ? null : options.ui.service === "textgen" ? config.ragPort : config.textgenPort;
-  const cors = new CorsPolicy({ origins: config.corsOrigins, siblingPort });
+    options.ui === undefined
+      ? null
+      : options.ui.service === "textgen"
+        ? config.server.ragPort
+        : config.server.textgenPort;
+  const cors = new CorsPolicy({ origins: config.auth.corsOrigins, siblingPort });
   // Request id and CORS headers on entry, metrics and the access line on completion (no hooks).
   const lifecycle = new RequestLifecycle({ cors });
   const app = Fastify({
     logger: {
-      ...loggerOptions(config.logLevel),
+      ...loggerOptions(config.server.logLevel),
       ...(options.logStream ? { stream: options.logStream } : {}),
     },
     // One access-log line per request instead of Fastify's two, and the per-request duties above.
     logController: lifecycle,
     // A request's child logger is made only when something logs through it (see logger.ts).
     childLoggerFactory: lazyRequestLogger,
-    bodyLimit: config.maxBodyBytes,
-    requestTimeout: config.httpRequestTimeoutMs,
+    bodyLimit: config.limits.maxBodyBytes,
+    requestTimeout: config.server.httpRequestTimeoutMs,
     // Node checks for timed-out requests every 30 s by default: check often enough that the 408
     // comes close to HTTP_REQUEST_TIMEOUT_MS; and with a headers timeout (60 s by default) longer than
     // the request timeout, Node answers a stalled body only at the headers timeout: bound it too.
     http: {
-      connectionsCheckingInterval: Math.min(30_000, Math.max(250, config.httpRequestTimeoutMs / 4)),
-      headersTimeout: Math.min(60_000, config.httpRequestTimeoutMs),
+      connectionsCheckingInterval: Math.min(30_000, Math.max(250, config.server.httpRequestTimeoutMs / 4)),
+      headersTimeout: Math.min(60_000, config.server.httpRequestTimeoutMs),
     },
     // JSON keys that could reach a prototype are refused (400), never merged.
     onProtoPoisoning: "error",
@@ -265,11 +263,11 @@ export async function createHttpApp(options: HttpAppOptions) {
 
   cors.registerPreflightRoute(app);
   // Read here, where the app is built: the config only parses values (a bad file is a ConfigError still).
-  const apiKeys = config.apiKeysFile === null ? null : KeyRing.load(config.apiKeysFile);
-  registerAuth(app, apiKeys, { failuresPerMinute: config.rateLimitPerMinute });
-  if (config.rateLimitPerMinute > 0) {
+  const apiKeys = config.auth.apiKeysFile === null ? null : KeyRing.load(config.auth.apiKeysFile);
+  registerAuth(app, apiKeys, { failuresPerMinute: config.auth.rateLimitPerMinute });
+  if (config.auth.rateLimitPerMinute > 0) {
     await app.register(rateLimit, {
-      max: config.rateLimitPerMinute,
+      max: config.auth.rateLimitPerMinute,
       timeWindow: 60_000,
       // Per key when keys are on, per client address otherwise; health checks are never limited.
       keyGenerator: (request) => request.principal?.keyId ?? request.ip,

@@ -22,6 +22,7 @@ export const REDACT_PATHS = [
   "generationApiKey",
   "config.apiKey",
   "config.generationApiKey",
+  "config.generation.generationApiKey",
   "options.apiKey",
 ];
 

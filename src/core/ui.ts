@@ -12,7 +12,10 @@ export const WEB_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)
 
 export interface UiOptions {
   service: "textgen" | "rag";
-  config: Pick<Config, "textgenPort" | "ragPort" | "apiKeysFile">;
+  config: {
+    server: Pick<Config["server"], "textgenPort" | "ragPort">;
+    auth: Pick<Config["auth"], "apiKeysFile">;
+  };
 }
 
 export async function registerUi(app: FastifyInstance, options: UiOptions): Promise<void> {
@@ -32,9 +35,9 @@ export async function registerUi(app: FastifyInstance, options: UiOptions): Prom
     const origin = (port: number) => `${request.protocol}://${host}:${port}`;
     return {
       service: options.service,
-      textgen_url: options.service === "textgen" ? "" : origin(options.config.textgenPort),
-      rag_url: options.service === "rag" ? "" : origin(options.config.ragPort),
-      auth: options.config.apiKeysFile !== null,
+      textgen_url: options.service === "textgen" ? "" : origin(options.config.server.textgenPort),
+      rag_url: options.service === "rag" ? "" : origin(options.config.server.ragPort),
+      auth: options.config.auth.apiKeysFile !== null,
     };
   });
 }

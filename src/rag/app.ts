@@ -24,7 +24,10 @@ export interface RagAppDeps {
 }
 
 /** The port RAG writes with: GENERATION_URL when set, else the in-process model, else none. */
-export function generationPortFor(config: Config, local: GenerationPort | undefined): GenerationPort | null {
+export function generationPortFor(
+  config: Config["generation"],
+  local: GenerationPort | undefined,
+): GenerationPort | null {
   if (config.generationUrl) return upstreamGeneration(config, config.generationUrl);
   return local ?? null;
 }
@@ -55,23 +58,23 @@ export async function buildRagApp({ config, store, localGeneration }: RagAppDeps
   });
   let indexStore: IndexStore;
   try {
-    indexStore = store ?? (await openIndexStore(config, app.log));
+    indexStore = store ?? (await openIndexStore(config.rag, app.log));
   } catch (error) {
     await app.close();
     throw error;
   }
   const service = new RagService(indexStore, { log: app.log });
-  const generation = generationPortFor(config, localGeneration);
+  const generation = generationPortFor(config.generation, localGeneration);
   const answerWriter = generation ? new AnswerWriter(generation, { maxTokens: 256 }) : null;
   const { registry } = registerMetrics(app, "rag");
   const routeDeps = {
     metrics: createRagMetrics(registry, indexStore, service),
     service,
     answerWriter,
-    ragFilesDir: config.ragFilesDir,
-    largeBodyLimit: config.maxBodyBytesLarge,
-    maxBuildDocuments: config.maxBuildDocuments,
-    maxBuildChars: config.maxBuildChars,
+    ragFilesDir: config.rag.ragFilesDir,
+    largeBodyLimit: config.limits.maxBodyBytesLarge,
+    maxBuildDocuments: config.ingest.maxBuildDocuments,
+    maxBuildChars: config.ingest.maxBuildChars,
     ingest: ingestFromConfig(config),
   };
   registerRagRoutes(app, routeDeps);
@@ -79,7 +82,7 @@ export async function buildRagApp({ config, store, localGeneration }: RagAppDeps
   await app.register(openAiRagRoutes, {
     prefix: "/v1",
     ...routeDeps,
-    filesDir: path.join(config.dataDir, "openai-files"),
+    filesDir: path.join(config.rag.dataDir, "openai-files"),
   });
   app.addHook("onClose", async () => {
     // Merges still running are waited for (and not committed) before the store closes under them.

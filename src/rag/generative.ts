@@ -48,7 +48,10 @@ export interface GenerationPort {
 }
 
 /** The port over an OpenAI-compatible endpoint (GENERATION_URL). */
-export function upstreamGeneration(config: Config, baseUrl: string): GenerationPort {
+export function upstreamGeneration(
+  config: Pick<Config["generation"], "generationModel" | "generationApiKey" | "generationTimeoutMs">,
+  baseUrl: string,
+): GenerationPort {
   const generator: Generator = new OpenAIUpstreamGenerator({
     baseUrl,
     model: config.generationModel,

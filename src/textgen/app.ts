@@ -39,12 +39,12 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
       { name: "service", description: "Health and identity" },
     ],
   });
-  const remote = config.generationUpstreamUrl !== null;
+  const remote = config.generation.generationUpstreamUrl !== null;
   const catalogue = buildCatalogue({
-    modelPath: config.modelPath,
-    embeddingModelPath: config.embeddingModelPath,
-    modelsDir: config.modelsDir,
-    presetsFile: config.modelsPresets,
+    modelPath: config.textgen.modelPath,
+    embeddingModelPath: config.models.embeddingModelPath,
+    modelsDir: config.models.modelsDir,
+    presetsFile: config.models.modelsPresets,
   });
   // The generator given is the default model's first load; later loads make their own.
   let initial: Generator | undefined = remote ? undefined : generator;
@@ -60,7 +60,7 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
         if (status.state === "unhealthy") throw new Error(status.reason);
         if (starting.loadedFrom) return starting.loadedFrom.modelPath;
       }
-      return resolveModelFile({ reference: entry.reference, modelsDir: config.modelsDir });
+      return resolveModelFile({ reference: entry.reference, modelsDir: config.models.modelsDir });
     },
     createBackend: async (entry, file, summary) => {
       const given = entry.id === catalogue.defaultId ? initial : undefined;
@@ -70,11 +70,11 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
     contextTokensOf: (entry) =>
       entry.settings.contextSize ??
       ((entry.roles ?? ["generate"]).includes("generate")
-        ? config.llamaContextSize
-        : config.embeddingContextSize),
-    maxLoaded: config.modelsMaxLoaded,
-    memoryBudget: config.modelsMemoryBudget,
-    defaultKeepAliveMs: config.modelKeepAliveMs,
+        ? config.textgen.llamaContextSize
+        : config.models.embeddingContextSize),
+    maxLoaded: config.models.modelsMaxLoaded,
+    memoryBudget: config.models.modelsMemoryBudget,
+    defaultKeepAliveMs: config.models.modelKeepAliveMs,
     pinned: remote ? { [catalogue.defaultId]: generatorBackend(config, generator) } : undefined,
     log: (line) => app.log.info(line),
   });
@@ -95,29 +95,27 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
     },
     registry,
   );
-  registerTextgenRoutes(app, { service, maxNewTokens: config.maxNewTokens });
+  registerTextgenRoutes(app, { service, limits: config.limits });
   registerRerankRoutes(app, service);
   registerModelRoutes(app, service);
   await app.register(openAiRoutes, {
     prefix: "/v1",
     service,
-    maxNewTokens: config.maxNewTokens,
-    maxEmbeddingInputs: config.embeddingMaxInputs,
+    limits: config.limits,
   });
-  await app.register(anthropicRoutes, { prefix: "/v1", service, maxNewTokens: config.maxNewTokens });
+  await app.register(anthropicRoutes, { prefix: "/v1", service, limits: config.limits });
   await app.register(ollamaRoutes, {
     prefix: "/api",
     service,
     // /api/tags, /api/show, /api/pull and /api/delete: the default model and MODELS_DIR's files.
-    catalog: new SingleModelCatalog(generator, config.modelsDir),
-    maxNewTokens: config.maxNewTokens,
-    maxEmbeddingInputs: config.embeddingMaxInputs,
+    catalog: new SingleModelCatalog(generator, config.models.modelsDir),
+    limits: config.limits,
   });
   // Closing: Fastify answers new requests 503 at once; admitted generations get SHUTDOWN_GRACE_MS to
   // finish before they are stopped, then the models are released.
   let drained: Promise<void> = Promise.resolve();
   app.addHook("preClose", async () => {
-    drained = service.shutdown(config.shutdownGraceMs);
+    drained = service.shutdown(config.server.shutdownGraceMs);
   });
   app.addHook("onClose", async () => {
     await drained;

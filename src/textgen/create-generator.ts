@@ -5,39 +5,39 @@ import { LlamaGenerator } from "./llama-generator.js";
 import { OpenAIUpstreamGenerator } from "./openai-upstream.js";
 
 export function createGenerator(config: Config): Generator {
-  if (config.generationUpstreamUrl) {
+  if (config.generation.generationUpstreamUrl) {
     return new OpenAIUpstreamGenerator({
-      baseUrl: config.generationUpstreamUrl,
-      model: config.generationModel,
-      apiKey: config.generationApiKey,
-      timeoutMs: config.requestTimeoutMs,
+      baseUrl: config.generation.generationUpstreamUrl,
+      model: config.generation.generationModel,
+      apiKey: config.generation.generationApiKey,
+      timeoutMs: config.textgen.requestTimeoutMs,
     }).start();
   }
   return new LlamaGenerator({
-    model: { reference: config.modelPath, modelsDir: config.modelsDir, progress: true },
-    threads: config.llamaThreads,
-    contextSize: config.llamaContextSize,
-    sequences: config.maxConcurrent,
-    contexts: config.llamaContexts,
-    gpu: config.llamaGpu,
-    binary: config.llamaBinary,
-    flashAttention: config.llamaFlashAttention,
+    model: { reference: config.textgen.modelPath, modelsDir: config.models.modelsDir, progress: true },
+    threads: config.textgen.llamaThreads,
+    contextSize: config.textgen.llamaContextSize,
+    sequences: config.textgen.maxConcurrent,
+    contexts: config.textgen.llamaContexts,
+    gpu: config.textgen.llamaGpu,
+    binary: config.textgen.llamaBinary,
+    flashAttention: config.textgen.llamaFlashAttention,
     log: (line) => process.stderr.write(`lectern: ${line}\n`),
     grammarBudget: {
-      maxBytes: config.grammarMaxBytes,
-      maxRules: config.grammarMaxRules,
-      maxExpansion: config.grammarMaxExpansion,
+      maxBytes: config.limits.grammarMaxBytes,
+      maxRules: config.limits.grammarMaxRules,
+      maxExpansion: config.limits.grammarMaxExpansion,
       maxAlternatives: 1024,
-      maxNesting: config.grammarMaxNesting,
+      maxNesting: config.limits.grammarMaxNesting,
       maxRepetition: 1000,
-      maxStacks: config.grammarMaxStacks,
+      maxStacks: config.limits.grammarMaxStacks,
     },
     schemaBudget: {
-      maxDepth: config.schemaMaxDepth,
-      maxProperties: config.schemaMaxProperties,
-      maxEnum: config.schemaMaxEnum,
-      maxEnumBytes: config.schemaMaxEnumBytes,
-      maxAlternatives: config.schemaMaxAlternatives,
+      maxDepth: config.limits.schemaMaxDepth,
+      maxProperties: config.limits.schemaMaxProperties,
+      maxEnum: config.limits.schemaMaxEnum,
+      maxEnumBytes: config.limits.schemaMaxEnumBytes,
+      maxAlternatives: config.limits.schemaMaxAlternatives,
     },
   });
 }

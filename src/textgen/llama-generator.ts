@@ -69,7 +69,7 @@ export interface LlamaGeneratorOptions {
   gpu: "auto" | false;
   /** "auto": the build for this CPU when `npm run build:native` made one, else the prebuilt binary. */
   binary?: LlamaBinaryChoice;
-  /** llama.cpp's fused attention kernel (default on: see Config.llamaFlashAttention). */
+  /** llama.cpp's fused attention kernel (default on: see Config.textgen.llamaFlashAttention). */
   flashAttention?: boolean;
   /** Start-up lines (which binary runs). */
   log?: (line: string) => void;

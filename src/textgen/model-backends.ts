@@ -21,9 +21,9 @@ export interface ServingBackend extends ModelBackend {
 
 export function schedulerFor(config: Config, entry?: ModelEntry): Scheduler {
   return new Scheduler({
-    maxConcurrent: entry?.settings.parallel ?? config.maxConcurrent,
-    maxQueue: config.maxQueue,
-    timeoutMs: config.requestTimeoutMs,
+    maxConcurrent: entry?.settings.parallel ?? config.textgen.maxConcurrent,
+    maxQueue: config.textgen.maxQueue,
+    timeoutMs: config.textgen.requestTimeoutMs,
   });
 }
 
@@ -32,9 +32,9 @@ export function generatorBackend(config: Config, generator: Generator, entry?: M
   const embedder = new LlamaEmbedder({
     model: null,
     sharedModel: async () => generator.sharedModel?.(),
-    threads: entry?.settings.threads ?? config.llamaThreads,
-    contextSize: config.embeddingContextSize,
-    gpu: entry?.settings.gpu ?? config.llamaGpu,
+    threads: entry?.settings.threads ?? config.textgen.llamaThreads,
+    contextSize: config.models.embeddingContextSize,
+    gpu: entry?.settings.gpu ?? config.textgen.llamaGpu,
   });
   return {
     scheduler: schedulerFor(config, entry),
@@ -59,23 +59,23 @@ export async function loadBackend(
   initial?: Generator,
 ): Promise<ServingBackend> {
   const roles = entry.roles ?? summary.roles;
-  const threads = entry.settings.threads ?? config.llamaThreads;
-  const gpu = entry.settings.gpu ?? config.llamaGpu;
+  const threads = entry.settings.threads ?? config.textgen.llamaThreads;
+  const gpu = entry.settings.gpu ?? config.textgen.llamaGpu;
   if (roles.includes("rerank")) {
     const ranker = await LlamaRanker.load({
       file,
       threads,
       gpu,
-      contextSize: entry.settings.contextSize ?? config.embeddingContextSize,
+      contextSize: entry.settings.contextSize ?? config.models.embeddingContextSize,
     });
     return { scheduler: schedulerFor(config, entry), ranker, close: () => ranker.close() };
   }
   if (!roles.includes("generate")) {
     const embedder = new LlamaEmbedder({
-      model: { reference: file, modelsDir: config.modelsDir },
+      model: { reference: file, modelsDir: config.models.modelsDir },
       sharedModel: async () => undefined,
       threads,
-      contextSize: entry.settings.contextSize ?? config.embeddingContextSize,
+      contextSize: entry.settings.contextSize ?? config.models.embeddingContextSize,
       gpu,
     });
     try {
@@ -89,14 +89,14 @@ export async function loadBackend(
   const generator =
     initial ??
     new LlamaGenerator({
-      model: { reference: file, modelsDir: config.modelsDir },
+      model: { reference: file, modelsDir: config.models.modelsDir },
       threads,
-      contextSize: entry.settings.contextSize ?? config.llamaContextSize,
-      sequences: entry.settings.parallel ?? config.maxConcurrent,
-      contexts: config.llamaContexts,
+      contextSize: entry.settings.contextSize ?? config.textgen.llamaContextSize,
+      sequences: entry.settings.parallel ?? config.textgen.maxConcurrent,
+      contexts: config.textgen.llamaContexts,
       gpu,
-      binary: config.llamaBinary,
-      flashAttention: config.llamaFlashAttention,
+      binary: config.textgen.llamaBinary,
+      flashAttention: config.textgen.llamaFlashAttention,
     });
   await (generator as Partial<LlamaGenerator>).ready?.();
   const status = generator.status();

@@ -8,6 +8,7 @@ import type { FastifyPluginAsync } from "fastify";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { badRequest, notFound } from "../core/errors.js";
+import type { Config } from "../core/config.js";
 import type { TextgenService } from "./service.js";
 import { findModelObject, modelList } from "./models-routes.js";
 import { clientGoneSignal, strict, useErrorShape } from "./dialects/common.js";
@@ -20,8 +21,8 @@ export { openAiErrorBody, DEFAULT_CHAT_MAX_TOKENS } from "./dialects/openai-shar
 
 export interface OpenAiRouteOptions {
   service: TextgenService;
-  maxNewTokens: number;
-  maxEmbeddingInputs: number;
+  /** MAX_NEW_TOKENS and EMBEDDING_MAX_INPUTS. */
+  limits: Pick<Config["limits"], "maxNewTokens" | "embeddingMaxInputs">;
 }
 
 export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (instance, options) => {
@@ -66,9 +67,9 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
     },
   );
 
-  registerChatCompletions(app, service, options.maxNewTokens);
-  registerCompletions(app, service, options.maxNewTokens);
-  registerResponses(app, service, options.maxNewTokens);
+  registerChatCompletions(app, service, options.limits.maxNewTokens);
+  registerCompletions(app, service, options.limits.maxNewTokens);
+  registerResponses(app, service, options.limits.maxNewTokens);
 
   app.post(
     "/embeddings",
@@ -82,7 +83,7 @@ export const openAiRoutes: FastifyPluginAsync<OpenAiRouteOptions> = async (insta
               Type.String({ minLength: 1 }),
               Type.Array(Type.String({ minLength: 1 }), {
                 minItems: 1,
-                maxItems: options.maxEmbeddingInputs,
+                maxItems: options.limits.embeddingMaxInputs,
               }),
             ]),
             model: Type.Optional(

@@ -6,6 +6,7 @@ import { rootMessage, type TypedApp } from "../core/http.js";
 import { openEventStream, type EventStream } from "../core/sse.js";
 import { badRequest } from "../core/errors.js";
 import type { CompletionRequest, OutputConstraint } from "./generator.js";
+import type { Config } from "../core/config.js";
 import type { TextgenService } from "./service.js";
 import { generateOnce, generateStream } from "./dialects/common.js";
 import {
@@ -27,7 +28,8 @@ export const SERVICE_NAME = "Text Generation";
 
 export interface TextgenRouteDeps {
   service: TextgenService;
-  maxNewTokens: number;
+  /** MAX_NEW_TOKENS. */
+  limits: Pick<Config["limits"], "maxNewTokens">;
 }
 
 export { clientGoneSignal } from "./dialects/common.js";
@@ -134,7 +136,7 @@ export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): vo
       schema: {
         tags: ["generation"],
         summary: "Continue a text with the loaded model",
-        body: predictRequestSchema(deps.maxNewTokens),
+        body: predictRequestSchema(deps.limits.maxNewTokens),
         response: { 200: PredictResponse, "4xx": ErrorResponse, "5xx": ErrorResponse },
       },
     },

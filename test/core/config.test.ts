@@ -6,23 +6,23 @@ import { ConfigError, DEFAULT_MODEL, loadConfig } from "../../src/core/config.js
 describe("config", () => {
   it("has the contract's defaults", () => {
     const config = loadConfig({});
-    assert.equal(config.host, "127.0.0.1");
-    assert.equal(config.textgenPort, 8000);
-    assert.equal(config.ragPort, 8001);
-    assert.equal(config.modelPath, DEFAULT_MODEL);
-    assert.equal(config.modelsDir, path.resolve("models"));
-    assert.equal(config.dataDir, path.resolve("data"));
-    assert.equal(config.databaseUrl, null);
-    assert.equal(config.ragFilesDir, null);
-    assert.equal(config.generationUrl, null);
-    assert.equal(config.llamaContextSize, 4096);
-    assert.equal(config.llamaGpu, "auto");
-    assert.equal(config.llamaContexts, "auto");
-    assert.equal(config.maxBodyBytesLarge, 64 * 1024 * 1024);
-    assert.equal(config.maxBodyBytes, 1024 * 1024);
-    assert.equal(config.maxNewTokens, 2048);
-    assert.equal(config.maxQueue, 64);
-    assert.ok(config.llamaThreads >= 1);
+    assert.equal(config.server.host, "127.0.0.1");
+    assert.equal(config.server.textgenPort, 8000);
+    assert.equal(config.server.ragPort, 8001);
+    assert.equal(config.textgen.modelPath, DEFAULT_MODEL);
+    assert.equal(config.models.modelsDir, path.resolve("models"));
+    assert.equal(config.rag.dataDir, path.resolve("data"));
+    assert.equal(config.rag.databaseUrl, null);
+    assert.equal(config.rag.ragFilesDir, null);
+    assert.equal(config.generation.generationUrl, null);
+    assert.equal(config.textgen.llamaContextSize, 4096);
+    assert.equal(config.textgen.llamaGpu, "auto");
+    assert.equal(config.textgen.llamaContexts, "auto");
+    assert.equal(config.limits.maxBodyBytesLarge, 64 * 1024 * 1024);
+    assert.equal(config.limits.maxBodyBytes, 1024 * 1024);
+    assert.equal(config.limits.maxNewTokens, 2048);
+    assert.equal(config.textgen.maxQueue, 64);
+    assert.ok(config.textgen.llamaThreads >= 1);
   });
 
   it("reads every variable", () => {
@@ -38,17 +38,17 @@ describe("config", () => {
       LLAMA_CONTEXTS: "2",
       RAG_FILES_DIR: "docs",
     });
-    assert.equal(config.llamaContexts, 2);
-    assert.equal(loadConfig({ LLAMA_CONTEXTS: "auto" }).llamaContexts, "auto");
-    assert.equal(config.host, "0.0.0.0");
-    assert.equal(config.textgenPort, 9000);
-    assert.equal(config.ragPort, 9001);
-    assert.equal(config.modelPath, "/m/x.gguf");
-    assert.equal(config.databaseUrl, "postgres://localhost/test");
-    assert.equal(config.generationUrl, "http://127.0.0.1:8000/v1");
-    assert.equal(config.llamaThreads, 3);
-    assert.equal(config.llamaGpu, false);
-    assert.equal(config.ragFilesDir, path.resolve("docs"));
+    assert.equal(config.textgen.llamaContexts, 2);
+    assert.equal(loadConfig({ LLAMA_CONTEXTS: "auto" }).textgen.llamaContexts, "auto");
+    assert.equal(config.server.host, "0.0.0.0");
+    assert.equal(config.server.textgenPort, 9000);
+    assert.equal(config.server.ragPort, 9001);
+    assert.equal(config.textgen.modelPath, "/m/x.gguf");
+    assert.equal(config.rag.databaseUrl, "postgres://localhost/test");
+    assert.equal(config.generation.generationUrl, "http://127.0.0.1:8000/v1");
+    assert.equal(config.textgen.llamaThreads, 3);
+    assert.equal(config.textgen.llamaGpu, false);
+    assert.equal(config.rag.ragFilesDir, path.resolve("docs"));
   });
 
   const bad: Array<[string, string]> = [

@@ -142,20 +142,22 @@ export class ParseGate {
 
 const clientLeft = () => new DomainError("cancelled", "The client closed the request");
 
-export function ingestFromConfig(config: Config): Ingest {
+export function ingestFromConfig(
+  config: Pick<Config, "ingest"> & { limits: Pick<Config["limits"], "maxBodyBytesLarge"> },
+): Ingest {
   return {
     limits: {
-      maxExtractedBytes: config.maxExtractedBytes,
-      maxFileChars: config.maxFileChars,
-      maxRequestChars: config.maxBuildChars,
-      maxPdfPages: config.maxPdfPages,
-      maxHtmlDepth: config.maxHtmlDepth,
+      maxExtractedBytes: config.ingest.maxExtractedBytes,
+      maxFileChars: config.ingest.maxFileChars,
+      maxRequestChars: config.ingest.maxBuildChars,
+      maxPdfPages: config.ingest.maxPdfPages,
+      maxHtmlDepth: config.ingest.maxHtmlDepth,
       // A file on the server may be as large as an upload of it could be.
-      maxFileBytes: config.maxBodyBytesLarge,
-      maxParseMs: config.maxParseMs,
-      maxParseHeapMb: config.maxParseHeapMb,
-      maxConcurrentParses: config.maxConcurrentParses,
+      maxFileBytes: config.limits.maxBodyBytesLarge,
+      maxParseMs: config.ingest.maxParseMs,
+      maxParseHeapMb: config.ingest.maxParseHeapMb,
+      maxConcurrentParses: config.ingest.maxConcurrentParses,
     },
-    gate: new ParseGate(config.maxConcurrentParses, config.maxParseQueue),
+    gate: new ParseGate(config.ingest.maxConcurrentParses, config.ingest.maxParseQueue),
   };
 }

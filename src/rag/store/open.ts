@@ -5,7 +5,7 @@ import { SqliteIndexStore } from "./sqlite-store.js";
 import type { IndexStore } from "./types.js";
 
 export async function openIndexStore(
-  config: Pick<Config, "databaseUrl" | "dataDir"> & Partial<Pick<Config, "diskReserveBytes">>,
+  config: Pick<Config["rag"], "databaseUrl" | "dataDir"> & Partial<Pick<Config["rag"], "diskReserveBytes">>,
   log: { warn: (object: object, message: string) => void } = { warn: () => undefined },
 ): Promise<IndexStore> {
   if (!config.databaseUrl) return SqliteIndexStore.open(config.dataDir, config.diskReserveBytes ?? 0);

@@ -9,6 +9,7 @@ import { Type, type Static } from "typebox";
 import { badRequest, type ApiError } from "../../core/errors.js";
 import { openEventStream, type EventStream } from "../../core/sse.js";
 import type { ChatMessage, ChatRequest, CompletionResult, ToolChoice } from "../generator.js";
+import type { Config } from "../../core/config.js";
 import type { TextgenService } from "../service.js";
 import { generateOnce, generateStream, resolveModel, strict, useErrorShape } from "./common.js";
 import { parseArgumentsObject } from "./json-partial.js";
@@ -257,13 +258,15 @@ function contentOf(result: CompletionResult): object[] {
 
 export interface AnthropicRouteOptions {
   service: TextgenService;
-  maxNewTokens: number;
+  /** MAX_NEW_TOKENS. */
+  limits: Pick<Config["limits"], "maxNewTokens">;
 }
 
 /** Registered under /v1 beside the OpenAI routes; unknown /v1 paths answer in OpenAI's shape. */
 export const anthropicRoutes: FastifyPluginAsync<AnthropicRouteOptions> = async (instance, options) => {
   const app = instance.withTypeProvider<TypeBoxTypeProvider>();
-  const { service, maxNewTokens } = options;
+  const { service } = options;
+  const { maxNewTokens } = options.limits;
   useErrorShape(app, anthropicErrorBody, { notFound: false });
 
   app.post(

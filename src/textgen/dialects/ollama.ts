@@ -9,7 +9,7 @@ import { badRequest, type ApiError } from "../../core/errors.js";
 import type { TypedApp } from "../../core/http.js";
 import { toApiError } from "../../core/http.js";
 import { VERSION } from "../../core/version.js";
-import { isRemoteModelReference } from "../../core/config.js";
+import { isRemoteModelReference, type Config } from "../../core/config.js";
 import type { ChatMessage, CompletionResult, GenerationRequest } from "../generator.js";
 import type { ServedModel, TextgenService } from "../service.js";
 import { newToolCallId } from "../tool-calls.js";
@@ -141,8 +141,8 @@ type OptionsValue = Static<typeof Options> | undefined;
 export interface OllamaRouteOptions {
   service: TextgenService;
   catalog: ModelCatalog;
-  maxNewTokens: number;
-  maxEmbeddingInputs: number;
+  /** MAX_NEW_TOKENS and EMBEDDING_MAX_INPUTS. */
+  limits: Pick<Config["limits"], "maxNewTokens" | "embeddingMaxInputs">;
 }
 
 /** Ollama's `options` and `format` in the generator's terms. */
@@ -286,7 +286,8 @@ async function detailsOf(catalog: ModelCatalog, model: CatalogModel) {
 
 export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (instance, options) => {
   const app = instance.withTypeProvider<TypeBoxTypeProvider>();
-  const { service, catalog, maxNewTokens } = options;
+  const { service, catalog } = options;
+  const { maxNewTokens, embeddingMaxInputs } = options.limits;
   useErrorShape(app, ollamaErrorBody);
   // Ollama reads every body as JSON, and its documented curl examples send none of a content type
   // (curl then says form-urlencoded): read those as JSON here too.
@@ -303,7 +304,7 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
   );
 
   registerGeneration(app, service, maxNewTokens);
-  registerEmbeddings(app, service, options.maxEmbeddingInputs);
+  registerEmbeddings(app, service, embeddingMaxInputs);
   registerModels(app, catalog);
 };
 
