@@ -5,10 +5,11 @@
  * softmax of the "yes"/"no" rows. `POST /v1/rerank` (aliases `/rerank`, `/v1/reranking`) takes the
  * shape the llama.cpp server, Jina and Cohere share.
  */
-import { getLlama, LlamaLogLevel, type LlamaModel, type LlamaRankingContext } from "node-llama-cpp";
+import type { LlamaModel, LlamaRankingContext } from "node-llama-cpp";
 import { Type, type Static } from "typebox";
 import { badRequest } from "../core/errors.js";
 import type { TypedApp } from "../core/http.js";
+import { sharedLlama } from "./llama-binary.js";
 import { clientGoneSignal } from "./routes.js";
 import type { TextgenService } from "./service.js";
 
@@ -36,7 +37,7 @@ export class LlamaRanker implements Ranker {
   ) {}
 
   static async load(options: LlamaRankerOptions): Promise<LlamaRanker> {
-    const llama = await getLlama({ build: "never", gpu: options.gpu, logLevel: LlamaLogLevel.error });
+    const llama = await sharedLlama({ gpu: options.gpu });
     const model = await llama.loadModel({ modelPath: options.file });
     try {
       const context = await model.createRankingContext({
