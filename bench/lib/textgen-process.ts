@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { createInterface } from "node:readline";
-import { decodeThreadPoolSize } from "../../src/cli/thread-pool.js";
+import { allocatorEnv, decodeThreadPoolSize } from "../../src/cli/thread-pool.js";
 import { loadConfig } from "../../src/core/config.js";
 import { repoRoot } from "./bench-env.js";
 
@@ -33,6 +33,8 @@ export async function startTextgenProcess({ env, nodeFlags = [] }: StartOptions)
   const poolSize = decodeThreadPoolSize(loadConfig(fullEnv), "textgen");
   if (poolSize !== undefined && fullEnv.UV_THREADPOOL_SIZE === undefined)
     fullEnv.UV_THREADPOOL_SIZE = String(poolSize);
+  // And glibc's fixed mmap threshold, as `npm start` gives it (src/cli/thread-pool.ts).
+  Object.assign(fullEnv, allocatorEnv(loadConfig(fullEnv), "textgen", fullEnv));
   const child: ChildProcess = spawn(
     process.execPath,
     [...nodeFlags, "--import", "tsx", path.join(repoRoot, "bench/lib/textgen-server.ts")],

@@ -3,11 +3,12 @@
  * and graceful shutdown on SIGTERM/SIGINT. A configuration error exits 78 (EX_CONFIG) with a line
  * naming the variable; an address that cannot be bound, or any other start-up failure, exits 1 with
  * one line and no stack trace. Serving a model on several threads from one context, the command first
- * starts itself again with one libuv pool thread (thread-pool.ts says why).
+ * starts itself again with one libuv pool thread, and serving models, with glibc's mmap threshold
+ * fixed (thread-pool.ts says why).
  */
 import { checkStartupPaths, ConfigError, type Config } from "../core/config.js";
 import { ListenError, serve, type Which } from "../server.js";
-import { decodeThreadPoolSize, restartWithThreadPool, watchParent } from "./thread-pool.js";
+import { allocatorEnv, decodeThreadPoolSize, restartWithEnv, watchParent } from "./thread-pool.js";
 
 export const EXIT_CONFIG = 78;
 
@@ -22,8 +23,10 @@ export async function runServers(which: Which, config: Config): Promise<void> {
   try {
     checkStartupPaths(config, { textgen: which !== "rag", rag: which !== "textgen" });
     const poolSize = decodeThreadPoolSize(config, which);
+    const restartEnv = allocatorEnv(config, which);
     if (poolSize !== undefined && process.env.UV_THREADPOOL_SIZE === undefined)
-      await restartWithThreadPool(poolSize);
+      restartEnv.UV_THREADPOOL_SIZE = String(poolSize);
+    if (Object.keys(restartEnv).length > 0) await restartWithEnv(restartEnv);
     apps = await serve(which, config);
   } catch (error) {
     if (error instanceof ConfigError) fail(`configuration error: ${error.message}`, EXIT_CONFIG);

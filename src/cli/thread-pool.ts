@@ -21,6 +21,26 @@ import type { Config } from "../core/config.js";
 import type { Which } from "../server.js";
 import { cpuContextCount } from "../textgen/llama-generator.js";
 
+/**
+ * glibc's malloc answers a request of 128 KiB or more with a mapping of its own, returned to the
+ * system when freed; but each such block freed raises that threshold to its size (up to 32 MiB), so
+ * once a model has been unloaded, llama.cpp's KV caches and compute buffers of the next loads come
+ * from the heap arenas, where the freed blocks stay in RSS, fragmented. Over 100 load/unload cycles of
+ * two models (bench/models.ts) the app grew by hundreds of MB that way, with no leak behind it (the
+ * same run with a fixed threshold stays flat). Setting the threshold turns that adjustment off. glibc
+ * reads the variable once, at start-up: the command starts itself again with it, unless it is set.
+ */
+export function allocatorEnv(
+  config: { generation: Pick<Config["generation"], "generationUpstreamUrl"> },
+  which: Which,
+  env: NodeJS.ProcessEnv = process.env,
+  platform: NodeJS.Platform = process.platform,
+): Record<string, string> {
+  if (which === "rag" || config.generation.generationUpstreamUrl !== null || platform !== "linux") return {};
+  if (env.MALLOC_MMAP_THRESHOLD_ !== undefined) return {};
+  return { MALLOC_MMAP_THRESHOLD_: String(128 * 1024) };
+}
+
 /** Set in the restarted process: the pid of the one that started it (see watchParent). */
 const PARENT_ENV = "LECTERN_POOL_PARENT_PID";
 
@@ -44,13 +64,13 @@ export function decodeThreadPoolSize(
 }
 
 /**
- * Runs this command again with UV_THREADPOOL_SIZE=`size` and mirrors it: signals go to it, and this
- * process exits as it did. Never returns.
+ * Runs this command again with `env` added (UV_THREADPOOL_SIZE, MALLOC_MMAP_THRESHOLD_) and mirrors
+ * it: signals go to it, and this process exits as it did. Never returns.
  */
-export function restartWithThreadPool(size: number): Promise<never> {
+export function restartWithEnv(env: Record<string, string>): Promise<never> {
   const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
     stdio: "inherit",
-    env: { ...process.env, UV_THREADPOOL_SIZE: String(size), [PARENT_ENV]: String(process.pid) },
+    env: { ...process.env, ...env, [PARENT_ENV]: String(process.pid) },
   });
   for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) process.on(signal, () => child.kill(signal));
   return new Promise<never>(() => {

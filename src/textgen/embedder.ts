@@ -7,9 +7,10 @@
  * other requests wait their turn (node-llama-cpp reads a pooled embedding of one sequence per decode).
  * Vectors are L2-normalised, as OpenAI's and llama.cpp's servers return them.
  */
-import { getLlama, LlamaLogLevel, type LlamaEmbeddingContext, type LlamaModel } from "node-llama-cpp";
+import type { LlamaEmbeddingContext, LlamaModel } from "node-llama-cpp";
 import path from "node:path";
 import { badRequest, notReady } from "../core/errors.js";
+import { sharedLlama } from "./llama-binary.js";
 import { resolveModel, type ModelSource } from "./model-source.js";
 
 export interface EmbeddingResult {
@@ -66,11 +67,7 @@ export class LlamaEmbedder implements Embedder {
       let ownModel: LlamaModel | undefined;
       if (this.options.model) {
         const modelPath = await resolveModel(this.options.model);
-        const llama = await getLlama({
-          build: "never",
-          gpu: this.options.gpu,
-          logLevel: LlamaLogLevel.error,
-        });
+        const llama = await sharedLlama({ gpu: this.options.gpu });
         model = ownModel = await llama.loadModel({ modelPath });
         const metadataName = model.fileInfo.metadata?.general?.name;
         if (typeof metadataName === "string" && metadataName.trim() !== "") this.name = metadataName.trim();

@@ -11,7 +11,7 @@
  * node_modules/node-llama-cpp/llama/localBuilds; `getLlama` finds that build by its CMake options
  * and falls back to the prebuilt binary when there is none.
  */
-import type { Llama } from "node-llama-cpp";
+import { getLlama, LlamaLogLevel, type Llama } from "node-llama-cpp";
 
 /**
  * The CMake options of `npm run build:native` (keep in step with scripts/build-native.mjs). AMX is
@@ -48,4 +48,29 @@ export function describeBinary(llama: Llama): string {
         "`npm run build:native` makes a build with OpenMP"
       : "";
   return `llama.cpp ${llama.llamaCppRelease.release}: ${what}, ${openMp ? "OpenMP threads" : "no OpenMP"}, GPU ${llama.gpu === false ? "off" : llama.gpu}${advice}`;
+}
+
+const sharedInstances = new Map<string, Promise<Llama>>();
+
+/**
+ * The one `Llama` (node-llama-cpp's handle on the llama.cpp backend) for these options, shared by
+ * every model loaded with them and never disposed (node-llama-cpp disposes it before the process
+ * exits). Each `getLlama` call initializes the native addon again and registers its classes anew,
+ * which V8 never frees: one per model load held on to ~85 KB of JS heap (bench/models.ts). A failed
+ * start is forgotten, so the next load tries again.
+ */
+export function sharedLlama(options: {
+  gpu: "auto" | false;
+  cmakeOptions?: Record<string, string>;
+}): Promise<Llama> {
+  const key = JSON.stringify([options.gpu, options.cmakeOptions ?? null]);
+  let llama = sharedInstances.get(key);
+  if (!llama) {
+    // build: "never": the llama.cpp binary ships prebuilt in the npm package, or `npm run
+    // build:native` made one before; never compile or download one at run time.
+    llama = getLlama({ build: "never", logLevel: LlamaLogLevel.error, ...options });
+    sharedInstances.set(key, llama);
+    llama.catch(() => sharedInstances.delete(key));
+  }
+  return llama;
 }

@@ -8,9 +8,7 @@ import { randomInt } from "node:crypto";
 import os from "node:os";
 import path from "node:path";
 import {
-  getLlama,
   LlamaGrammarEvaluationState,
-  LlamaLogLevel,
   LlamaText,
   resolveChatWrapper,
   type ChatHistoryItem,
@@ -39,7 +37,7 @@ import {
   type TokenLogprob,
 } from "./generator.js";
 import { DEFAULT_SCHEMA_BUDGET, SchemaError, toGrammarSchema, type SchemaBudget } from "./json-schema.js";
-import { cmakeOptionsFor, describeBinary, type LlamaBinaryChoice } from "./llama-binary.js";
+import { cmakeOptionsFor, describeBinary, sharedLlama, type LlamaBinaryChoice } from "./llama-binary.js";
 import { createNativeSampler, grammarStateOf, nativeContextOf } from "./llama-native.js";
 import {
   availableFunctions,
@@ -199,12 +197,8 @@ export class LlamaGenerator implements Generator {
 
   private async load(): Promise<void> {
     const modelPath = await resolveModel(this.options.model);
-    // build: "never": the llama.cpp binary ships prebuilt in the npm package, or `npm run
-    // build:native` made one before; never compile or download one at run time.
-    const llama = await getLlama({
-      build: "never",
+    const llama = await sharedLlama({
       gpu: this.options.gpu,
-      logLevel: LlamaLogLevel.error,
       cmakeOptions: cmakeOptionsFor(this.options.binary ?? "auto"),
     });
     const devices = llama.gpu === false ? [] : await llama.getGpuDeviceNames().catch(() => []);
@@ -577,8 +571,8 @@ export class LlamaGenerator implements Generator {
     if (!loaded) return;
     for (const batcher of loaded.batchers) await batcher.close();
     for (const context of loaded.contexts) await context.dispose();
+    // The Llama is shared with the other models (sharedLlama): not disposed here.
     await loaded.model.dispose();
-    await loaded.llama.dispose();
   }
 }
 

@@ -5,8 +5,9 @@
  * softmax of the "yes"/"no" rows. `POST /v1/rerank` (aliases `/rerank`, `/v1/reranking`) takes the
  * shape the llama.cpp server, Jina and Cohere share.
  */
+import type { LlamaModel, LlamaRankingContext } from "node-llama-cpp";
 import { badRequest } from "../core/errors.js";
-import { getLlama, LlamaLogLevel, type LlamaModel, type LlamaRankingContext } from "node-llama-cpp";
+import { sharedLlama } from "./llama-binary.js";
 
 export interface RankResult {
   scores: number[];
@@ -32,7 +33,7 @@ export class LlamaRanker implements Ranker {
   ) {}
 
   static async load(options: LlamaRankerOptions): Promise<LlamaRanker> {
-    const llama = await getLlama({ build: "never", gpu: options.gpu, logLevel: LlamaLogLevel.error });
+    const llama = await sharedLlama({ gpu: options.gpu });
     const model = await llama.loadModel({ modelPath: options.file });
     try {
       const context = await model.createRankingContext({

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
-import { decodeThreadPoolSize } from "../../src/cli/thread-pool.js";
+import { allocatorEnv, decodeThreadPoolSize } from "../../src/cli/thread-pool.js";
 import { loadConfig } from "../../src/core/config.js";
 import { request, startServe, waitHealthy, type ServedProcess } from "../helpers/serve-process.js";
 
@@ -50,6 +50,24 @@ describe("decodeThreadPoolSize", () => {
       size({ LLAMA_THREADS: "2", GENERATION_UPSTREAM_URL: "http://127.0.0.1:9/v1" }, "textgen", 2),
       undefined,
     );
+  });
+});
+
+describe("allocatorEnv", () => {
+  const env = (
+    config: Record<string, string>,
+    which: "textgen" | "rag" | "all",
+    processEnv = {},
+    platform: NodeJS.Platform = "linux",
+  ) => allocatorEnv(loadConfig(config), which, processEnv, platform);
+
+  it("fixes glibc's mmap threshold for an app that loads models, on Linux, unless it is set", () => {
+    assert.deepEqual(env({}, "textgen"), { MALLOC_MMAP_THRESHOLD_: "131072" });
+    assert.deepEqual(env({}, "all"), { MALLOC_MMAP_THRESHOLD_: "131072" });
+    assert.deepEqual(env({}, "textgen", { MALLOC_MMAP_THRESHOLD_: "65536" }), {});
+    assert.deepEqual(env({}, "rag"), {});
+    assert.deepEqual(env({}, "textgen", {}, "darwin"), {});
+    assert.deepEqual(env({ GENERATION_UPSTREAM_URL: "http://127.0.0.1:9/v1" }, "textgen"), {});
   });
 });
 

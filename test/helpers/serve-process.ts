@@ -35,6 +35,9 @@ export async function startServe(
       LLAMA_THREADS: "1",
       LLAMA_GPU: "false",
       LOG_LEVEL: "silent",
+      // Set as the CLI would (src/cli/thread-pool.ts), so it serves from this child rather than a
+      // restarted one, and tests that read the child's RSS read the server's.
+      ...(process.platform === "linux" ? { MALLOC_MMAP_THRESHOLD_: "131072" } : {}),
       [which === "textgen" ? "TEXTGEN_PORT" : "RAG_PORT"]: String(port),
       ...env,
     },
