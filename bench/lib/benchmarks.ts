@@ -97,6 +97,16 @@ export const benchmarks: readonly Benchmark[] = [
     results: ["llama-server"],
   },
   {
+    name: "models",
+    script: "models.ts",
+    // Cold start needs llama-server with its router (built like llama-server above).
+    compares:
+      "RSS over 100 load/unload cycles of two models; cold start to first token against llama-server's router",
+    args: (quick: boolean) => (quick ? ["--cycles", "20"] : []),
+    budget: 1800,
+    results: ["models"],
+  },
+  {
     name: "retrieval",
     script: "retrieval.ts",
     compares:
