@@ -9,7 +9,8 @@ import { readdir, readFile, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { Presets, SingleBar } from "cli-progress";
-import { ConfigError, loadConfig, type Config } from "../core/config.js";
+import type { Config } from "../core/config.js";
+import { loadConfigOrReport } from "./load-config.js";
 import { badRequest, DomainError, notFound, notReady, type ErrorKind } from "../core/errors.js";
 import { defaultOverlap } from "../rag/ingest/chunker.js";
 import type { RagService, DocumentInput } from "../rag/service.js";
@@ -214,21 +215,16 @@ async function withService<T>(config: Config, work: (service: RagService) => Pro
   }
 }
 
-async function indexBuild(args: string[], config: Config): Promise<number> {
-  const { values, positionals } = options(args, {
-    mode: { type: "string" },
-    scorer: { type: "string" },
-    "chunk-size": { type: "string" },
-    overlap: { type: "string" },
-    tenant: { type: "string" },
-  });
-  if (values.help) return help("index build");
-  const [name, ...paths] = positionals;
-  if (!name || paths.length === 0)
-    throw new UsageError("index build needs a name and at least one file or folder");
-  const mode = (values.mode as string | undefined) ?? "create";
-  if (!["create", "replace", "append"].includes(mode))
-    throw new UsageError("--mode must be create, replace or append");
+/** The options `index build` and `index sync` share: how the index is made, and whose it is. */
+const INDEX_SETTINGS = {
+  scorer: { type: "string" },
+  "chunk-size": { type: "string" },
+  overlap: { type: "string" },
+  tenant: { type: "string" },
+} as const;
+
+/** --scorer, --chunk-size and --overlap, checked, with the defaults of /rag/build. */
+function indexSettings(values: Parsed["values"]) {
   const scorer = (values.scorer as string | undefined) ?? "tfidf";
   if (!["tfidf", "bm25"].includes(scorer)) throw new UsageError("--scorer must be tfidf or bm25");
   const chunkSize = integer(values["chunk-size"], "chunk-size") ?? 1000;
@@ -236,6 +232,19 @@ async function indexBuild(args: string[], config: Config): Promise<number> {
     throw new UsageError("--chunk-size must be between 100 and 10000");
   const overlap = integer(values.overlap, "overlap") ?? defaultOverlap(chunkSize);
   if (overlap > chunkSize / 2) throw new UsageError("--overlap must be at most chunk-size/2");
+  return { scorer, chunkSize, overlap };
+}
+
+async function indexBuild(args: string[], config: Config): Promise<number> {
+  const { values, positionals } = options(args, { mode: { type: "string" }, ...INDEX_SETTINGS });
+  if (values.help) return help("index build");
+  const [name, ...paths] = positionals;
+  if (!name || paths.length === 0)
+    throw new UsageError("index build needs a name and at least one file or folder");
+  const mode = (values.mode as string | undefined) ?? "create";
+  if (!["create", "replace", "append"].includes(mode))
+    throw new UsageError("--mode must be create, replace or append");
+  const { scorer, chunkSize, overlap } = indexSettings(values);
 
   const files = await collectFiles(paths, config.rag.ragFilesDir);
   if (files.length === 0) throw badRequest("No supported files (.txt .md .html .pdf .docx) found");
@@ -325,23 +334,11 @@ async function indexRm(args: string[], config: Config): Promise<number> {
 const WATCH_DEBOUNCE_MS = 250;
 
 async function indexSync(args: string[], config: Config): Promise<number> {
-  const { values, positionals } = options(args, {
-    watch: { type: "boolean" },
-    scorer: { type: "string" },
-    "chunk-size": { type: "string" },
-    overlap: { type: "string" },
-    tenant: { type: "string" },
-  });
+  const { values, positionals } = options(args, { watch: { type: "boolean" }, ...INDEX_SETTINGS });
   if (values.help) return help("index sync");
   const [name, dir, ...extra] = positionals;
   if (!name || !dir || extra.length > 0) throw new UsageError("index sync needs a name and one folder");
-  const scorer = (values.scorer as string | undefined) ?? "tfidf";
-  if (!["tfidf", "bm25"].includes(scorer)) throw new UsageError("--scorer must be tfidf or bm25");
-  const chunkSize = integer(values["chunk-size"], "chunk-size") ?? 1000;
-  if (chunkSize < 100 || chunkSize > 10_000)
-    throw new UsageError("--chunk-size must be between 100 and 10000");
-  const overlap = integer(values.overlap, "overlap") ?? defaultOverlap(chunkSize);
-  if (overlap > chunkSize / 2) throw new UsageError("--overlap must be at most chunk-size/2");
+  const { scorer, chunkSize, overlap } = indexSettings(values);
 
   const [{ syncFolder }, { resolveFolder }] = await Promise.all([
     import("../rag/sync.js"),
@@ -602,16 +599,8 @@ function help(topic: string): number {
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (!command || command === "--help" || command === "-h" || command === "help") return help("main");
-  let config: Config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`lectern: configuration error: ${error.message}\n`);
-      return EXIT.config;
-    }
-    throw error;
-  }
+  const config = loadConfigOrReport();
+  if (config === null) return EXIT.config;
   try {
     switch (command) {
       case "serve": {

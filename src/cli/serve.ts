@@ -4,8 +4,8 @@
  * message naming the variable (exit 78). Start-up and shutdown are run-servers.ts's, shared with
  * `lectern serve`.
  */
-import { ConfigError, loadConfig, type Config } from "../core/config.js";
 import type { Which } from "../server.js";
+import { loadConfigOrReport } from "./load-config.js";
 import { EXIT_CONFIG, runServers } from "./run-servers.js";
 
 async function main(): Promise<void> {
@@ -14,16 +14,8 @@ async function main(): Promise<void> {
     process.stderr.write(`usage: serve [textgen|rag|all]\n`);
     process.exit(2);
   }
-  let config: Config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`lectern: configuration error: ${error.message}\n`);
-      process.exit(EXIT_CONFIG);
-    }
-    throw error;
-  }
+  const config = loadConfigOrReport();
+  if (config === null) process.exit(EXIT_CONFIG);
   await runServers(which, config);
 }
 

@@ -1,7 +1,7 @@
 /** RAG-specific Prometheus metrics: stored counts, segments, merges, query and build durations. */
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { RagService, SegmentCounters } from "./service.js";
-import type { IndexStore } from "./store/types.js";
+import { indexTotals, type IndexStore } from "./store/types.js";
 
 export interface RagMetrics {
   queries: Counter<"answer_mode">;
@@ -11,16 +11,7 @@ export interface RagMetrics {
 }
 
 export function createRagMetrics(registry: Registry, store: IndexStore, service: RagService): RagMetrics {
-  const totals = async () => {
-    const indices = await store.listIndices(null);
-    return {
-      indices: indices.length,
-      documents: indices.reduce((sum, meta) => sum + meta.documentsCount, 0),
-      chunks: indices.reduce((sum, meta) => sum + meta.chunksCount, 0),
-      segments: indices.reduce((sum, meta) => sum + meta.segmentsCount, 0),
-      deletedChunks: indices.reduce((sum, meta) => sum + meta.deletedChunksCount, 0),
-    };
-  };
+  const totals = async () => indexTotals(await store.listIndices(null));
   for (const [name, help, field] of [
     ["lectern_rag_indices", "Indices in the store, all tenants", "indices"],
     ["lectern_rag_documents", "Documents in the store, all tenants", "documents"],

@@ -100,20 +100,26 @@ export const ChatTurns = Type.Array(ChatTurn, {
   description: "the conversation, oldest first; it ends with the user's question",
 });
 
+/** How many results, how good, which documents, and how to answer: /rag/query and /rag/chat alike. */
+const searchAndAnswerFields = {
+  top_k: Type.Integer({ minimum: 1, maximum: 100, default: 5 }),
+  min_score: Type.Number({ minimum: 0, maximum: 1, default: 0 }),
+  filter: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "metadata equality" })),
+  answer: Type.Optional(
+    Type.Union([Type.Literal("none"), Type.Literal("extractive"), Type.Literal("generative")], {
+      description:
+        'default "generative" when a model writes answers (GENERATION_URL, or the model of this process), else "extractive"',
+    }),
+  ),
+};
+
 export const QueryRequest = Type.Object(
   {
     query: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
     question: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: "alias of query" })),
     index_name: IndexName,
     tenant_id: Type.Optional(TenantId),
-    top_k: Type.Integer({ minimum: 1, maximum: 100, default: 5 }),
-    min_score: Type.Number({ minimum: 0, maximum: 1, default: 0 }),
-    filter: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "metadata equality" })),
-    answer: Type.Optional(
-      Type.Union([Type.Literal("none"), Type.Literal("extractive"), Type.Literal("generative")], {
-        description: 'default "extractive"; "generative" when GENERATION_URL is set',
-      }),
-    ),
+    ...searchAndAnswerFields,
     stream: Type.Optional(
       Type.Boolean({
         description: "server-sent events: results, then answer pieces, then the whole response",
@@ -309,14 +315,7 @@ export const ChatRequest = Type.Object(
     index_name: Type.Optional({ ...IndexName, description: "alias of index" }),
     tenant_id: Type.Optional(TenantId),
     messages: ChatTurns,
-    top_k: Type.Integer({ minimum: 1, maximum: 100, default: 5 }),
-    min_score: Type.Number({ minimum: 0, maximum: 1, default: 0 }),
-    filter: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "metadata equality" })),
-    answer: Type.Optional(
-      Type.Union([Type.Literal("none"), Type.Literal("extractive"), Type.Literal("generative")], {
-        description: 'default "generative" when a model is available, else "extractive"',
-      }),
-    ),
+    ...searchAndAnswerFields,
     stream: Type.Optional(
       Type.Boolean({
         description:

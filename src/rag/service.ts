@@ -64,6 +64,7 @@ import type {
   Metadata,
   StoredChunk,
 } from "./store/types.js";
+import { indexTotals } from "./store/types.js";
 
 /** The one message of a query, stats or write on an index the tenant does not have. */
 const indexNotFound = (key: IndexKey) =>
@@ -488,12 +489,13 @@ export class RagService {
         ? this.counters
         : (own ?? { queries: 0, builds: 0, documentWrites: 0, writeRetries: 0 });
     const latencies = tenantId === null ? this.latencies : (own?.latencies ?? new LatencyWindow(1));
+    const totals = indexTotals(indices);
     return {
-      indices_count: indices.length,
-      documents_count: indices.reduce((sum, m) => sum + m.documentsCount, 0),
-      chunks_count: indices.reduce((sum, m) => sum + m.chunksCount, 0),
-      segments_count: indices.reduce((sum, m) => sum + m.segmentsCount, 0),
-      deleted_chunks: indices.reduce((sum, m) => sum + m.deletedChunksCount, 0),
+      indices_count: totals.indices,
+      documents_count: totals.documents,
+      chunks_count: totals.chunks,
+      segments_count: totals.segments,
+      deleted_chunks: totals.deletedChunks,
       tenants_count: new Set(indices.map((m) => m.tenantId)).size,
       queries_served: counts.queries,
       builds_served: counts.builds,

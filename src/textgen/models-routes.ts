@@ -99,18 +99,9 @@ export function registerModelRoutes(app: TypedApp, service: TextgenService): voi
 
   app.post(
     "/models/load",
-    {
-      schema: {
-        tags: ["models"],
-        summary: "Load a model now; answers once it is loaded (or failed, saying why)",
-        body: ModelName,
-        response: { 200: Success, "4xx": ErrorResponse, "5xx": ErrorResponse },
-      },
-    },
+    { schema: loadSchema("Load a model now; answers once it is loaded (or failed, saying why)") },
     async (request) => {
-      const id =
-        service.models.find(request.body.model)?.id ??
-        service.resolveModel(request.body.model, "generate").id;
+      const id = modelIdOf(service, request.body.model);
       await service.models.load(id);
       return { success: true };
     },
@@ -118,21 +109,27 @@ export function registerModelRoutes(app: TypedApp, service: TextgenService): voi
 
   app.post(
     "/models/unload",
-    {
-      schema: {
-        tags: ["models"],
-        summary: "Unload a model (after its running requests finish)",
-        body: ModelName,
-        response: { 200: Success, "4xx": ErrorResponse, "5xx": ErrorResponse },
-      },
-    },
+    { schema: loadSchema("Unload a model (after its running requests finish)") },
     async (request) => {
-      const id =
-        service.models.find(request.body.model)?.id ??
-        service.resolveModel(request.body.model, "generate").id;
+      const id = modelIdOf(service, request.body.model);
       if (!(await service.models.unload(id)))
         throw badRequest(`The model "${id}" is not loaded`, [{ path: "/model" }]);
       return { success: true };
     },
   );
+}
+
+/** The registry id a load or unload names: any model by id or alias (a 404 listing the known names). */
+function modelIdOf(service: TextgenService, name: string): string {
+  return service.models.find(name)?.id ?? service.resolveModel(name, "generate").id;
+}
+
+/** /models/load and /models/unload (the llama.cpp server router's): a model name in, success out. */
+function loadSchema(summary: string) {
+  return {
+    tags: ["models"],
+    summary,
+    body: ModelName,
+    response: { 200: Success, "4xx": ErrorResponse, "5xx": ErrorResponse },
+  };
 }

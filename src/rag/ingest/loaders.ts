@@ -139,16 +139,12 @@ const htmlToText = compile({
   // Size is checked before (MAX_FILE_CHARS); html-to-text would otherwise cut long pages silently.
   limits: { maxInputLength: Number.MAX_SAFE_INTEGER },
   selectors: [
-    { selector: "nav", format: "skip" },
-    { selector: "script", format: "skip" },
-    { selector: "style", format: "skip" },
-    { selector: "noscript", format: "skip" },
-    { selector: "aside", format: "skip" },
-    { selector: "img", format: "skip" },
+    ...["nav", "script", "style", "noscript", "aside", "img"].map((selector) => ({
+      selector,
+      format: "skip",
+    })),
     { selector: "a", options: { ignoreHref: true } },
-    { selector: "h1", options: { uppercase: false } },
-    { selector: "h2", options: { uppercase: false } },
-    { selector: "h3", options: { uppercase: false } },
+    ...["h1", "h2", "h3"].map((selector) => ({ selector, options: { uppercase: false } })),
     { selector: "table", format: "dataTable", options: { uppercaseHeaderCells: false } },
   ],
 });

@@ -3,7 +3,10 @@
  * several replicas) implement it; both keep every write all-or-nothing so that a crash leaves an
  * index as it was before the write.
  */
-import type { ScorerName } from "../search/types.js";
+import type { ScorerName, SegmentRecord, Tombstone } from "../search/types.js";
+
+/** The engine's segment and tombstone rows, as the stores keep them (one definition, in search/types). */
+export type { SegmentRecord, Tombstone };
 
 export type Metadata = Record<string, unknown>;
 
@@ -54,19 +57,6 @@ export interface EngineState {
   nextSegmentId: number;
   /** Sum of the live documents' lengths (an integer, so exact). */
   totalLength: number;
-}
-
-/** One immutable engine segment. The store never parses `bytes`; they are the engine's codec. */
-export interface SegmentRecord {
-  id: number;
-  documentCount: number;
-  bytes: Uint8Array;
-}
-
-/** A deleted document of a segment, by its local ordinal. */
-export interface Tombstone {
-  segmentId: number;
-  ordinal: number;
 }
 
 /** A chunk as stored: the record plus the engine key of the document the engine made of it. */
@@ -254,4 +244,17 @@ export interface IndexStore {
    * It is an aid, not the guarantee: `write` still checks `expectedVersion`.
    */
   withWriteLock?<T>(key: IndexKey, work: () => Promise<T>): Promise<T>;
+}
+
+/** What a list of indices holds, summed: /rag/stats and the store gauges of /metrics read the same figures. */
+export function indexTotals(indices: readonly IndexMeta[]) {
+  const sum = (field: "documentsCount" | "chunksCount" | "segmentsCount" | "deletedChunksCount") =>
+    indices.reduce((total, meta) => total + meta[field], 0);
+  return {
+    indices: indices.length,
+    documents: sum("documentsCount"),
+    chunks: sum("chunksCount"),
+    segments: sum("segmentsCount"),
+    deletedChunks: sum("deletedChunksCount"),
+  };
 }

@@ -126,15 +126,20 @@ const GenerateBody = Type.Object(
   },
   strict,
 );
-const ModelName = Type.Object(
-  {
-    model: Type.Optional(Type.String({ minLength: 1 })),
-    name: Type.Optional(
-      Type.String({ minLength: 1, description: "older name of `model` (ollama-js sends it)" }),
-    ),
-  },
-  strict,
-);
+/** The model a management route names: `model`, or `name`, its older spelling that ollama-js sends. */
+const modelNameFields = {
+  model: Type.Optional(Type.String({ minLength: 1 })),
+  name: Type.Optional(
+    Type.String({ minLength: 1, description: "older name of `model` (ollama-js sends it)" }),
+  ),
+};
+const ModelName = Type.Object(modelNameFields, strict);
+
+function namedModel(body: { model?: string; name?: string }): string {
+  const name = body.model ?? body.name;
+  if (name === undefined) throw badRequest("model is required");
+  return name;
+}
 
 type OptionsValue = Static<typeof Options> | undefined;
 
@@ -538,8 +543,7 @@ function registerModels(app: TypedApp, catalog: ModelCatalog): void {
         summary: "A model's details, GGUF metadata and capabilities",
         body: Type.Object(
           {
-            model: Type.Optional(Type.String({ minLength: 1 })),
-            name: Type.Optional(Type.String({ minLength: 1, description: "older name of `model`" })),
+            ...modelNameFields,
             verbose: Type.Optional(Type.Boolean()),
           },
           strict,
@@ -547,8 +551,7 @@ function registerModels(app: TypedApp, catalog: ModelCatalog): void {
       },
     },
     async (request) => {
-      const name = request.body.model ?? request.body.name;
-      if (name === undefined) throw badRequest("model is required");
+      const name = namedModel(request.body);
       const model = await catalog.find(name);
       const details = await catalog.details(model);
       const reasons = details.chatTemplate?.includes("<think>") === true;
@@ -572,8 +575,7 @@ function registerModels(app: TypedApp, catalog: ModelCatalog): void {
         summary: "Download a model (hf:<owner>/<repo>/<file>.gguf or an https URL) into MODELS_DIR",
         body: Type.Object(
           {
-            model: Type.Optional(Type.String({ minLength: 1 })),
-            name: Type.Optional(Type.String({ minLength: 1, description: "older name of `model`" })),
+            ...modelNameFields,
             insecure: Type.Optional(Type.Boolean()),
             stream: Type.Optional(Type.Boolean({ default: true })),
           },
@@ -582,8 +584,7 @@ function registerModels(app: TypedApp, catalog: ModelCatalog): void {
       },
     },
     async (request, reply) => {
-      const reference = request.body.model ?? request.body.name;
-      if (reference === undefined) throw badRequest("model is required");
+      const reference = namedModel(request.body);
       const signal = clientGoneSignal(request, reply);
       if (request.body.stream === false) {
         await catalog.pull(reference, () => undefined, signal);
@@ -624,8 +625,7 @@ function registerModels(app: TypedApp, catalog: ModelCatalog): void {
     "/delete",
     { schema: { tags: ["ollama"], summary: "Delete a downloaded model's file", body: ModelName } },
     async (request, reply) => {
-      const name = request.body.model ?? request.body.name;
-      if (name === undefined) throw badRequest("model is required");
+      const name = namedModel(request.body);
       await catalog.remove(name);
       return reply.status(200).send();
     },
