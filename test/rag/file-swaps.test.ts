@@ -12,6 +12,7 @@ import path from "node:path";
 import { after, describe, it } from "node:test";
 import { makeTempDir, removeTempDirs } from "../helpers/rag-http.js";
 import { request, startServe, waitHealthy, type ServedProcess } from "../helpers/serve-process.js";
+import { rssOf } from "../helpers/process-memory.js";
 
 after(() => removeTempDirs());
 
@@ -21,11 +22,6 @@ const SWAP_FILES = 24;
 /** Bounds of the swap storm: whichever comes first. */
 const STORM_SYNCS = 25;
 const STORM_MS = 20_000;
-
-function rssOf(pid: number): number {
-  const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
-  return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) * 1024;
-}
 
 /** A generous bound on one request: a read stuck on a FIFO never ends, and this says so. */
 const HANG_MS = 90_000;

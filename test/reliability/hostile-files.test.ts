@@ -6,27 +6,16 @@
  * /proc/<pid>/status) grows by less than 300 MB; twenty such uploads at once keep it under 1.5 GB.
  */
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { makeBombDocx, makeBombPdf, makeDeepHtml, makeDoubleBombPdf } from "../helpers/bomb-fixtures.js";
 import { makeDocx, makePdf } from "../helpers/doc-fixtures.js";
 import { makeTempDir, removeTempDirs } from "../helpers/rag-http.js";
 import { startServe, waitHealthy, type ServedProcess } from "../helpers/serve-process.js";
+import { memoryOf, resetPeak } from "../helpers/process-memory.js";
 
 const MB = 1_000_000;
 const onLinux = existsSync("/proc/self/status");
-
-/** Current and peak resident memory of a process, in bytes, from /proc/<pid>/status. */
-function memoryOf(pid: number): { rss: number; peak: number } {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)![1]) * 1024;
-  return { rss: kib("VmRSS"), peak: kib("VmHWM") };
-}
-
-/** Starts a new peak measurement (writing 5 to clear_refs resets VmHWM to the current RSS). */
-function resetPeak(pid: number): void {
-  writeFileSync(`/proc/${pid}/clear_refs`, "5");
-}
 
 interface Reply {
   status: number;

@@ -11,7 +11,7 @@
  * MAX_PARSE_HEAP_MB=64) so the run stays short.
  */
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { execFile } from "node:child_process";
 import net from "node:net";
 import path from "node:path";
@@ -32,6 +32,7 @@ import {
   selfClosingDivsHtml,
   unclosedTagsHtml,
 } from "./hostile-fixtures.js";
+import { memoryOf, resetPeak } from "../helpers/process-memory.js";
 
 const MB = 1_000_000;
 const run = promisify(execFile);
@@ -41,17 +42,6 @@ const onLinux = existsSync("/proc/self/status");
  * milliseconds unless the event loop is blocked; a second is generous even on a loaded 2-core CI box.
  */
 const HEALTH_BOUND_MS = 1000;
-
-function memoryOf(pid: number): { rss: number; peak: number } {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)![1]) * 1024;
-  return { rss: kib("VmRSS"), peak: kib("VmHWM") };
-}
-
-/** Starts a new peak measurement (writing 5 to clear_refs resets VmHWM to the current RSS). */
-function resetPeak(pid: number): void {
-  writeFileSync(`/proc/${pid}/clear_refs`, "5");
-}
 
 interface Reply {
   status: number;

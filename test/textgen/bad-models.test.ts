@@ -12,13 +12,9 @@ import { after, before, describe, it } from "node:test";
 import { syntheticModel } from "../../scripts/lib/synthetic-gguf.js";
 import { testModelPath } from "../helpers/env.js";
 import { startServe, waitHealthy, type ServedProcess } from "../helpers/serve-process.js";
+import { rssOf } from "../helpers/process-memory.js";
 
 const MB = 1024 * 1024;
-
-function rssBytes(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
-}
 
 describe("bad model files", { skip: process.platform !== "linux" && "reads RSS from /proc" }, () => {
   let served: ServedProcess;
@@ -55,7 +51,7 @@ describe("bad model files", { skip: process.platform !== "linux" && "reads RSS f
     });
 
   it("each fails with llama.cpp's reason within seconds, and memory stays where it was", async () => {
-    const rssBefore = rssBytes(served.child.pid!);
+    const rssBefore = rssOf(served.child.pid!);
     const reasons: Record<string, RegExp> = {
       corrupt: /unsupported GGUF version 7/,
       truncated: /tensor '.+' data is not within the file bounds, model is corrupted or incomplete/,
@@ -94,7 +90,7 @@ describe("bad model files", { skip: process.platform !== "linux" && "reads RSS f
     // The good model still answers.
     const good = await post("/v1/completions", { model: "stories260K", prompt: "Once", max_tokens: 2 });
     assert.equal(good.status, 200);
-    const rssAfter = rssBytes(served.child.pid!);
+    const rssAfter = rssOf(served.child.pid!);
     assert.ok(Math.abs(rssAfter - rssBefore) < 50 * MB, `RSS ${rssBefore / MB} MB -> ${rssAfter / MB} MB`);
   });
 });

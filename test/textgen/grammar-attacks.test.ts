@@ -5,12 +5,12 @@
  * free every slot whatever the phase; SIGTERM still ends the process while such a request runs.
  */
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import http from "node:http";
 import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { request, startServe, waitHealthy, type ServedProcess } from "../helpers/serve-process.js";
 import { nestedOptionalGrammar } from "../helpers/grammar-fixtures.js";
+import { rssOf } from "../helpers/process-memory.js";
 
 const MAX_CONCURRENT = 2;
 /** Liveness bound for /health while an attack runs: generous (a loaded 2-core CI machine), not a speed figure. */
@@ -25,11 +25,6 @@ function deepArraySchema(depth: number): Record<string, unknown> {
   let schema: Record<string, unknown> = { type: "string" };
   for (let i = 0; i < depth; i++) schema = { type: "array", items: schema };
   return schema;
-}
-
-function rssOf(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, "utf8").match(/^VmRSS:\s+(\d+) kB/m);
-  return Number(line![1]) * 1024;
 }
 
 /** Runs `attack` while probing /health; returns its result and the slowest /health answer. */
