@@ -2,13 +2,14 @@
  * Writes a llama-architecture GGUF with random F32 weights and the tokenizer of a small real model.
  * It generates nonsense, but at the speed of a model of that size: a stand-in for a real model when
  * the question is how decode speed scales (batching across sequences, per-token overhead), and no
- * larger model can be downloaded. No dependencies: GGUF v3 is a header, key/value metadata, tensor
- * descriptions and aligned tensor data.
+ * larger model can be downloaded. With `chain`, the weights are crafted instead so that the model
+ * writes one given text after any prompt (see `SyntheticOptions.chain`). No dependencies: GGUF v3 is
+ * a header, key/value metadata, tensor descriptions and aligned tensor data.
  */
 import { closeSync, existsSync, mkdirSync, openSync, renameSync, writeSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { readGgufFileInfo } from "node-llama-cpp";
+import { getLlama, LlamaLogLevel, readGgufFileInfo } from "node-llama-cpp";
 
 export interface SyntheticShape {
   embedding: number;
@@ -132,15 +133,32 @@ export interface SyntheticOptions {
    * the head's two rows exchanged, so its scores are 1 minus the unswapped model's.
    */
   rankHead?: { swapped?: boolean };
+  /**
+   * Crafted weights, not random: after any prompt the model writes exactly this text, then its
+   * end-of-sequence token, at any temperature. A "bigram chain": every layer's matrices are zero,
+   * so the residual stream at a position is just its token's embedding; the text's tokens get
+   * orthogonal one-hot embeddings (every other token shares one more), and the output matrix maps
+   * each one-hot to its successor's logit (~40 against 0 for every other token). So the next token
+   * depends on the last one only: any token outside the chain starts it, each chain token is followed
+   * by the next, the last by end-of-sequence. The text's tokens must all differ (an error says which
+   * repeats), there must be fewer of them than `embedding`, and a prompt must not end in one of them.
+   */
+  chain?: string;
 }
+
+/** The logit of the next chain token is this times sqrt(embedding) (the RMS norm's scale), others 0. */
+const CHAIN_LOGIT_WEIGHT = 5;
 
 /** File name of the F32 model of `shape` (its parameters spelled out). */
 export function syntheticModelName(shape: SyntheticShape, options: SyntheticOptions = {}): string {
   let suffix = options.plainByteTokens ? "-textbytes" : "";
   if (options.tag) suffix += `-${options.tag}`;
   if (options.rankHead) suffix += options.rankHead.swapped ? "-rank-swapped" : "-rank";
-  if (options.chatTemplate !== undefined || options.metadata !== undefined) {
-    suffix += `-${variantHash(JSON.stringify([options.chatTemplate ?? null, options.metadata ?? null]))}`;
+  if (options.chain !== undefined) suffix += "-chain";
+  if (options.chatTemplate !== undefined || options.metadata !== undefined || options.chain !== undefined) {
+    const variant: unknown[] = [options.chatTemplate ?? null, options.metadata ?? null];
+    if (options.chain !== undefined) variant.push(options.chain);
+    suffix += `-${variantHash(JSON.stringify(variant))}`;
   }
   return `synthetic-llama-e${shape.embedding}-f${shape.feedForward}-l${shape.layers}-h${shape.heads}-kv${shape.kvHeads}${suffix}.gguf`;
 }
@@ -177,6 +195,10 @@ export async function syntheticModel(
     unknown_token_id: number;
   };
   const vocab = tokenizer.tokens.length;
+  const chain =
+    options.chain === undefined
+      ? undefined
+      : craftChain(await chainTokens(tokenizerModel, options.chain), tokenizer, shape.embedding);
   const { embedding: e, feedForward: ff, layers, heads, kvHeads } = shape;
   const headDim = e / heads;
   const kvDim = kvHeads * headDim;
@@ -297,6 +319,20 @@ export async function syntheticModel(
   };
   tensors.forEach(([tensorName, dims, norm], index) => {
     const count = sizes[index]! / 4;
+    if (chain) {
+      // Crafted: norms one, the embedding and output matrices the chain's, every other matrix zero.
+      const crafted =
+        tensorName === "token_embd.weight"
+          ? chain.embedding
+          : tensorName === "output.weight"
+            ? chain.output
+            : null;
+      const values = crafted ?? new Float32Array(count).fill(norm ? 1 : 0);
+      writeSync(fd, new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
+      const padding = (ALIGNMENT - (sizes[index]! % ALIGNMENT)) % ALIGNMENT;
+      if (padding > 0) writeSync(fd, Buffer.alloc(padding));
+      return;
+    }
     const fanIn = dims[0]!;
     const scale = 1 / Math.sqrt(fanIn);
     const block = new Float32Array(Math.min(count, 1 << 20));
@@ -317,4 +353,44 @@ export async function syntheticModel(
   closeSync(fd);
   renameSync(partial, file);
   return file;
+}
+
+/** The tokens of `text` as the model's tokenizer reads it (no BOS). */
+async function chainTokens(tokenizerModel: string, text: string): Promise<number[]> {
+  const llama = await getLlama({ build: "never", gpu: false, logLevel: LlamaLogLevel.error });
+  const model = await llama.loadModel({ modelPath: tokenizerModel, vocabOnly: true });
+  try {
+    return Array.from(model.tokenize(text), Number);
+  } finally {
+    await model.dispose();
+  }
+}
+
+/** Embedding and output matrices (row per token, `embedding` wide) of a bigram chain through `tokens`. */
+function craftChain(
+  tokens: number[],
+  tokenizer: { tokens: string[]; eos_token_id: number },
+  embedding: number,
+): { embedding: Float32Array; output: Float32Array } {
+  const vocab = tokenizer.tokens.length;
+  if (tokens.length + 1 > embedding)
+    throw new Error(`a chain of ${tokens.length} tokens needs an embedding wider than ${tokens.length}`);
+  const seen = new Set<number>();
+  for (const token of tokens) {
+    if (seen.has(token) || token === tokenizer.eos_token_id)
+      throw new Error(`the chain's text repeats the token ${JSON.stringify(tokenizer.tokens[token])}`);
+    seen.add(token);
+  }
+  const embeddings = new Float32Array(vocab * embedding);
+  const output = new Float32Array(vocab * embedding);
+  // Dimension 0 is every token outside the chain; chain token i is dimension i + 1.
+  for (let token = 0; token < vocab; token++) embeddings[token * embedding] = 1;
+  tokens.forEach((token, i) => {
+    embeddings[token * embedding] = 0;
+    embeddings[token * embedding + i + 1] = 1;
+    // The row of token i reads the dimension of its predecessor (dimension 0 for the first).
+    output[token * embedding + i] = CHAIN_LOGIT_WEIGHT;
+  });
+  output[tokenizer.eos_token_id * embedding + tokens.length] = CHAIN_LOGIT_WEIGHT;
+  return { embedding: embeddings, output };
 }
