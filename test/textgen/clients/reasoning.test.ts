@@ -68,6 +68,21 @@ describe("reasoning separated in every dialect (crafted-weight model with a reas
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it("the crafted model refuses a text whose next token would be ambiguous", async () => {
+    // "Lily" twice: what follows it could not depend on the last token only.
+    await assert.rejects(
+      syntheticModel(
+        testModelPath,
+        { embedding: 64, feedForward: 128, layers: 1, heads: 4, kvHeads: 4 },
+        {
+          chain: "Lily was Lily",
+          dir,
+        },
+      ),
+      /repeats the token "▁Lily"/,
+    );
+  });
+
   describe("OpenAI chat", () => {
     const request = { model: "m", messages: [{ role: "user" as const, content: question }], max_tokens: 60 };
 
