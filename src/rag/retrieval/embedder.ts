@@ -197,7 +197,8 @@ export class HttpEmbedder implements Embedder {
       if (vectors[index] !== undefined) throw fail(`two embeddings for input ${index}`);
       vectors[index] = vector;
     });
-    if (vectors.some((vector) => vector === undefined))
+    // findIndex visits the holes `new Array(n)` leaves (some and every skip them).
+    if (vectors.findIndex((vector) => vector === undefined) >= 0)
       throw fail(`${answer.data.length} embeddings for ${batch.length} inputs`);
     const complete = vectors as Float32Array[];
     if (this.options.model === null && typeof answer.model === "string" && answer.model !== "")

@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { copyFileSync, mkdtempSync } from "node:fs";
+import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -78,7 +79,7 @@ async function embeddingAlone(text: string): Promise<Float32Array> {
   return Float32Array.from(body.data[0]!.embedding);
 }
 
-const http = (options: Partial<ConstructorParameters<typeof HttpEmbedder>[0]> = {}) =>
+const remote = (options: Partial<ConstructorParameters<typeof HttpEmbedder>[0]> = {}) =>
   new HttpEmbedder({
     baseUrl: base,
     model: "embed",
@@ -90,7 +91,7 @@ const http = (options: Partial<ConstructorParameters<typeof HttpEmbedder>[0]> = 
 
 describe("embedding clients", () => {
   it("HTTP: batches of EMBEDDING_BATCH_SIZE, vectors in order, each as the server embeds it alone", async () => {
-    const embedder = http();
+    const embedder = remote();
     try {
       assert.equal(embedder.dimension, undefined);
       const vectors = await embedder.embed(TEXTS);
@@ -102,7 +103,7 @@ describe("embedding clients", () => {
       await embedder.close();
     }
     // One request for all five texts is more than the server takes: its 400 is the input's problem.
-    const unbatched = http({ batchSize: 5 });
+    const unbatched = remote({ batchSize: 5 });
     const { error, status } = await failure(unbatched.embed(TEXTS));
     assert.equal(status, 422);
     assert.match(error.message, /embedder refused the input/);
@@ -110,7 +111,7 @@ describe("embedding clients", () => {
   });
 
   it("HTTP without a model: the server's default, and the name it answers with", async () => {
-    const embedder = http({ model: null });
+    const embedder = remote({ model: null });
     const [vector] = await embedder.embed(["hello"]);
     assert.ok(vector instanceof Float32Array && vector.length > 0);
     assert.notEqual(embedder.model, "");
@@ -129,7 +130,7 @@ describe("embedding clients", () => {
   });
 
   it("a dimension or model other than the index's is a 409 naming both", async () => {
-    const embedder: Embedder = http();
+    const embedder: Embedder = remote();
     const dimension = await failure(embedFor(embedder, ["hello"], { model: "embed", dimension: 32 }));
     assert.equal(dimension.status, 409);
     assert.match(dimension.error.message, /model embed \(32 dimensions\).*embedder is embed, 64 dimensions/);
@@ -143,7 +144,7 @@ describe("embedding clients", () => {
   });
 
   it("an embedder that cannot be reached, or does not answer in time, is a 503", async () => {
-    const closed = http({ baseUrl: `http://127.0.0.1:${await freePort()}/v1` });
+    const closed = remote({ baseUrl: `http://127.0.0.1:${await freePort()}/v1` });
     const unreachable = await failure(closed.embed(["hello"]));
     assert.equal(unreachable.status, 503);
     assert.match(unreachable.error.message, /^embedder unavailable: .*unreachable/);
@@ -155,7 +156,7 @@ describe("embedding clients", () => {
     const silent = net.createServer((socket) => sockets.add(socket));
     await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
     const { port } = silent.address() as net.AddressInfo;
-    const slow = http({ baseUrl: `http://127.0.0.1:${port}/v1`, timeoutMs: 300 });
+    const slow = remote({ baseUrl: `http://127.0.0.1:${port}/v1`, timeoutMs: 300 });
     try {
       const late = await failure(slow.embed(["hello"]));
       assert.equal(late.status, 503);
@@ -168,7 +169,7 @@ describe("embedding clients", () => {
   });
 
   it("a model the server does not know is a 502 naming it; the caller's abort stops the work", async () => {
-    const unknown = http({ model: "nope" });
+    const unknown = remote({ model: "nope" });
     const { error, status } = await failure(unknown.embed(["hello"]));
     assert.equal(status, 502);
     assert.match(error.message, /nope/);
@@ -246,5 +247,93 @@ describe("rerank clients", () => {
     assert.ok(rerankerFor(loadConfig({ ...env, RERANK_URL: base }).rag, undefined) instanceof HttpReranker);
     assert.ok(rerankerFor(loadConfig(env).rag, server.app.textgenService) instanceof LocalReranker);
     assert.equal(rerankerFor(loadConfig(env).rag, undefined), null);
+  });
+});
+
+describe("answers that break the API", () => {
+  /** A server that answers every request with this status and body (not ours: any upstream may). */
+  async function answering(
+    status: number,
+    body: unknown,
+  ): Promise<{ base: string; close: () => Promise<void> }> {
+    const upstream = http.createServer((request, response) => {
+      request.resume();
+      response.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
+    const { port } = upstream.address() as net.AddressInfo;
+    return {
+      base: `http://127.0.0.1:${port}/v1`,
+      close: () => new Promise((resolve) => upstream.close(() => resolve())),
+    };
+  }
+  const embedderAt = (baseUrl: string) =>
+    new HttpEmbedder({ baseUrl, model: "m", apiKey: null, batchSize: 8, timeoutMs: 10_000 });
+  const rerankerAt = (baseUrl: string) =>
+    new HttpReranker({ baseUrl, model: "m", apiKey: null, timeoutMs: 10_000 });
+
+  it("a 5xx is a 503, a 429 stays a 429, too few vectors or scores a 502", async () => {
+    const cases: Array<[number, unknown, number, RegExp]> = [
+      [
+        500,
+        { error: { message: "CUDA out of memory" } },
+        503,
+        /embedder unavailable: .*HTTP 500: CUDA out of memory/,
+      ],
+      [429, { error: "slow down" }, 429, /embedder busy/],
+      [200, { data: [{ index: 0, embedding: [1, 2] }] }, 502, /1 embeddings for 2 inputs/],
+      [
+        200,
+        {
+          data: [
+            { index: 0, embedding: [1, 2] },
+            { index: 1, embedding: [1] },
+          ],
+        },
+        502,
+        /1 and 2 dimensions/,
+      ],
+      [200, { nothing: true }, 502, /no data list/],
+    ];
+    for (const [status, body, expected, message] of cases) {
+      const upstream = await answering(status, body);
+      const embedder = embedderAt(upstream.base);
+      try {
+        const { error, status: got } = await failure(embedder.embed(["a", "b"]));
+        assert.equal(got, expected, JSON.stringify(body));
+        assert.match(error.message, message);
+      } finally {
+        await embedder.close();
+        await upstream.close();
+      }
+    }
+    const partial = await answering(200, { results: [{ index: 1, relevance_score: 0.5 }] });
+    const reranker = rerankerAt(partial.base);
+    const { error, status } = await failure(reranker.rerank("q", ["a", "b"]));
+    assert.equal(status, 502);
+    assert.match(error.message, /no score for document 0 of 2/);
+    await reranker.close();
+    await partial.close();
+  });
+
+  it("base64 embeddings decode to the same float32 values; scores are placed by index", async () => {
+    const values = [0.25, -1.5, 3];
+    const encoded = Buffer.from(new Float32Array(values).buffer).toString("base64");
+    const upstream = await answering(200, { model: "m", data: [{ index: 0, embedding: encoded }] });
+    const embedder = embedderAt(upstream.base);
+    assert.deepEqual(await embedder.embed(["a"]), [Float32Array.from(values)]);
+    await embedder.close();
+    await upstream.close();
+    const ranked = await answering(200, {
+      results: [
+        { index: 2, relevance_score: 0.9 },
+        { index: 0, relevance_score: 0.5 },
+        { index: 1, relevance_score: 0.1 },
+      ],
+    });
+    const reranker = rerankerAt(ranked.base);
+    assert.deepEqual(await reranker.rerank("q", ["a", "b", "c"]), [0.5, 0.1, 0.9]);
+    await reranker.close();
+    await ranked.close();
   });
 });
