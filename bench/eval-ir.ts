@@ -2,22 +2,25 @@
  * Relevance and speed of the search engine on a BEIR-style collection.
  *
  *   npm run eval:ir -- <BEIR folder> [--json] [--scorer tfidf|bm25] [--k1 <n>] [--b <n>]
- *                                    [--no-stemming] [--no-stop-words]
+ *                                    [--no-stemming] [--no-stop-words] [--expand]
  *
  * The folder holds corpus.jsonl ({_id, title, text}; a document is title + " " + text), queries.jsonl
  * ({_id, text}) and qrels.tsv (query-id, corpus-id, score; header line). For each scorer the script
  * builds an index (timed, analysis included), runs every judged query with topK 100 (mean latency after a
- * warm-up pass), and reports nDCG@10 (trec_eval) and Recall@100, plus the serialised size.
+ * warm-up pass), and reports nDCG@10 (trec_eval) and Recall@100, plus the serialised size. `--expand`
+ * adds a run per scorer with RM3 pseudo-relevance feedback (Anserini's defaults: 10 feedback documents,
+ * 10 terms, original query weight 0.5), beside the plain one.
  */
 
 import { existsSync, statSync } from "node:fs";
 
 import type { ScorerName, SearchIndexOptions } from "../src/rag/search/index.js";
+import { RM3_DEFAULTS } from "../src/rag/search/rm3.js";
 import { loadBeir, runEngine, type EngineRun } from "../scripts/lib/ir-eval.js";
 
 const USAGE =
   "usage: tsx bench/eval-ir.ts <BEIR folder> [--json] [--scorer tfidf|bm25] [--k1 <n>] [--b <n>] " +
-  "[--no-stemming] [--no-stop-words]";
+  "[--no-stemming] [--no-stop-words] [--expand]";
 
 interface Arguments {
   dir: string;
@@ -27,6 +30,7 @@ interface Arguments {
   b: number | undefined;
   stemming: boolean;
   stopWords: boolean;
+  expand: boolean;
 }
 
 function fail(message: string): never {
@@ -43,6 +47,7 @@ function parseArguments(argv: string[]): Arguments {
     b: undefined,
     stemming: true,
     stopWords: true,
+    expand: false,
   };
   const number = (flag: string, value: string | undefined): number => {
     const n = Number(value);
@@ -54,6 +59,7 @@ function parseArguments(argv: string[]): Arguments {
     if (arg === "--json") parsed.json = true;
     else if (arg === "--no-stemming") parsed.stemming = false;
     else if (arg === "--no-stop-words") parsed.stopWords = false;
+    else if (arg === "--expand") parsed.expand = true;
     else if (arg === "--k1") parsed.k1 = number(arg, argv[++i]);
     else if (arg === "--b") parsed.b = number(arg, argv[++i]);
     else if (arg === "--scorer") {
@@ -110,6 +116,7 @@ function main(): void {
         : {}),
     };
     results.push(runEngine(collection, options));
+    if (args.expand) results.push(runEngine(collection, options, 100, RM3_DEFAULTS));
   }
 
   if (args.json) {
@@ -135,7 +142,8 @@ function main(): void {
       "round trip",
     ],
     ...results.map((r) => [
-      r.scorer === "bm25" ? `bm25 (k1=${r.options.bm25.k1}, b=${r.options.bm25.b})` : r.scorer,
+      (r.scorer === "bm25" ? `bm25 (k1=${r.options.bm25.k1}, b=${r.options.bm25.b})` : r.scorer) +
+        (r.expansion === null ? "" : " + rm3"),
       r.ndcg10.toFixed(4),
       r.recall100.toFixed(4),
       r.buildMs.toFixed(0),

@@ -509,6 +509,34 @@ function retrievalSection(retrieval: Json): string[] {
   return out;
 }
 
+/** bench/eval-ir.ts with --expand: each scorer without and with RM3 pseudo-relevance feedback. */
+function expansionSection(evalIr: Json | null): string[] {
+  const results = (evalIr?.results as Json[] | undefined) ?? [];
+  if (!results.some((r) => r.expansion)) return [];
+  const label = (r: Json) =>
+    `${String(r.scorer)}${r.scorer === "bm25" ? ` (k1=${String(get(r, "options", "bm25", "k1"))}, b=${String(get(r, "options", "bm25", "b"))})` : ""}${r.expansion ? " + RM3" : ""}`;
+  return [
+    `### Query expansion (RM3) on ${path.basename(String(evalIr?.collection ?? "scifact"))}`,
+    "",
+    `\`${String(evalIr?.command)}\` — ${String(evalIr?.date)}. RM3 with Anserini's defaults (10 feedback ` +
+      "documents, 10 terms, original query weight 0.5; feedback terms of 2–20 characters of [a-z0-9] in at most 10% " +
+      'of the documents), as `"expand": true` on /rag/query runs it. Query time includes analysing the feedback ' +
+      "documents' texts (in memory here; /rag/query reads them from the store).",
+    "",
+    markdownTable(
+      ["scorer", "nDCG@10", "R@100", "query mean ms", "p95 ms"],
+      results.map((r) => [
+        label(r),
+        num(r.ndcg10)?.toFixed(4) ?? "–",
+        num(r.recall100)?.toFixed(4) ?? "–",
+        fmt(num(r.meanQueryMs)),
+        fmt(num(r.p95QueryMs)),
+      ]),
+    ),
+    "",
+  ];
+}
+
 /** The section of one bench/llama-server.ts result; `plot` is its SVG's name in docs/img. */
 function llamaServerSection(result: Json, plot: string): string[] {
   const conc = get(result, "concurrency") as Json | undefined;
@@ -701,7 +729,7 @@ function detailSections(
       "",
     );
   }
-  if (retrieval) out.push(...retrievalSection(retrieval));
+  if (retrieval) out.push(...retrievalSection(retrieval), ...expansionSection(readDetails("eval-ir")));
   if (scale) {
     const rows = ((scale.scorers as Json[] | undefined) ?? []).flatMap((s) =>
       ["pruned", "exhaustive"].map((p) => [

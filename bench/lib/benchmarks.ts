@@ -46,12 +46,13 @@ export const benchmarks: readonly Benchmark[] = [
   {
     name: "eval-ir",
     script: "eval-ir.ts",
-    compares: "relevance (nDCG@10, Recall@100) and speed of each scorer on BEIR SciFact",
-    args: () => (existsSync(scifactDir) ? [scifactDir, "--json"] : null),
-    budget: 120,
+    compares:
+      "relevance (nDCG@10, Recall@100) and speed of each scorer on BEIR SciFact, without and with RM3 query expansion",
+    args: () => (existsSync(scifactDir) ? [scifactDir, "--json", "--expand"] : null),
+    budget: 180,
     results: ["eval-ir"],
     stdoutJson: true,
-    usage: "$LECTERN_IR_DIR --json",
+    usage: "$LECTERN_IR_DIR --json --expand",
   },
   {
     name: "pg-latency",

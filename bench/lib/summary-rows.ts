@@ -274,7 +274,7 @@ function segmentsRows(result: Json): ResultRow[] {
 /** bench/eval-ir.ts: relevance of each scorer on the collection (no reference: trec_eval's own figures). */
 function evalIrRows(result: Json): ResultRow[] {
   return ((get(result, "results") as Json[] | undefined) ?? []).map((r) => ({
-    metric: `${String(r.scorer)}: nDCG@10 / Recall@100`,
+    metric: `${String(r.scorer)}${r.expansion ? " + RM3" : ""}: nDCG@10 / Recall@100`,
     value: `${fmt(num(r.ndcg10))} / ${fmt(num(r.recall100))}`,
     reference: "",
     ratio: "",

@@ -11,6 +11,7 @@ import {
   type ResolvedSearchIndexOptions,
   type SearchIndexOptions,
 } from "../../src/rag/search/index.js";
+import { resolveRm3, searchExpanded, type Rm3Parameters } from "../../src/rag/search/rm3.js";
 import { documentText, loadCollection, type Qrels } from "./beir.js";
 
 export { parseQrels, type Qrels } from "./beir.js";
@@ -121,6 +122,8 @@ export function evaluateRun(run: ReadonlyMap<string, readonly RankedDocument[]>,
 
 export interface EngineRun extends RunMetrics {
   scorer: string;
+  /** RM3's parameters when the queries were expanded (pseudo-relevance feedback), else null. */
+  expansion: Rm3Parameters | null;
   /** The index's resolved options (defaults filled in). */
   options: ResolvedSearchIndexOptions;
   /** Wall time to analyse every document and build the index. */
@@ -136,8 +139,16 @@ export interface EngineRun extends RunMetrics {
   vocabularySize: number;
 }
 
-/** Indexes `collection` with the engine, runs its queries (topK 100) and evaluates them. */
-export function runEngine(collection: BeirCollection, options: SearchIndexOptions, topK = 100): EngineRun {
+/**
+ * Indexes `collection` with the engine, runs its queries (topK 100) and evaluates them; with
+ * `expansion`, each query is expanded with RM3 (its feedback documents' texts read from the collection).
+ */
+export function runEngine(
+  collection: BeirCollection,
+  options: SearchIndexOptions,
+  topK = 100,
+  expansion: Partial<Rm3Parameters> | null = null,
+): EngineRun {
   const { documents, queries, qrels } = collection;
   const evaluated = queries.filter((query) => qrels.has(query.id));
 
@@ -147,12 +158,16 @@ export function runEngine(collection: BeirCollection, options: SearchIndexOption
   write.apply();
   const buildMs = performance.now() - buildStart;
 
-  for (const query of evaluated) index.search(query.text, { topK }); // warm-up
+  const rm3 = expansion === null ? null : resolveRm3(expansion);
+  const textOf = (key: number) => documents[key]?.text ?? "";
+  const search = (target: SegmentedIndex, text: string) =>
+    rm3 === null ? target.search(text, { topK }) : searchExpanded(target, text, textOf, { topK }, rm3);
+  for (const query of evaluated) search(index, query.text); // warm-up
   const times: number[] = [];
   const run = new Map<string, RankedDocument[]>();
   for (const query of evaluated) {
     const start = performance.now();
-    const hits = index.search(query.text, { topK });
+    const hits = search(index, query.text);
     times.push(performance.now() - start);
     run.set(
       query.id,
@@ -173,8 +188,8 @@ export function runEngine(collection: BeirCollection, options: SearchIndexOption
   const deserializeMs = performance.now() - loadStart;
   let roundTripIdentical = true;
   for (const query of evaluated) {
-    const a = index.search(query.text, { topK });
-    const b = loaded.search(query.text, { topK });
+    const a = search(index, query.text);
+    const b = search(loaded, query.text);
     if (a.length !== b.length || a.some((hit, i) => hit.key !== b[i]?.key || hit.score !== b[i]?.score)) {
       roundTripIdentical = false;
       break;
@@ -183,6 +198,7 @@ export function runEngine(collection: BeirCollection, options: SearchIndexOption
 
   return {
     scorer: index.scorer,
+    expansion: rm3,
     options: index.options,
     ...evaluateRun(run, qrels),
     buildMs,

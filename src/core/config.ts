@@ -96,6 +96,25 @@ export interface Config {
     ragFilesDir: string | null;
     /** Slack kept beside the SQLite database so deletes still work on a full disk (0: none). */
     diskReserveBytes: number;
+    /**
+     * Retrieval by meaning (#26). EMBEDDING_URL: base URL (with /v1) of an OpenAI-compatible
+     * `/embeddings` (ours, llama.cpp's server, Ollama, vLLM, TEI); unset: the embedding model of this
+     * process when both apps run in one. RERANK_URL: base URL of a `/rerank` in the llama.cpp / Jina /
+     * Cohere shape; unset: this process's reranker.
+     */
+    embeddingUrl: string | null;
+    /** Model asked of EMBEDDING_URL (or of this process); unset: the server's default. */
+    embeddingModel: string | null;
+    embeddingApiKey: string | null;
+    /** Texts per embedding request. */
+    embeddingBatchSize: number;
+    /** How long one embedding request (one batch) may take. */
+    embeddingTimeoutMs: number;
+    rerankUrl: string | null;
+    rerankModel: string | null;
+    rerankApiKey: string | null;
+    /** How long one rerank request may take. */
+    rerankTimeoutMs: number;
   };
   /** Bounds of what one build, append or uploaded file may cost to parse. */
   ingest: {
@@ -308,6 +327,15 @@ export function loadConfig(env: Env = process.env): Config {
       ragFilesDir:
         read(env, "RAG_FILES_DIR") === undefined ? null : path.resolve(read(env, "RAG_FILES_DIR")!),
       diskReserveBytes: integer(env, "DISK_RESERVE_BYTES", 8 * mib, 0, 1024 * 1024 * mib),
+      embeddingUrl: url(env, "EMBEDDING_URL", ["http:", "https:"]),
+      embeddingModel: read(env, "EMBEDDING_MODEL") ?? null,
+      embeddingApiKey: read(env, "EMBEDDING_API_KEY") ?? null,
+      embeddingBatchSize: integer(env, "EMBEDDING_BATCH_SIZE", 64, 1, 100_000),
+      embeddingTimeoutMs: integer(env, "EMBEDDING_TIMEOUT_MS", 60_000, 100, 3_600_000),
+      rerankUrl: url(env, "RERANK_URL", ["http:", "https:"]),
+      rerankModel: read(env, "RERANK_MODEL") ?? null,
+      rerankApiKey: read(env, "RERANK_API_KEY") ?? null,
+      rerankTimeoutMs: integer(env, "RERANK_TIMEOUT_MS", 30_000, 100, 3_600_000),
     },
     ingest: {
       maxBuildDocuments: integer(env, "MAX_BUILD_DOCUMENTS", 1_000_000, 1, 100_000_000),

@@ -29,6 +29,7 @@ export interface ConversationInput {
   top_k: number;
   min_score: number;
   filter?: Record<string, unknown>;
+  expand?: boolean;
   answer?: AnswerMode;
   stream?: boolean;
 }
@@ -72,6 +73,7 @@ export async function runConversation(
     topK: body.top_k,
     minScore: body.min_score,
     filter: body.filter as Metadata | undefined,
+    expand: body.expand,
   });
   const mode: AnswerMode = body.answer ?? (deps.answerWriter ? "generative" : "extractive");
   deps.metrics.queries.inc({ answer_mode: mode });

@@ -229,6 +229,7 @@ function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
         topK: body.top_k,
         minScore: body.min_score,
         filter: body.filter,
+        expand: body.expand,
       });
       const mode = body.answer ?? (deps.answerWriter ? "generative" : "extractive");
       deps.metrics.queries.inc({ answer_mode: mode });

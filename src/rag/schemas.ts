@@ -4,6 +4,7 @@
  */
 import { Type, type Static } from "typebox";
 import { NAME_PATTERN } from "../core/validation.js";
+import { ExpandField } from "./retrieval/schemas.js";
 
 export { NAME_PATTERN };
 export const IndexName = Type.String({
@@ -104,6 +105,7 @@ export const ChatTurns = Type.Array(ChatTurn, {
 const searchAndAnswerFields = {
   top_k: Type.Integer({ minimum: 1, maximum: 100, default: 5 }),
   min_score: Type.Number({ minimum: 0, maximum: 1, default: 0 }),
+  expand: Type.Optional(ExpandField),
   filter: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "metadata equality" })),
   answer: Type.Optional(
     Type.Union([Type.Literal("none"), Type.Literal("extractive"), Type.Literal("generative")], {

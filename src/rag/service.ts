@@ -50,6 +50,7 @@ import {
   type ScorerName,
   type SegmentInfo,
 } from "./search/index.js";
+import { expandedQuery, FEEDBACK_CHUNKS } from "./retrieval/expansion.js";
 import { StaleVersionError, internal } from "./store/common.js";
 import type {
   ChangeFeed,
@@ -110,6 +111,8 @@ export interface QueryInput {
   filter?: Metadata;
   /** A compiled metadata predicate (OpenAI's comparison and compound filters); with `filter`, both hold. */
   predicate?: (metadata: Metadata) => boolean;
+  /** RM3 pseudo-relevance feedback (src/rag/retrieval/expansion.ts). */
+  expand?: boolean;
 }
 
 export interface QueryResult {
@@ -423,10 +426,21 @@ export class RagService {
     engine: SegmentedIndex,
     filter: ((metadata: Metadata) => boolean) | undefined,
   ): Promise<Array<{ chunk: ChunkHit; score: number }>> {
+    let expanded: Map<string, number> | undefined;
+    if (input.expand) {
+      const first = { ...input, expand: false, topK: FEEDBACK_CHUNKS, minScore: 0 };
+      const feedback = await this.topChunks(first, engine, filter);
+      const texts = feedback.map(({ chunk, score }) => ({
+        text: engineText(chunk.title, chunk.text),
+        score,
+      }));
+      expanded = expandedQuery(engine, input.query, texts);
+    }
     const fetched = new Map<number, ChunkHit | null>();
     let candidates = filter ? input.topK * FILTER_OVERFETCH : input.topK;
     for (;;) {
-      const hits = engine.search(input.query, { topK: candidates, minScore: input.minScore });
+      const options = { topK: candidates, minScore: input.minScore };
+      const hits = expanded ? engine.searchBoosted(expanded, options) : engine.search(input.query, options);
       const unread = hits.filter((hit) => !fetched.has(hit.key)).map((hit) => hit.key);
       if (unread.length > 0) {
         for (const chunk of await this.store.getChunks(input.key, unread))

@@ -36,3 +36,11 @@ export { IndexWriter, type PreparedWrite } from "./indexer/index-writer.js";
 export { TieredMergePolicy, type TieredMergePolicyOptions } from "./indexer/merge-policy.js";
 export { mergeInBackground, mergeNow, type MergeResult, type PreparedMerge } from "./indexer/merge.js";
 export type * from "./types.js";
+export {
+  RM3_DEFAULTS,
+  rm3Query,
+  rm3Statistics,
+  searchExpanded,
+  type FeedbackDocument,
+  type Rm3Parameters,
+} from "./rm3.js";

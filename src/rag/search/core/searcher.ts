@@ -81,28 +81,46 @@ export class SearchScratch {
   }
 }
 
+/**
+ * A query: its analysed terms, repeats counting as query term frequency, or (`boosted`) each distinct
+ * term with a boost that multiplies its weight at qtf 1, as Lucene's `BoostQuery` over a `TermQuery`
+ * does (RM3's expanded queries). Either way the first occurrence of a term fixes its summation order.
+ */
+export type QueryTerms =
+  | { readonly boosted: false; readonly terms: readonly string[] }
+  | { readonly boosted: true; readonly terms: ReadonlyMap<string, number> };
+
 export function searchSegments(
   context: SearchContext,
-  terms: readonly string[],
+  query: QueryTerms,
   options: ResolvedSearchOptions,
   scratch: SearchScratch,
 ): SearchHit[] {
   const { scorer, segments, dictionary, liveDocumentCount, norms } = context;
   const { topK, minScore, accept, exhaustive } = options;
   if (liveDocumentCount === 0 || !(context.averageLength > 0)) return [];
-  const queryFrequencies = new Map<string, number>(); // first-occurrence order fixes the summation order
-  for (const term of terms) queryFrequencies.set(term, (queryFrequencies.get(term) ?? 0) + 1);
+  let queryFrequencies: ReadonlyMap<string, number>;
+  if (query.boosted) queryFrequencies = query.terms;
+  else {
+    const counts = new Map<string, number>(); // first-occurrence order fixes the summation order
+    for (const term of query.terms) counts.set(term, (counts.get(term) ?? 0) + 1);
+    queryFrequencies = counts;
+  }
   const termIds: number[] = [];
   const weights: number[] = [];
   // Live postings of the query terms: decides the path (either gives the same hits).
   let postings = 0;
-  for (const [term, qtf] of queryFrequencies) {
+  for (const [term, qtfOrBoost] of queryFrequencies) {
     const id = dictionary.idOf(term);
     if (id === undefined) continue;
     const df = dictionary.documentFrequency(id);
     if (df === 0) continue;
     termIds.push(id);
-    weights.push(termWeight(scorer, qtf, liveDocumentCount, df));
+    weights.push(
+      query.boosted
+        ? qtfOrBoost * termWeight(scorer, 1, liveDocumentCount, df)
+        : termWeight(scorer, qtfOrBoost, liveDocumentCount, df),
+    );
     postings += df;
   }
   const n = termIds.length;

@@ -34,7 +34,7 @@ import type {
 import { prepareMerge, type MergeResult, type PreparedMerge } from "../indexer/merge.js";
 import { decodeStoredSegment, type StoredTerms } from "./segment-codec.js";
 import { Segment, type SegmentData } from "./segment.js";
-import { searchSegments, SearchScratch, type ResolvedSearchOptions } from "./searcher.js";
+import { searchSegments, SearchScratch, type QueryTerms, type ResolvedSearchOptions } from "./searcher.js";
 import { TermCache } from "../term-cache.js";
 import { TermDictionary } from "./term-dictionary.js";
 
@@ -224,6 +224,25 @@ export class SegmentedIndex {
 
   /** Like {@link SegmentedIndex.search} for analysed terms (repeats count as query term frequency). */
   searchTerms(terms: readonly string[], options: SearchOptions): SearchHit[] {
+    return this.searchQuery({ boosted: false, terms }, options);
+  }
+
+  /**
+   * Like {@link SegmentedIndex.searchTerms} for distinct analysed terms, each with a boost (> 0, finite)
+   * that multiplies its weight at query frequency 1 (Lucene's `BoostQuery`): RM3's expanded queries.
+   * Scores stay normalised to 0 … 1; boosts of 1 give the same hits and scores as the terms unboosted.
+   */
+  searchBoosted(terms: ReadonlyMap<string, number>, options: SearchOptions): SearchHit[] {
+    for (const [term, boost] of terms) {
+      if (typeof boost !== "number" || !(boost > 0) || !Number.isFinite(boost))
+        throw new RangeError(
+          `boost of ${JSON.stringify(term)} must be a finite number > 0, got ${String(boost)}`,
+        );
+    }
+    return this.searchQuery({ boosted: true, terms }, options);
+  }
+
+  private searchQuery(query: QueryTerms, options: SearchOptions): SearchHit[] {
     const resolved = validateSearchOptions(options);
     if (this.live === 0 || this.total === 0) return [];
     const averageLength = this.total / this.live;
@@ -249,7 +268,7 @@ export class SegmentedIndex {
           averageLength,
           norms: norms.table,
         },
-        terms,
+        query,
         resolved,
         scratch,
       );

@@ -1,0 +1,293 @@
+/**
+ * Where RAG's embeddings come from: the text generation service of the same process (`npm start`),
+ * without an HTTP hop, or any OpenAI-compatible `POST /embeddings` at EMBEDDING_URL (ours, the
+ * llama.cpp server, Ollama's /v1, vLLM, TEI), in batches of EMBEDDING_BATCH_SIZE texts, each with its
+ * own timeout.
+ *
+ * An index records its embedding model and dimension; `embedFor` embeds for an index and refuses
+ * (409, naming both) an embedder whose model or dimension differs from the index's, since vectors of
+ * two models are not comparable. An embedder that cannot be reached or fails is a 503 ("embedder
+ * unavailable"): the write or query that needed it does nothing.
+ */
+import type { Config } from "../../core/config.js";
+import { conflict, corrupt, DomainError } from "../../core/errors.js";
+import type { TextgenService } from "../../textgen/service.js";
+import {
+  malformedAnswer,
+  newAgent,
+  postJson,
+  retrieverUnavailable,
+  type UpstreamTarget,
+} from "./upstream.js";
+
+export interface Embedder {
+  /** The model's name, as an index records it (known once the first batch is answered, at the latest). */
+  readonly model: string;
+  /** Length of its vectors, once known (after the first batch). */
+  readonly dimension?: number;
+  /** One vector per text, in order. */
+  embed(texts: readonly string[], signal?: AbortSignal): Promise<Float32Array[]>;
+  /** How embeddings are computed, for the start-up log line. */
+  readonly description: string;
+  close(): Promise<void>;
+}
+
+/** What an index records of the embeddings it holds. */
+export interface EmbeddingSpace {
+  model: string;
+  dimension: number;
+}
+
+/** 409 when `embedder` cannot serve an index whose vectors are `index`'s. */
+export function checkSameSpace(index: EmbeddingSpace, embedder: { model: string; dimension?: number }): void {
+  const modelDiffers = embedder.model !== "" && embedder.model !== index.model;
+  const dimensionDiffers = embedder.dimension !== undefined && embedder.dimension !== index.dimension;
+  if (!modelDiffers && !dimensionDiffers) return;
+  const theirs = `${embedder.model || "(unnamed)"}${embedder.dimension === undefined ? "" : `, ${embedder.dimension} dimensions`}`;
+  throw conflict(
+    `The index holds embeddings of model ${index.model} (${index.dimension} dimensions), but the embedder is ${theirs}: ` +
+      "vectors of different models cannot be compared. Use the index's model, or rebuild the index with this one.",
+  );
+}
+
+/**
+ * Embeds `texts` for an index: with `index` (its recorded space), the embedder must be that model and
+ * its vectors that long (409 naming both otherwise); without (a new index), any model.
+ */
+export async function embedFor(
+  embedder: Embedder,
+  texts: readonly string[],
+  index: EmbeddingSpace | null,
+  signal?: AbortSignal,
+): Promise<Float32Array[]> {
+  if (index) checkSameSpace(index, embedder);
+  const vectors = await embedder.embed(texts, signal);
+  if (index) checkSameSpace(index, { model: embedder.model, dimension: vectors[0]?.length });
+  return vectors;
+}
+
+/**
+ * A batch's vectors checked (as many as texts, all of one length, finite values; `fail` says what is
+ * wrong), and that length; 409 when it differs from the `known` length of earlier batches.
+ */
+function batchDimension(
+  vectors: readonly Float32Array[],
+  count: number,
+  known: number | undefined,
+  model: string,
+  fail: (why: string) => DomainError,
+): number {
+  if (vectors.length !== count) throw fail(`${vectors.length} vectors for ${count} texts`);
+  const dimension = vectors[0]?.length ?? known ?? 0;
+  for (const vector of vectors) {
+    if (vector.length === 0) throw fail("an empty vector");
+    if (vector.length !== dimension)
+      throw fail(`vectors of ${vector.length} and ${dimension} dimensions together`);
+    for (const value of vector)
+      if (!Number.isFinite(value)) throw fail("a value that is not a finite number");
+  }
+  if (known !== undefined && dimension !== known)
+    throw conflict(
+      `The embedding model ${model || "(unnamed)"} answered ${dimension} dimensions, then ${known}`,
+    );
+  return dimension;
+}
+
+/** Splits `texts` into batches and embeds them one after another (the caller's signal stops between). */
+async function inBatches(
+  texts: readonly string[],
+  batchSize: number,
+  embedBatch: (batch: readonly string[]) => Promise<Float32Array[]>,
+  signal?: AbortSignal,
+): Promise<Float32Array[]> {
+  const vectors: Float32Array[] = [];
+  for (let start = 0; start < texts.length; start += batchSize) {
+    signal?.throwIfAborted();
+    vectors.push(...(await embedBatch(texts.slice(start, start + batchSize))));
+  }
+  return vectors;
+}
+
+export interface HttpEmbedderOptions {
+  /** Base URL with /v1, as OpenAI clients take it: requests go to `${baseUrl}/embeddings`. */
+  baseUrl: string;
+  /** Model asked for; null: none is sent (the server's default) and the answer's `model` is recorded. */
+  model: string | null;
+  apiKey: string | null;
+  batchSize: number;
+  timeoutMs: number;
+}
+
+interface EmbeddingsAnswer {
+  model?: unknown;
+  data?: Array<{ index?: unknown; embedding?: unknown }>;
+}
+
+/** An embedding as the server sent it: a list of numbers, or base64 of little-endian float32s. */
+function decodeEmbedding(value: unknown): Float32Array | null {
+  if (Array.isArray(value)) {
+    if (!value.every((item) => typeof item === "number")) return null;
+    return Float32Array.from(value as number[]);
+  }
+  if (typeof value === "string") {
+    const bytes = Buffer.from(value, "base64");
+    if (bytes.byteLength % 4 !== 0) return null;
+    const copy = new Uint8Array(bytes); // aligned for the float view
+    return new Float32Array(copy.buffer, 0, copy.byteLength / 4);
+  }
+  return null;
+}
+
+/** The embedder at EMBEDDING_URL. */
+export class HttpEmbedder implements Embedder {
+  private readonly target: UpstreamTarget;
+  private answeredModel: string | undefined;
+  private knownDimension: number | undefined;
+
+  constructor(private readonly options: HttpEmbedderOptions) {
+    if (!Number.isInteger(options.batchSize) || options.batchSize < 1)
+      throw new RangeError(`embedding batch size must be an integer ≥ 1, got ${options.batchSize}`);
+    this.target = {
+      role: "embedder",
+      url: `${options.baseUrl.replace(/\/+$/, "")}/embeddings`,
+      apiKey: options.apiKey,
+      timeoutMs: options.timeoutMs,
+      agent: newAgent(),
+    };
+  }
+
+  get model(): string {
+    return this.options.model ?? this.answeredModel ?? "";
+  }
+
+  get dimension(): number | undefined {
+    return this.knownDimension;
+  }
+
+  get description(): string {
+    return `RAG: embeddings from ${this.target.url}${this.options.model ? ` (model ${this.options.model})` : ""}, ${this.options.batchSize} texts a request`;
+  }
+
+  embed(texts: readonly string[], signal?: AbortSignal): Promise<Float32Array[]> {
+    return inBatches(texts, this.options.batchSize, (batch) => this.embedBatch(batch, signal), signal);
+  }
+
+  private async embedBatch(batch: readonly string[], signal?: AbortSignal): Promise<Float32Array[]> {
+    const { url } = this.target;
+    const answer = (await postJson(
+      this.target,
+      {
+        input: batch,
+        encoding_format: "float",
+        ...(this.options.model ? { model: this.options.model } : {}),
+      },
+      signal,
+    )) as EmbeddingsAnswer;
+    const fail = (why: string) => malformedAnswer("embedder", url, why);
+    if (answer === null || typeof answer !== "object" || !Array.isArray(answer.data))
+      throw fail("no data list");
+    const vectors = new Array<Float32Array | undefined>(batch.length);
+    answer.data.forEach((item, position) => {
+      // OpenAI's order is `index`; a server that leaves it out answers in input order.
+      const index = item?.index ?? position;
+      if (typeof index !== "number" || !Number.isInteger(index) || index < 0 || index >= batch.length)
+        throw fail(`index ${String(index)} is not one of the ${batch.length} inputs`);
+      const vector = decodeEmbedding(item.embedding);
+      if (vector === null) throw fail(`embedding ${index} is neither a list of numbers nor base64`);
+      if (vectors[index] !== undefined) throw fail(`two embeddings for input ${index}`);
+      vectors[index] = vector;
+    });
+    // findIndex visits the holes `new Array(n)` leaves (some and every skip them).
+    if (vectors.findIndex((vector) => vector === undefined) >= 0)
+      throw fail(`${answer.data.length} embeddings for ${batch.length} inputs`);
+    const complete = vectors as Float32Array[];
+    if (this.options.model === null && typeof answer.model === "string" && answer.model !== "")
+      this.answeredModel = answer.model;
+    this.knownDimension = batchDimension(complete, batch.length, this.knownDimension, this.model, fail);
+    return complete;
+  }
+
+  async close(): Promise<void> {
+    await this.target.agent.close();
+  }
+}
+
+/**
+ * The embedding model of the text generation app in this process (`service.resolveModel(model,
+ * "embed")`: EMBEDDING_MODEL_PATH's model, a MODELS_DIR model by name, or the generation model),
+ * admitted by that model's scheduler like every other request.
+ */
+export class LocalEmbedder implements Embedder {
+  private knownDimension: number | undefined;
+  private resolvedName: string | undefined;
+
+  constructor(
+    private readonly service: TextgenService,
+    private readonly requested: string | null,
+    private readonly batchSize: number,
+  ) {}
+
+  get model(): string {
+    return this.requested ?? this.resolvedName ?? "";
+  }
+
+  get dimension(): number | undefined {
+    return this.knownDimension;
+  }
+
+  get description(): string {
+    return `RAG: embeddings from the ${this.requested ? `model ${this.requested}` : "embedding model"} of this process, no HTTP hop; set EMBEDDING_URL to use another server`;
+  }
+
+  embed(texts: readonly string[], signal?: AbortSignal): Promise<Float32Array[]> {
+    return inBatches(texts, this.batchSize, (batch) => this.embedBatch(batch, signal), signal);
+  }
+
+  private async embedBatch(batch: readonly string[], signal?: AbortSignal): Promise<Float32Array[]> {
+    // A model that is unknown (404) or cannot embed (400) is the request's or the setup's to fix.
+    const served = this.service.resolveModel(this.requested ?? undefined, "embed");
+    let vectors: Float32Array[];
+    try {
+      ({ vectors } = await served.embed(batch, signal));
+    } catch (error) {
+      if (signal?.aborted) throw error;
+      if (error instanceof DomainError) {
+        // An input the model cannot take is the document's problem, not the server's.
+        if (error.kind === "invalid")
+          throw new DomainError("unprocessable", `embedder refused the input: ${error.message}`);
+        if (error.kind === "not_ready") throw retrieverUnavailable("embedder", error.message);
+        throw error;
+      }
+      throw retrieverUnavailable("embedder", (error as Error).message ?? String(error));
+    }
+    this.resolvedName ??= served.name;
+    this.knownDimension = batchDimension(vectors, batch.length, this.knownDimension, served.name, (why) =>
+      corrupt(`The embedding model ${served.name} answered ${why}`),
+    );
+    return vectors;
+  }
+
+  // The model belongs to the text generation app, which closes it.
+  close = async (): Promise<void> => undefined;
+}
+
+/**
+ * The embedder RAG uses: EMBEDDING_URL when set, else the text generation service of this process when
+ * there is one, else none (builds store no vectors; a request that asks for them is a 503).
+ */
+export function embedderFor(
+  config: Config["rag"],
+  local: TextgenService | undefined,
+  model = config.embeddingModel,
+): Embedder | null {
+  if (config.embeddingUrl)
+    return new HttpEmbedder({
+      baseUrl: config.embeddingUrl,
+      model,
+      apiKey: config.embeddingApiKey,
+      batchSize: config.embeddingBatchSize,
+      timeoutMs: config.embeddingTimeoutMs,
+    });
+  if (local) return new LocalEmbedder(local, model, config.embeddingBatchSize);
+  return null;
+}

@@ -1,0 +1,163 @@
+/**
+ * Where RAG's rerank scores come from: the reranker of the text generation app in this process
+ * (src/textgen/rerank.ts through its service, no HTTP hop), or RERANK_URL in the shape the llama.cpp
+ * server, Jina and Cohere share: `POST {base}/rerank {model, query, documents, top_n}` →
+ * `{results: [{index, relevance_score}]}`. Either way the answer is one score per candidate, in the
+ * candidates' order (higher is more relevant); failures map as the embedder's do (upstream.ts).
+ */
+import type { Config } from "../../core/config.js";
+import { DomainError } from "../../core/errors.js";
+import type { TextgenService } from "../../textgen/service.js";
+import {
+  malformedAnswer,
+  newAgent,
+  postJson,
+  retrieverUnavailable,
+  type UpstreamTarget,
+} from "./upstream.js";
+
+export interface Reranker {
+  /** The model's name ("" until known, for a server asked without one). */
+  readonly model: string;
+  /** One score per document, in the documents' order. */
+  rerank(query: string, documents: readonly string[], signal?: AbortSignal): Promise<number[]>;
+  /** How reranking is done, for the start-up log line. */
+  readonly description: string;
+  close(): Promise<void>;
+}
+
+export interface HttpRerankerOptions {
+  /** Base URL with /v1 (Cohere: /v2): requests go to `${baseUrl}/rerank`. */
+  baseUrl: string;
+  model: string | null;
+  apiKey: string | null;
+  timeoutMs: number;
+}
+
+interface RerankAnswer {
+  model?: unknown;
+  results?: Array<{ index?: unknown; relevance_score?: unknown }>;
+}
+
+/** The reranker at RERANK_URL. */
+export class HttpReranker implements Reranker {
+  private readonly target: UpstreamTarget;
+  private answeredModel: string | undefined;
+
+  constructor(private readonly options: HttpRerankerOptions) {
+    this.target = {
+      role: "reranker",
+      url: `${options.baseUrl.replace(/\/+$/, "")}/rerank`,
+      apiKey: options.apiKey,
+      timeoutMs: options.timeoutMs,
+      agent: newAgent(),
+    };
+  }
+
+  get model(): string {
+    return this.options.model ?? this.answeredModel ?? "";
+  }
+
+  get description(): string {
+    return `RAG: reranking by ${this.target.url}${this.options.model ? ` (model ${this.options.model})` : ""}`;
+  }
+
+  async rerank(query: string, documents: readonly string[], signal?: AbortSignal): Promise<number[]> {
+    if (documents.length === 0) return [];
+    const { url } = this.target;
+    const answer = (await postJson(
+      this.target,
+      {
+        query,
+        documents,
+        // Every candidate's score is wanted, not only the best ones'.
+        top_n: documents.length,
+        ...(this.options.model ? { model: this.options.model } : {}),
+      },
+      signal,
+    )) as RerankAnswer;
+    const fail = (why: string) => malformedAnswer("reranker", url, why);
+    if (answer === null || typeof answer !== "object" || !Array.isArray(answer.results))
+      throw fail("no results list");
+    // Servers answer best first (and may drop some): place each score at its document's index.
+    const scores = new Array<number | undefined>(documents.length);
+    for (const result of answer.results) {
+      const index = result?.index;
+      const score = result?.relevance_score;
+      if (typeof index !== "number" || !Number.isInteger(index) || index < 0 || index >= documents.length)
+        throw fail(`index ${String(index)} is not one of the ${documents.length} documents`);
+      if (typeof score !== "number" || !Number.isFinite(score))
+        throw fail(`relevance_score of document ${index} is not a finite number`);
+      if (scores[index] !== undefined) throw fail(`two scores for document ${index}`);
+      scores[index] = score;
+    }
+    const missing = scores.findIndex((score) => score === undefined);
+    if (missing >= 0) throw fail(`no score for document ${missing} of ${documents.length}`);
+    if (this.options.model === null && typeof answer.model === "string" && answer.model !== "")
+      this.answeredModel = answer.model;
+    return scores as number[];
+  }
+
+  async close(): Promise<void> {
+    await this.target.agent.close();
+  }
+}
+
+/** The reranker of the text generation app in this process (`service.resolveModel(model, "rerank")`). */
+export class LocalReranker implements Reranker {
+  private resolvedName: string | undefined;
+
+  constructor(
+    private readonly service: TextgenService,
+    private readonly requested: string | null,
+  ) {}
+
+  get model(): string {
+    return this.requested ?? this.resolvedName ?? "";
+  }
+
+  get description(): string {
+    return `RAG: reranking by the ${this.requested ? `model ${this.requested}` : "reranker"} of this process, no HTTP hop; set RERANK_URL to use another server`;
+  }
+
+  async rerank(query: string, documents: readonly string[], signal?: AbortSignal): Promise<number[]> {
+    if (documents.length === 0) return [];
+    // A model that is unknown (404) or no reranker (400) is the request's or the setup's to fix.
+    const served = this.service.resolveModel(this.requested ?? undefined, "rerank");
+    try {
+      const { scores } = await served.rerank(query, documents, signal);
+      this.resolvedName ??= served.name;
+      return scores;
+    } catch (error) {
+      if (signal?.aborted) throw error;
+      if (error instanceof DomainError) {
+        // An input the model cannot take (too many tokens) is the candidates' problem, not the server's.
+        if (error.kind === "invalid")
+          throw new DomainError("unprocessable", `reranker refused the input: ${error.message}`);
+        if (error.kind === "not_ready") throw retrieverUnavailable("reranker", error.message);
+        throw error;
+      }
+      throw retrieverUnavailable("reranker", (error as Error).message ?? String(error));
+    }
+  }
+
+  // The model belongs to the text generation app, which closes it.
+  close = async (): Promise<void> => undefined;
+}
+
+/** RERANK_URL when set, else this process's text generation service when there is one, else none. */
+export function rerankerFor(
+  config: Config["rag"],
+  local: TextgenService | undefined,
+  model = config.rerankModel,
+): Reranker | null {
+  if (config.rerankUrl)
+    return new HttpReranker({
+      baseUrl: config.rerankUrl,
+      model,
+      apiKey: config.rerankApiKey,
+      timeoutMs: config.rerankTimeoutMs,
+    });
+  if (local) return new LocalReranker(local, model);
+  return null;
+}
