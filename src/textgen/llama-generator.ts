@@ -675,6 +675,10 @@ async function compileConstraint(
       throw badRequest(`Grammar over budget: ${error.message}`, [{ path: "/grammar", limit: error.limit }]);
     throw badRequest(`Invalid grammar: ${(error as Error).message}`, [{ path: "/grammar" }]);
   }
+  // The grammar is parsed again here, by llama.cpp, and that cannot be shared: the budget check's
+  // parse (on the worker) only measures the grammar, while llama.cpp takes the text and compiles it
+  // natively (once to validate here, again for each generation's sampler). Repeated grammars skip the
+  // budget parse through the checker's cache.
   try {
     return await llama.createGrammar({ grammar: constraint.grammar });
   } catch (error) {
