@@ -8,6 +8,7 @@
  * times as wanted and still be a valid deflate stream (~1 KB per MB inflated).
  */
 import { constants, crc32, deflateRawSync, deflateSync } from "node:zlib";
+import { onePagePdf, pdfStream } from "./pdf-writer.js";
 
 const MIB = 1024 * 1024;
 
@@ -110,61 +111,21 @@ export function makeBombDocx(mebibytes: number, declared: "honest" | number = "h
   ]);
 }
 
-/** A one-page PDF around `content`, a content stream with the given /Filter (or none). */
-function pdfAround(content: Buffer, filter: string, pageCount = 1): Buffer {
-  const parts: Buffer[] = [];
-  const offsets: number[] = [];
-  let length = 0;
-  const push = (piece: Buffer | string) => {
-    const bytes = typeof piece === "string" ? Buffer.from(piece, "latin1") : piece;
-    parts.push(bytes);
-    length += bytes.length;
-  };
-  const object = (body: () => void) => {
-    offsets.push(length);
-    push(`${offsets.length} 0 obj\n`);
-    body();
-    push("\nendobj\n");
-  };
-  push("%PDF-1.4\n");
-  object(() => push("<< /Type /Catalog /Pages 2 0 R >>"));
-  // /Count is what pdf.js reports as the page count; a hostile file may claim anything.
-  object(() => push(`<< /Type /Pages /Kids [3 0 R] /Count ${pageCount} >>`));
-  object(() =>
-    push(
-      "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
-    ),
-  );
-  object(() => {
-    push(`<< /Length ${content.length}${filter ? ` /Filter ${filter}` : ""} >>\nstream\n`);
-    push(content);
-    push("\nendstream");
-  });
-  object(() => push("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"));
-  const xref = length;
-  push(`xref\n0 ${offsets.length + 1}\n0000000000 65535 f \n`);
-  for (const offset of offsets) push(`${String(offset).padStart(10, "0")} 00000 n \n`);
-  push(`trailer\n<< /Size ${offsets.length + 1} /Root 1 0 R >>\nstartxref\n${xref}\n%%EOF\n`);
-  return Buffer.concat(parts);
-}
-
 /** A PDF whose one content stream inflates to `mebibytes` MiB of text-showing operators. */
 export function makeBombPdf(mebibytes: number): Buffer {
-  return pdfAround(
-    zlibWrap(deflateBomb("BT /F1 12 Tf 72 720 Td (", "a", mebibytes, ") Tj ET")),
-    "/FlateDecode",
-  );
+  const data = zlibWrap(deflateBomb("BT /F1 12 Tf 72 720 Td (", "a", mebibytes, ") Tj ET"));
+  return onePagePdf(pdfStream(data, "/Filter /FlateDecode"));
 }
 
 /** The same bomb deflated twice, behind `/Filter [/FlateDecode /FlateDecode]`. */
 export function makeDoubleBombPdf(mebibytes: number): Buffer {
   const inner = zlibWrap(deflateBomb("BT /F1 12 Tf 72 720 Td (", "a", mebibytes, ") Tj ET"));
-  return pdfAround(deflateSync(inner), "[/FlateDecode /FlateDecode]");
+  return onePagePdf(pdfStream(deflateSync(inner), "/Filter [/FlateDecode /FlateDecode]"));
 }
 
 /** A small, valid-looking PDF that claims `pageCount` pages. */
 export function makeManyPagesPdf(pageCount: number): Buffer {
-  return pdfAround(Buffer.from("BT /F1 12 Tf 72 720 Td (Hello) Tj ET"), "", pageCount);
+  return onePagePdf(pdfStream(Buffer.from("BT /F1 12 Tf 72 720 Td (Hello) Tj ET")), { count: pageCount });
 }
 
 /** HTML with `depth` nested <div> elements around one sentence. */

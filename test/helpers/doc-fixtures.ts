@@ -3,11 +3,12 @@
  * the ingestion tests need no binary fixtures in the repo and no tool to make them.
  */
 import { crc32 } from "node:zlib";
+import { pdfStream, writePdf, type PdfObject } from "./pdf-writer.js";
 
 /** A PDF with one page per entry of `pages` (each a list of text lines), Helvetica 12 pt. */
 export function makePdf(pages: string[][]): Buffer {
-  const objects: string[] = [];
-  const add = (body: string) => objects.push(body) - 1 + 1; // object numbers start at 1
+  const objects: PdfObject[] = [];
+  const add = (body: PdfObject) => objects.push(body); // object numbers start at 1
   const escape = (text: string) => text.replace(/[\\()]/g, (c) => `\\${c}`);
   const catalog = add("<< /Type /Catalog /Pages 2 0 R >>");
   const pagesIndex = add(""); // filled below, once the page objects exist
@@ -22,7 +23,7 @@ export function makePdf(pages: string[][]): Buffer {
       ...lines.map((line) => `(${escape(line)}) '`),
       "ET",
     ].join("\n");
-    const content = add(`<< /Length ${Buffer.byteLength(stream)} >>\nstream\n${stream}\nendstream`);
+    const content = add(pdfStream(Buffer.from(stream, "latin1")));
     pageIds.push(
       add(
         `<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 ${font} 0 R >> >> /Contents ${content} 0 R >>`,
@@ -31,17 +32,7 @@ export function makePdf(pages: string[][]): Buffer {
   }
   objects[pagesIndex - 1] =
     `<< /Type /Pages /Kids [${pageIds.map((id) => `${id} 0 R`).join(" ")}] /Count ${pageIds.length} >>`;
-  let pdf = "%PDF-1.4\n";
-  const offsets: number[] = [];
-  objects.forEach((body, index) => {
-    offsets.push(Buffer.byteLength(pdf));
-    pdf += `${index + 1} 0 obj\n${body}\nendobj\n`;
-  });
-  const xref = Buffer.byteLength(pdf);
-  pdf += `xref\n0 ${objects.length + 1}\n0000000000 65535 f \n`;
-  for (const offset of offsets) pdf += `${String(offset).padStart(10, "0")} 00000 n \n`;
-  pdf += `trailer\n<< /Size ${objects.length + 1} /Root ${catalog} 0 R >>\nstartxref\n${xref}\n%%EOF\n`;
-  return Buffer.from(pdf, "latin1");
+  return writePdf(objects, catalog);
 }
 
 /** A ZIP archive of stored (uncompressed) entries. */

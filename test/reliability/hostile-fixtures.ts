@@ -5,66 +5,22 @@
  * backtrack (a Markdown heading, HTML markup) or HTML that nests without visible nesting.
  */
 import { deflateBomb, zlibWrap } from "../helpers/bomb-fixtures.js";
+import { onePagePdf, pdfStream } from "../helpers/pdf-writer.js";
 
 /** The text-showing content stream every bomb here inflates to, `mebibytes` MiB long. */
 function bombStream(mebibytes: number): Buffer {
   return zlibWrap(deflateBomb("BT /F1 12 Tf 72 720 Td (", "a", mebibytes, ") Tj ET"));
 }
 
-/** A PDF with the given page tree and one content stream written exactly as given. */
-function pdfWith(options: {
-  kids?: string;
-  count?: number;
-  dictionary: string;
-  keyword: string;
-  data: Buffer;
-}) {
-  const parts: Buffer[] = [];
-  const offsets: number[] = [];
-  let length = 0;
-  const push = (piece: Buffer | string) => {
-    const bytes = typeof piece === "string" ? Buffer.from(piece, "latin1") : piece;
-    parts.push(bytes);
-    length += bytes.length;
-  };
-  const object = (body: string | Buffer[]) => {
-    offsets.push(length);
-    push(`${offsets.length} 0 obj\n`);
-    for (const piece of typeof body === "string" ? [body] : body) push(piece);
-    push("\nendobj\n");
-  };
-  push("%PDF-1.4\n");
-  object("<< /Type /Catalog /Pages 2 0 R >>");
-  object(`<< /Type /Pages /Kids [${options.kids ?? "3 0 R"}] /Count ${options.count ?? 1} >>`);
-  object(
-    "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
-  );
-  object([
-    Buffer.from(`<< /Length ${options.data.length} ${options.dictionary} >>\n${options.keyword}`, "latin1"),
-    options.data,
-    Buffer.from("\nendstream", "latin1"),
-  ]);
-  object("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>");
-  const xref = length;
-  push(`xref\n0 ${offsets.length + 1}\n0000000000 65535 f \n`);
-  for (const offset of offsets) push(`${String(offset).padStart(10, "0")} 00000 n \n`);
-  push(`trailer\n<< /Size ${offsets.length + 1} /Root 1 0 R >>\nstartxref\n${xref}\n%%EOF\n`);
-  return Buffer.concat(parts);
-}
-
 /** A bomb behind `/Filter [/ASCIIHexDecode /FlateDecode]`: the check must decode the hex first. */
 export function hexFlateBombPdf(mebibytes: number): Buffer {
   const hex = Buffer.from(bombStream(mebibytes).toString("hex") + ">", "latin1");
-  return pdfWith({ dictionary: "/Filter [/ASCIIHexDecode /FlateDecode]", keyword: "stream\n", data: hex });
+  return onePagePdf(pdfStream(hex, "/Filter [/ASCIIHexDecode /FlateDecode]"));
 }
 
 /** A FlateDecode bomb whose `stream` keyword ends with `eol` ("\r", " \n", …) instead of "\n". */
 export function eolBombPdf(mebibytes: number, eol: string): Buffer {
-  return pdfWith({
-    dictionary: "/Filter /FlateDecode",
-    keyword: `stream${eol}`,
-    data: bombStream(mebibytes),
-  });
+  return onePagePdf(pdfStream(bombStream(mebibytes), "/Filter /FlateDecode", `stream${eol}`));
 }
 
 /**
@@ -79,17 +35,14 @@ export function hiddenEndstreamBombPdf(mebibytes: number): Buffer {
   stored.writeUInt16LE(~text.length & 0xffff, 3);
   const raw = deflateBomb("BT /F1 12 Tf 72 720 Td (", "a", mebibytes, ") Tj ET");
   const data = zlibWrap(Buffer.concat([stored, text, raw]));
-  return pdfWith({ dictionary: "/Filter /FlateDecode", keyword: "stream\n", data });
+  return onePagePdf(pdfStream(data, "/Filter /FlateDecode"));
 }
 
 /** A small PDF whose page tree lists the same page `entries` times. */
 export function repeatedPagePdf(entries: number): Buffer {
-  return pdfWith({
+  return onePagePdf(pdfStream(Buffer.from("BT /F1 12 Tf 72 720 Td (Hello) Tj ET", "latin1")), {
     kids: Array.from({ length: entries }, () => "3 0 R").join(" "),
     count: entries,
-    dictionary: "",
-    keyword: "stream\n",
-    data: Buffer.from("BT /F1 12 Tf 72 720 Td (Hello) Tj ET", "latin1"),
   });
 }
 
@@ -169,5 +122,5 @@ export function lzwEncode(data: Uint8Array): Buffer {
 /** A PDF whose content stream is `mebibytes` MiB of one byte behind /Filter /LZWDecode. */
 export function lzwBombPdf(mebibytes: number): Buffer {
   const data = lzwEncode(Buffer.alloc(mebibytes * 1024 * 1024, "a"));
-  return pdfWith({ dictionary: "/Filter /LZWDecode", keyword: "stream\n", data });
+  return onePagePdf(pdfStream(data, "/Filter /LZWDecode"));
 }
