@@ -12,9 +12,18 @@ import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { buildRagApp } from "../../src/rag/app.js";
 import { buildTextgenApp } from "../../src/textgen/app.js";
 import { createGenerator } from "../../src/textgen/create-generator.js";
-import { testConfig } from "./env.js";
+import { repoRoot, testConfig } from "./env.js";
 
 export const CHROMIUM_PATH = process.env.LECTERN_CHROMIUM ?? "/usr/bin/chromium";
+
+/**
+ * Where the browser tests put their screenshots: a temporary folder, so test runs leave the checkout
+ * clean; LECTERN_SCREENSHOT_DIR=docs/img refreshes the README's copies.
+ */
+export const SCREENSHOT_DIR = path.resolve(
+  repoRoot,
+  process.env.LECTERN_SCREENSHOT_DIR ?? path.join(os.tmpdir(), "lectern-screenshots"),
+);
 
 /** Why the browser tests cannot run here, or false when they can. */
 export function browserSkipReason(): string | false {
@@ -177,6 +186,27 @@ export async function launchBrowser(
       rmSync(userDataDir, { recursive: true, force: true });
     },
   };
+}
+
+export interface Playground {
+  apps: PlaygroundApps;
+  browser: Browser;
+  /** The browser's first page, watched. */
+  page: Page;
+  watch: PageWatch;
+}
+
+/** Both apps and Chromium, started together; what did start is closed again if the other fails. */
+export async function openPlayground(options: PlaygroundOptions = {}): Promise<Playground> {
+  const [apps, browser] = await Promise.allSettled([startPlaygroundApps(options), launchBrowser()]);
+  if (apps.status === "rejected" || browser.status === "rejected") {
+    if (browser.status === "fulfilled") await browser.value.close();
+    if (apps.status === "fulfilled") await apps.value.close();
+    throw apps.status === "rejected" ? apps.reason : (browser as PromiseRejectedResult).reason;
+  }
+  const { context } = browser.value;
+  const page = context.pages()[0] ?? (await context.newPage());
+  return { apps: apps.value, browser: browser.value, page, watch: watchPage(page) };
 }
 
 export interface PageWatch {

@@ -6,20 +6,18 @@
  */
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Page, Request } from "playwright-core";
 import {
   gateBrowserTests,
-  launchBrowser,
-  startPlaygroundApps,
+  openPlayground,
+  SCREENSHOT_DIR,
   watchPage,
   type Browser,
   type PageWatch,
   type PlaygroundApps,
 } from "../helpers/browser.js";
-import { repoRoot } from "../helpers/env.js";
 
 // Functions given to page.evaluate run in Chromium; the project compiles without the DOM library.
 interface PageElement {
@@ -53,11 +51,6 @@ declare class MutationObserver {
 }
 
 const skip = gateBrowserTests("the playground's Chat tab in Chromium");
-
-const screenshots = path.resolve(
-  repoRoot,
-  process.env.LECTERN_SCREENSHOT_DIR ?? path.join(os.tmpdir(), "lectern-screenshots"),
-);
 
 const DOCUMENTS = [
   {
@@ -141,7 +134,7 @@ async function snap(page: Page, name: string, options: { toQuestion?: boolean } 
     if (toQuestion && last) last.scrollIntoView({ block: "start" });
     else window.scrollTo(0, 0);
   }, options.toQuestion ?? false);
-  await page.screenshot({ path: path.join(screenshots, name) });
+  await page.screenshot({ path: path.join(SCREENSHOT_DIR, name) });
 }
 
 describe("the playground's Chat tab in Chromium", { skip, timeout: 300_000 }, () => {
@@ -153,8 +146,8 @@ describe("the playground's Chat tab in Chromium", { skip, timeout: 300_000 }, ()
   let ragChatRoute = false;
 
   before(async () => {
-    mkdirSync(screenshots, { recursive: true });
-    [apps, browser] = await Promise.all([startPlaygroundApps(), launchBrowser()]);
+    mkdirSync(SCREENSHOT_DIR, { recursive: true });
+    ({ apps, browser, page, watch } = await openPlayground());
     const built = await fetch(`${apps.ragUrl}/rag/build`, {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -166,8 +159,6 @@ describe("the playground's Chat tab in Chromium", { skip, timeout: 300_000 }, ()
       paths: Record<string, unknown>;
     };
     ragChatRoute = "/rag/chat" in openapi.paths;
-    page = browser.context.pages()[0] ?? (await browser.context.newPage());
-    watch = watchPage(page);
     page.on("request", (request) => sent.push(request));
   });
 

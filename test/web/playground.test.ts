@@ -11,14 +11,14 @@ import { after, before, describe, it } from "node:test";
 import type { Page } from "playwright-core";
 import {
   gateBrowserTests,
-  launchBrowser,
+  openPlayground,
+  SCREENSHOT_DIR,
   startPlaygroundApps,
   watchPage,
   type Browser,
   type PageWatch,
   type PlaygroundApps,
 } from "../helpers/browser.js";
-import { repoRoot } from "../helpers/env.js";
 
 // Functions given to page.evaluate run in Chromium. The project compiles without TypeScript's DOM
 // library (it clashes with Node's types), so here is the little of the DOM they use.
@@ -59,13 +59,6 @@ interface Update {
 
 const skip = gateBrowserTests("web playground in Chromium");
 
-// Screenshots go to a temporary folder so test runs leave the checkout clean; the README's copies are
-// refreshed with LECTERN_SCREENSHOT_DIR=docs/img.
-const screenshots = path.resolve(
-  repoRoot,
-  process.env.LECTERN_SCREENSHOT_DIR ?? path.join(os.tmpdir(), "lectern-screenshots"),
-);
-
 const FIXTURES: Record<string, string> = {
   "birds.txt":
     "Bird migration\n\n" +
@@ -104,7 +97,7 @@ async function snap(page: Page, name: string, options: { fullPage?: boolean } = 
     if (active?.matches("input, textarea, select, button")) active.blur();
     if (!fullPage) window.scrollTo(0, 0);
   }, options.fullPage ?? false);
-  await page.screenshot({ path: path.join(screenshots, name), fullPage: options.fullPage ?? false });
+  await page.screenshot({ path: path.join(SCREENSHOT_DIR, name), fullPage: options.fullPage ?? false });
 }
 
 /** Starts recording the length of `selector`'s text at every change, with `stateOf`'s data-state. */
@@ -141,10 +134,8 @@ describe("web playground in Chromium", { skip, timeout: 300_000 }, () => {
   before(async () => {
     fixtureDir = mkdtempSync(path.join(os.tmpdir(), "lectern-web-files-"));
     for (const [name, text] of Object.entries(FIXTURES)) writeFileSync(path.join(fixtureDir, name), text);
-    mkdirSync(screenshots, { recursive: true });
-    [apps, browser] = await Promise.all([startPlaygroundApps(), launchBrowser()]);
-    page = browser.context.pages()[0] ?? (await browser.context.newPage());
-    watch = watchPage(page);
+    mkdirSync(SCREENSHOT_DIR, { recursive: true });
+    ({ apps, browser, page, watch } = await openPlayground());
     page.on("dialog", (dialog) => void dialog.accept());
   });
 
