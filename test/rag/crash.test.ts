@@ -6,7 +6,6 @@
  * passes its integrity check.
  */
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -21,6 +20,7 @@ import {
   crashDocuments,
   openReportingStore,
 } from "../helpers/rag-crash-corpus.js";
+import { prepareChild } from "../helpers/prepared-child.js";
 import {
   assertStatus,
   makeTempDir,
@@ -52,50 +52,26 @@ interface ChildRun {
  * Spawns a child on `dataDir` at once, so that it imports and prepares while an earlier one builds;
  * `run` starts its build and kills it as asked.
  */
-function prepareChild(dataDir: string) {
-  const child = spawn(process.execPath, ["--import", "tsx", CHILD, dataDir, String(DOCUMENTS)], {
-    cwd: repoRoot,
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
+function prepareBuilder(dataDir: string) {
+  const child = prepareChild(CHILD, [dataDir, String(DOCUMENTS)]);
   let kill: Kill | undefined;
   let killScheduled = false;
-  let onPrepared: () => void = () => {};
-  const prepared = new Promise<void>((resolve) => (onPrepared = resolve));
-  const saw = (line: string) => stdout.split("\n").includes(line);
-  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-    stdout += chunk;
-    if (saw("prepared")) onPrepared();
-    if (kill && !killScheduled && saw(kill.on)) {
+  child.onOutput(() => {
+    if (kill && !killScheduled && child.saw(kill.on)) {
       killScheduled = true;
-      if (kill.afterMs === 0) child.kill("SIGKILL");
-      else setTimeout(() => child.kill("SIGKILL"), kill.afterMs);
+      if (kill.afterMs === 0) child.kill();
+      else setTimeout(() => child.kill(), kill.afterMs);
     }
-  });
-  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-  const closed = new Promise<ChildRun>((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (_code, signal) => {
-      const done = /^done (\d+) (\d+)$/m.exec(stdout);
-      resolve({
-        done: done ? { status: Number(done[1]), ms: Number(done[2]) } : null,
-        wrote: saw("writing"),
-        signal,
-        stderr,
-      });
-    });
   });
   return {
     async run(killAt: Kill): Promise<ChildRun> {
-      await Promise.race([prepared, closed]);
-      assert.ok(saw("prepared"), `the child ended before it was prepared: ${stderr}`);
+      // Its lines `ready` and `writing` come only after `run` lets it go.
       kill = killAt;
-      child.stdin.end("go\n");
-      return closed;
+      const { done, signal, stderr } = await child.run();
+      return { done, wrote: child.saw("writing"), signal, stderr };
     },
     /** Ends the child if it still runs (after a failure). */
-    cancel: () => child.kill("SIGKILL"),
+    cancel: () => child.kill(),
   };
 }
 
@@ -181,10 +157,10 @@ describe("crash safety of builds through the app", () => {
     const fractions = [0, 0.4, 0.8, 3];
     const dirs = Array.from({ length: 1 + fractions.length }, copyOfV1);
     // Children import and prepare two runs ahead of the one that builds.
-    const children: Array<ReturnType<typeof prepareChild>> = [];
+    const children: Array<ReturnType<typeof prepareBuilder>> = [];
     const prepareUpTo = (last: number) => {
       while (children.length <= Math.min(last, dirs.length - 1)) {
-        children.push(prepareChild(dirs[children.length]!));
+        children.push(prepareBuilder(dirs[children.length]!));
       }
     };
     try {

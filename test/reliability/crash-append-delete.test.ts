@@ -12,13 +12,13 @@
  * bystander index is untouched; and the SQLite file passes `PRAGMA integrity_check`.
  */
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { buildRagApp } from "../../src/rag/app.js";
 import { SqliteIndexStore } from "../../src/rag/store/sqlite-store.js";
 import { repoRoot, testConfig } from "../helpers/env.js";
+import { prepareChild } from "../helpers/prepared-child.js";
 import { CRASH_INDEX, CRASH_QUERY, CRASH_TENANT, crashDocuments } from "../helpers/rag-crash-corpus.js";
 import {
   installStatementCounter,
@@ -55,43 +55,21 @@ interface ChildRun {
 }
 
 /** Spawns the child at once (it imports and warms up while others run); `run` lets it go. */
-function prepareChild(dataDir: string, operation: string, kill: Kill) {
+function prepareMutator(dataDir: string, operation: string, kill: Kill) {
   const killArg = kill === "after-commit" ? kill : `statement:${kill.statement}`;
-  const child = spawn(process.execPath, ["--import", "tsx", CHILD, dataDir, operation, killArg], {
-    cwd: repoRoot,
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  let onPrepared: () => void = () => {};
-  const prepared = new Promise<void>((resolve) => (onPrepared = resolve));
-  const saw = (line: string) => stdout.split("\n").includes(line);
-  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-    stdout += chunk;
-    if (saw("prepared")) onPrepared();
-  });
-  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-  const closed = new Promise<ChildRun>((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", () => {
-      const done = /^done (\d+) (\d+)$/m.exec(stdout);
+  const child = prepareChild(CHILD, [dataDir, operation, killArg]);
+  return {
+    async run(): Promise<ChildRun> {
+      const { stdout, stderr, done } = await child.run();
       const killed = /^killing at statement (\d+)$/m.exec(stdout);
-      resolve({
-        done: done ? { status: Number(done[1]), ms: Number(done[2]) } : null,
+      return {
+        done,
         killedAtStatement: killed ? Number(killed[1]) : null,
         written: /^written \d+ \d+$/m.test(stdout),
         stderr,
-      });
-    });
-  });
-  return {
-    async run(): Promise<ChildRun> {
-      await Promise.race([prepared, closed]);
-      assert.ok(saw("prepared"), `the child ended before it was prepared: ${stderr}`);
-      child.stdin.end("go\n");
-      return closed;
+      };
     },
-    cancel: () => child.kill("SIGKILL"),
+    cancel: () => child.kill(),
   };
 }
 
@@ -218,7 +196,7 @@ describe("crash safety of appends and deletes through the app", () => {
         "after-commit",
       ];
       const dirs = kills.map(copyOfV1);
-      const children = kills.map((kill, i) => prepareChild(dirs[i]!, operation, kill));
+      const children = kills.map((kill, i) => prepareMutator(dirs[i]!, operation, kill));
       try {
         const outcomes: string[] = [];
         for (const [i, kill] of kills.entries()) {
