@@ -7,6 +7,7 @@
  * makes thousands of events a second, and one write each cost more CPU than the tokens themselves.
  * Every event is still its own `data:` block; only the TCP writes are fewer.
  */
+import type { ServerResponse } from "node:http";
 import type { FastifyReply, FastifyRequest } from "fastify";
 
 export interface EventStream {
@@ -19,20 +20,34 @@ export interface EventStream {
 /** Longest time an event waits for others to share its write; short enough to look immediate. */
 export const FLUSH_INTERVAL_MS = 10;
 
-export function openEventStream(request: FastifyRequest, reply: FastifyReply): EventStream {
+/**
+ * Takes a reply over from Fastify for a stream (SSE here, NDJSON for Ollama): 200 with the headers
+ * already set on the reply (CORS, rate limits), which must survive the hijack, none of them cached or
+ * buffered by a proxy, sent at once so clients see the stream open before the first token.
+ */
+export function startStreamReply(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  headers: Record<string, string>,
+): ServerResponse {
   reply.hijack();
   const raw = reply.raw;
   raw.writeHead(200, {
-    // Headers already set on the reply (CORS, rate limits) must survive the hijack.
     ...(reply.getHeaders() as Record<string, string | string[] | number>),
-    "content-type": "text/event-stream; charset=utf-8",
+    ...headers,
     "cache-control": "no-cache",
-    connection: "keep-alive",
     "x-accel-buffering": "no",
     "x-request-id": String(request.id),
   });
-  // Flush headers now so clients see the stream open before the first token.
   raw.flushHeaders?.();
+  return raw;
+}
+
+export function openEventStream(request: FastifyRequest, reply: FastifyReply): EventStream {
+  const raw = startStreamReply(request, reply, {
+    "content-type": "text/event-stream; charset=utf-8",
+    connection: "keep-alive",
+  });
   let closed = false;
   let pending = "";
   let timer: NodeJS.Timeout | undefined;
