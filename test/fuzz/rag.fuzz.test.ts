@@ -39,6 +39,7 @@ import {
   openRagApp,
   ragClient,
   withoutElapsed,
+  withoutUpdatedAt,
   type RagApp,
 } from "../helpers/rag-http.js";
 
@@ -378,8 +379,6 @@ const FIXED_BUGS: Array<Pick<KnownBug, "id" | "reproduce"> & { was: string }> = 
     ],
   },
 ];
-
-const withoutUpdatedAt = ({ updated_at: _u, ...rest }: Record<string, unknown>) => rest;
 
 describe(`fuzzing the RAG API (seed ${FUZZ_SEED}, ${FUZZ_RUNS} requests per route)`, () => {
   let app: RagApp;

@@ -1,4 +1,4 @@
-/** Deterministic documents for the RAG crash test, shared by the test and its child process. */
+/** Deterministic documents for the RAG crash tests, shared by the tests and their child processes. */
 import { SqliteIndexStore } from "../../src/rag/store/sqlite-store.js";
 import type { IndexWrite } from "../../src/rag/store/types.js";
 import { makeProse, seededRandom } from "./text-fixtures.js";
@@ -52,4 +52,14 @@ export function openReportingStore(dataDir: string, report: (line: string) => vo
     return meta;
   };
   return store;
+}
+
+/** SQLite's integrity check of the store on `dataDir` ("ok" when intact). */
+export function integrity(dataDir: string): string {
+  const store = SqliteIndexStore.open(dataDir);
+  try {
+    return store.integrityCheck();
+  } finally {
+    void store.close();
+  }
 }

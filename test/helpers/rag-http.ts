@@ -103,6 +103,12 @@ export function withoutElapsed(body: Record<string, unknown>): Record<string, un
   return rest;
 }
 
+/** An index's info without `updated_at`, which a rewrite of the same content still changes. */
+export function withoutUpdatedAt(info: Record<string, unknown>): Record<string, unknown> {
+  const { updated_at: _updated, ...rest } = info;
+  return rest;
+}
+
 /** A small corpus with distinct topics, titles and metadata. */
 export const SMALL_CORPUS = [
   {

@@ -10,7 +10,6 @@ import fs from "node:fs";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { buildRagApp } from "../../src/rag/app.js";
-import { SqliteIndexStore } from "../../src/rag/store/sqlite-store.js";
 import { repoRoot, testConfig } from "../helpers/env.js";
 import {
   CRASH_INDEX,
@@ -18,6 +17,7 @@ import {
   CRASH_TENANT,
   crashBuildRequest,
   crashDocuments,
+  integrity,
   openReportingStore,
 } from "../helpers/rag-crash-corpus.js";
 import { prepareChild } from "../helpers/prepared-child.js";
@@ -28,6 +28,7 @@ import {
   ragClient,
   removeTempDirs,
   withoutElapsed,
+  withoutUpdatedAt,
 } from "../helpers/rag-http.js";
 
 const CHILD = path.join(repoRoot, "test", "helpers", "rag-crash-builder.ts");
@@ -89,17 +90,6 @@ async function observe(dataDir: string) {
     await app.close();
   }
 }
-
-function integrity(dataDir: string): string {
-  const store = SqliteIndexStore.open(dataDir);
-  try {
-    return store.integrityCheck();
-  } finally {
-    void store.close();
-  }
-}
-
-const withoutUpdatedAt = ({ updated_at: _updated, ...rest }: Record<string, unknown>) => rest;
 
 after(() => removeTempDirs());
 

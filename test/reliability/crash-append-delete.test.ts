@@ -16,10 +16,15 @@ import fs from "node:fs";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { buildRagApp } from "../../src/rag/app.js";
-import { SqliteIndexStore } from "../../src/rag/store/sqlite-store.js";
 import { repoRoot, testConfig } from "../helpers/env.js";
 import { prepareChild } from "../helpers/prepared-child.js";
-import { CRASH_INDEX, CRASH_QUERY, CRASH_TENANT, crashDocuments } from "../helpers/rag-crash-corpus.js";
+import {
+  CRASH_INDEX,
+  CRASH_QUERY,
+  CRASH_TENANT,
+  crashDocuments,
+  integrity,
+} from "../helpers/rag-crash-corpus.js";
 import {
   installStatementCounter,
   openReportingMutatorStore,
@@ -35,6 +40,7 @@ import {
   ragClient,
   removeTempDirs,
   withoutElapsed,
+  withoutUpdatedAt,
 } from "../helpers/rag-http.js";
 
 const CHILD = path.join(repoRoot, "test", "helpers", "rag-crash-mutator.ts");
@@ -98,17 +104,6 @@ async function observe(dataDir: string) {
   }
 }
 type Observed = Awaited<ReturnType<typeof observe>>;
-
-function integrity(dataDir: string): string {
-  const store = SqliteIndexStore.open(dataDir);
-  try {
-    return store.integrityCheck();
-  } finally {
-    void store.close();
-  }
-}
-
-const withoutUpdatedAt = ({ updated_at: _updated, ...rest }: Record<string, unknown>) => rest;
 
 after(() => removeTempDirs());
 
