@@ -1,7 +1,8 @@
 /**
  * What every IndexStore shares: the checks of a write that do not depend on stored state, the error
- * a stale `expectedVersion` raises, and the size accounting of a document. Keeping them in one place
- * keeps the SQLite and PostgreSQL stores answering alike, down to the messages.
+ * a stale `expectedVersion` raises, the size accounting of a document, and how segment rows are read
+ * back. Keeping them in one place keeps the SQLite and PostgreSQL stores answering alike, down to the
+ * messages; what a write does to stored state is their shared plan (write-plan.ts).
  */
 import { badRequest, corrupt, DomainError } from "../../core/errors.js";
 import type {
@@ -10,6 +11,7 @@ import type {
   EngineState,
   IndexKey,
   IndexWrite,
+  LoadedSegment,
   MergeWrite,
   SegmentRecord,
   Tombstone,
@@ -170,4 +172,33 @@ export function checkLiveCount(
         `(${segmentDocuments} in segments, ${tombstones} deleted)`,
     );
   }
+}
+
+/** A segment row as both stores read it. */
+export interface SegmentRow {
+  segment_id: number;
+  doc_count: number;
+  /**
+   * A BLOB from SQLite; from PostgreSQL a bytea, which arrives hex-encoded and pg decodes to a Buffer
+   * (pg's binary transfer mode would decode the bytes as UTF-8 text and corrupt them: not an option).
+   */
+  bytes: Buffer;
+}
+
+export interface TombstoneRow {
+  segment_id: number;
+  ordinal: number;
+}
+
+/** Segments with their tombstones (both in ascending order), as loadIndex and loadChanges return them. */
+export function withDeleted(segments: SegmentRow[], tombstones: Iterable<TombstoneRow>): LoadedSegment[] {
+  const loaded = segments.map((row): LoadedSegment => ({
+    id: row.segment_id,
+    documentCount: row.doc_count,
+    bytes: new Uint8Array(row.bytes.buffer, row.bytes.byteOffset, row.bytes.byteLength),
+    deleted: [],
+  }));
+  const byId = new Map(loaded.map((segment) => [segment.id, segment]));
+  for (const { segment_id: segmentId, ordinal } of tombstones) byId.get(segmentId)?.deleted.push(ordinal);
+  return loaded;
 }
