@@ -14,7 +14,7 @@
  * (core/errors.ts) that core/http.ts maps to statuses.
  */
 import { TieredMergePolicy } from "./search/index.js";
-import type { IndexKey, IndexMeta, IndexStore } from "./store/types.js";
+import type { DocumentListing, IndexKey, IndexMeta, IndexStore } from "./store/types.js";
 import { defaultLog } from "./service/common.js";
 import { MergeScheduler } from "./service/merge-scheduler.js";
 import { Queries } from "./service/queries.js";
@@ -131,9 +131,7 @@ export class RagService {
   }
 
   /** Every document's id, source and content hash (folder sync). A missing index is a 404. */
-  async listDocuments(
-    key: IndexKey,
-  ): Promise<Array<{ id: string; source: string | null; contentHash: string | null }>> {
+  async listDocuments(key: IndexKey): Promise<DocumentListing[]> {
     await this.requireMeta(key);
     return this.store.listDocuments(key);
   }

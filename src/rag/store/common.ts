@@ -6,6 +6,7 @@
  */
 import { badRequest, corrupt, DomainError } from "../../core/errors.js";
 import type {
+  ChunkHit,
   ChunkRecord,
   DocumentRecord,
   EngineState,
@@ -13,6 +14,7 @@ import type {
   IndexWrite,
   LoadedSegment,
   MergeWrite,
+  Metadata,
   SegmentRecord,
   Tombstone,
 } from "./types.js";
@@ -143,14 +145,48 @@ export function serialiseDocument(document: DocumentRecord, chunks: ChunkRecord[
 /** The engine index as a Buffer over the same memory (no copy). */
 export const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
-/** Puts hits in the order of the keys asked for, leaving out keys no chunk has. */
-export function inKeyOrder<T extends { engineKey: number }>(engineKeys: readonly number[], rows: T[]): T[] {
-  const byKey = new Map<number, T>();
-  for (const row of rows) byKey.set(row.engineKey, row);
-  const ordered: T[] = [];
+/**
+ * A chunk row joined with its document's title and source, as both stores read it for a query:
+ * `Key` is how the engine key arrives (a bigint string from PostgreSQL), `Meta` the metadata column
+ * (JSON text from SQLite, parsed JSON from PostgreSQL).
+ */
+export interface ChunkHitRow<Key extends number | string, Meta> {
+  engine_key: Key;
+  chunk_id: string;
+  doc_id: string;
+  seq: number;
+  start_offset: number;
+  end_offset: number;
+  metadata: Meta;
+  text: string;
+  title: string | null;
+  source: string | null;
+}
+
+/** The hits of the keys asked for, in their order, leaving out keys no chunk has. */
+export function chunkHitsInKeyOrder<Meta>(
+  engineKeys: readonly number[],
+  rows: ReadonlyArray<ChunkHitRow<number | string, Meta>>,
+  metadataOf: (metadata: Meta) => Metadata,
+): ChunkHit[] {
+  const byKey = new Map<number, ChunkHitRow<number | string, Meta>>();
+  for (const row of rows) byKey.set(Number(row.engine_key), row);
+  const ordered: ChunkHit[] = [];
   for (const key of engineKeys) {
     const row = byKey.get(key);
-    if (row !== undefined) ordered.push(row);
+    if (row === undefined) continue;
+    ordered.push({
+      engineKey: key,
+      chunkId: row.chunk_id,
+      documentId: row.doc_id,
+      seq: row.seq,
+      text: row.text,
+      start: row.start_offset,
+      end: row.end_offset,
+      metadata: metadataOf(row.metadata),
+      title: row.title,
+      source: row.source,
+    });
   }
   return ordered;
 }

@@ -33,13 +33,14 @@ import { badRequest, conflict, DomainError, notReady } from "../../core/errors.j
 import {
   asBuffer,
   groupTombstones,
-  inKeyOrder,
+  chunkHitsInKeyOrder,
   internal,
   serialiseDocument,
   utf8,
   validateMerge,
   validateWrite,
   withDeleted,
+  type ChunkHitRow,
   type SegmentRow,
   type TombstoneRow,
 } from "./common.js";
@@ -57,6 +58,8 @@ import {
 import type {
   ChangeFeed,
   ChunkHit,
+  DocumentChunks,
+  DocumentListing,
   IndexChange,
   IndexDelta,
   IndexKey,
@@ -227,19 +230,6 @@ export interface PostgresStoreOptions {
 
 /** PostgreSQL gives bigints as strings and timestamps as Dates. */
 type IndexRow = IndexRowOf<string, Date>;
-
-interface ChunkHitRow {
-  engine_key: string;
-  chunk_id: string;
-  doc_id: string;
-  seq: number;
-  start_offset: number;
-  end_offset: number;
-  metadata: Metadata;
-  text: string;
-  title: string | null;
-  source: string | null;
-}
 
 /** The id of an index by key, as a subquery of statements that take ($1 tenant, $2 name). */
 const INDEX_ID = "(SELECT id FROM lectern_indices WHERE tenant_id = $1 AND name = $2)";
@@ -546,7 +536,7 @@ export class PostgresIndexStore implements IndexStore {
     if (engineKeys.length === 0) return [];
     // One statement whatever the number of keys: an index scan of (tenant, index, engine_key) per key.
     const { rows } = await translated(() =>
-      this.pool.query<ChunkHitRow>(
+      this.pool.query<ChunkHitRow<string, Metadata>>(
         `SELECT c.engine_key, c.chunk_id, c.doc_id, c.seq, c.start_offset, c.end_offset, c.metadata, c.text,
            d.title, d.source
          FROM lectern_chunks AS c
@@ -556,31 +546,11 @@ export class PostgresIndexStore implements IndexStore {
         [key.tenantId, key.name, engineKeys],
       ),
     );
-    return inKeyOrder(
-      engineKeys,
-      rows.map((row): ChunkHit => ({
-        engineKey: Number(row.engine_key),
-        chunkId: row.chunk_id,
-        documentId: row.doc_id,
-        seq: row.seq,
-        text: row.text,
-        start: row.start_offset,
-        end: row.end_offset,
-        metadata: row.metadata,
-        title: row.title,
-        source: row.source,
-      })),
-    );
+    return chunkHitsInKeyOrder(engineKeys, rows, (metadata: Metadata) => metadata);
   }
 
-  async getDocumentChunks(
-    key: IndexKey,
-    documentIds: readonly string[],
-  ): Promise<Map<string, { title: string | null; chunks: Array<{ engineKey: number; text: string }> }>> {
-    const result = new Map<
-      string,
-      { title: string | null; chunks: Array<{ engineKey: number; text: string }> }
-    >();
+  async getDocumentChunks(key: IndexKey, documentIds: readonly string[]): Promise<DocumentChunks> {
+    const result: DocumentChunks = new Map();
     if (documentIds.length === 0) return result;
     // One statement, so documents and chunks come from one snapshot.
     const { rows } = await translated(() =>
@@ -608,9 +578,7 @@ export class PostgresIndexStore implements IndexStore {
     return result;
   }
 
-  async listDocuments(
-    key: IndexKey,
-  ): Promise<Array<{ id: string; source: string | null; contentHash: string | null }>> {
+  async listDocuments(key: IndexKey): Promise<DocumentListing[]> {
     const { rows } = await translated(() =>
       this.pool.query<{ doc_id: string; source: string | null; content_hash: string | null }>(
         `SELECT doc_id, source, content_hash FROM lectern_documents

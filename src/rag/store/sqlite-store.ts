@@ -25,6 +25,8 @@ import { StorageReserve } from "./reserve.js";
 
 import type {
   ChunkHit,
+  DocumentChunks,
+  DocumentListing,
   DocumentRecord,
   IndexDelta,
   IndexKey,
@@ -40,13 +42,14 @@ import type {
 import {
   asBuffer,
   groupTombstones,
-  inKeyOrder,
+  chunkHitsInKeyOrder,
   internal,
   label,
   serialiseDocument,
   validateMerge,
   validateWrite,
   withDeleted,
+  type ChunkHitRow,
   type SegmentRow,
   type TombstoneRow,
 } from "./common.js";
@@ -187,19 +190,6 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
 /** SQLite gives integers as numbers and keeps timestamps as ISO text. */
 type IndexRow = IndexRowOf<number, string>;
 
-interface ChunkHitRow {
-  engine_key: number;
-  chunk_id: string;
-  doc_id: string;
-  seq: number;
-  start_offset: number;
-  end_offset: number;
-  metadata: string;
-  text: string;
-  title: string | null;
-  source: string | null;
-}
-
 /** Every statement the store runs, prepared once per connection. */
 function prepareStatements(db: Database.Database) {
   return {
@@ -294,7 +284,7 @@ function prepareStatements(db: Database.Database) {
        ORDER BY segment_id, ordinal`,
     ),
     /** The chunks of the keys in a JSON array, with their documents' title and source. */
-    chunksByKey: db.prepare<[number, string], ChunkHitRow>(
+    chunksByKey: db.prepare<[number, string], ChunkHitRow<number, string>>(
       `SELECT c.engine_key, c.chunk_id, c.doc_id, c.seq, c.start_offset, c.end_offset, c.metadata, c.text,
          d.title, d.source
        FROM chunks AS c JOIN documents AS d ON d.index_id = c.index_id AND d.doc_id = c.doc_id
@@ -451,31 +441,11 @@ export class SqliteIndexStore implements IndexStore {
     const id = this.stmt.indexId.get(key.tenantId, key.name);
     if (id === undefined || engineKeys.length === 0) return [];
     const rows = this.stmt.chunksByKey.all(id, JSON.stringify(engineKeys));
-    return inKeyOrder(
-      engineKeys,
-      rows.map((row): ChunkHit => ({
-        engineKey: row.engine_key,
-        chunkId: row.chunk_id,
-        documentId: row.doc_id,
-        seq: row.seq,
-        text: row.text,
-        start: row.start_offset,
-        end: row.end_offset,
-        metadata: JSON.parse(row.metadata) as Metadata,
-        title: row.title,
-        source: row.source,
-      })),
-    );
+    return chunkHitsInKeyOrder(engineKeys, rows, (json: string) => JSON.parse(json) as Metadata);
   }
 
-  async getDocumentChunks(
-    key: IndexKey,
-    documentIds: readonly string[],
-  ): Promise<Map<string, { title: string | null; chunks: Array<{ engineKey: number; text: string }> }>> {
-    const result = new Map<
-      string,
-      { title: string | null; chunks: Array<{ engineKey: number; text: string }> }
-    >();
+  async getDocumentChunks(key: IndexKey, documentIds: readonly string[]): Promise<DocumentChunks> {
+    const result: DocumentChunks = new Map();
     const id = this.stmt.indexId.get(key.tenantId, key.name);
     if (id === undefined || documentIds.length === 0) return result;
     const ids = JSON.stringify(documentIds);
@@ -492,9 +462,7 @@ export class SqliteIndexStore implements IndexStore {
     return result;
   }
 
-  async listDocuments(
-    key: IndexKey,
-  ): Promise<Array<{ id: string; source: string | null; contentHash: string | null }>> {
+  async listDocuments(key: IndexKey): Promise<DocumentListing[]> {
     const id = this.stmt.indexId.get(key.tenantId, key.name);
     if (id === undefined) return [];
     return this.stmt.listDocuments
