@@ -1,7 +1,7 @@
 /** Builds the RAG app without listening; the store is injected so tests and replicas choose it. */
 import type { Config } from "../core/config.js";
 import { createHttpApp } from "../core/http.js";
-import { RAG_SERVICE_NAME, registerRagRoutes } from "./routes.js";
+import { RAG_SERVICE_NAME, ragRoutes } from "./routes.js";
 import { registerMetrics } from "../core/metrics.js";
 import { createRagMetrics } from "./metrics.js";
 import { RagService } from "./service.js";
@@ -77,7 +77,7 @@ export async function buildRagApp({ config, store, localGeneration }: RagAppDeps
     maxBuildChars: config.ingest.maxBuildChars,
     ingest: ingestFromConfig(config),
   };
-  registerRagRoutes(app, routeDeps);
+  await app.register(ragRoutes, routeDeps);
   // OpenAI's API over the indices (chat completions, models, vector stores, files).
   await app.register(openAiRagRoutes, {
     prefix: "/v1",

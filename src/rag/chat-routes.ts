@@ -4,7 +4,8 @@
  * the results it used. Streaming sends the same events as /rag/query: `results` (with what was
  * searched), answer pieces as `{token}`, and `done` with the whole response.
  */
-import type { FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { actingTenant } from "../core/auth.js";
 import { badRequest } from "../core/errors.js";
 import { toApiError, type TypedApp } from "../core/http.js";
@@ -145,7 +146,9 @@ export async function answerConversation(
   return reply;
 }
 
-export function registerChatRoutes(app: TypedApp, deps: RagRouteDeps): void {
+/** POST /rag/chat, as a Fastify plugin (registered in the /rag scope by routes.ts). */
+export const chatRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => {
+  const app: TypedApp = instance.withTypeProvider<TypeBoxTypeProvider>();
   app.post(
     "/rag/chat",
     {
@@ -163,4 +166,4 @@ export function registerChatRoutes(app: TypedApp, deps: RagRouteDeps): void {
     },
     async (request, reply) => answerConversation(deps, request, reply, request.body),
   );
-}
+};

@@ -3,6 +3,7 @@ import { ApiError, badRequest } from "../core/errors.js";
 import { checkNestingDepth, checkWellFormed } from "../core/validation.js";
 import multipart from "@fastify/multipart";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import type { FastifyPluginAsync } from "fastify";
 import { rootMessage, type TypedApp } from "../core/http.js";
 import { actingTenant, confinedTenant, listingTenant } from "../core/auth.js";
 import { ErrorResponse } from "../textgen/schemas.js";
@@ -10,7 +11,7 @@ import { loadResolvedFiles, resolveFiles } from "./ingest/files.js";
 import { defaultOverlap } from "./ingest/chunker.js";
 import { multipartTenant, readMultipart } from "./uploads.js";
 import type { IndexInfo } from "./schemas.js";
-import { registerSyncRoutes } from "./sync-routes.js";
+import { syncRoutes } from "./sync-routes.js";
 import {
   BuildForm,
   BuildRequest,
@@ -31,7 +32,7 @@ import {
 } from "./schemas.js";
 import type { DocumentInput, IndexStats } from "./service.js";
 import { clientGoneSignal, generativeAnswer } from "./answering.js";
-import { answerConversation, registerChatRoutes } from "./chat-routes.js";
+import { answerConversation, chatRoutes } from "./chat-routes.js";
 import type { RagRouteDeps } from "./route-deps.js";
 import { openEventStream } from "../core/sse.js";
 import type { IndexMeta } from "./store/types.js";
@@ -98,7 +99,12 @@ export function indexInfo(meta: IndexMeta): Static<typeof IndexInfo> {
   };
 }
 
-export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
+/**
+ * The RAG app's routes, a Fastify plugin: /health and / here, and the /rag route groups (indices,
+ * folder sync, chat), each a plugin of its own in one scope.
+ */
+export const ragRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => {
+  const app: TypedApp = instance.withTypeProvider<TypeBoxTypeProvider>();
   const { service } = deps;
 
   app.get("/health", { schema: { tags: ["service"], summary: "Readiness" } }, async () => ({
@@ -110,7 +116,7 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
   );
   // The /rag routes live in a scope of their own with the multipart parser, whose hooks would
   // otherwise run on every request of the app (health checks and metrics scrapes included).
-  void app.register(async (scope) => {
+  await app.register(async (scope) => {
     await scope.register(multipart, {
       limits: {
         fileSize: deps.largeBodyLimit,
@@ -119,14 +125,15 @@ export function registerRagRoutes(app: TypedApp, deps: RagRouteDeps): void {
         fieldSize: 64 * 1024,
       },
     });
-    registerIndexRoutes(scope.withTypeProvider<TypeBoxTypeProvider>(), deps);
-    registerSyncRoutes(scope.withTypeProvider<TypeBoxTypeProvider>(), deps);
-    registerChatRoutes(scope.withTypeProvider<TypeBoxTypeProvider>(), deps);
+    await scope.register(indexRoutes, deps);
+    await scope.register(syncRoutes, deps);
+    await scope.register(chatRoutes, deps);
   });
-}
+};
 
-/** Build, query, list, documents and stats: everything under /rag. */
-function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
+/** Build, query, list, documents and stats: everything under /rag but folder sync and chat. */
+const indexRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => {
+  const app: TypedApp = instance.withTypeProvider<TypeBoxTypeProvider>();
   const { service } = deps;
 
   app.post(
@@ -398,7 +405,7 @@ function registerIndexRoutes(app: TypedApp, deps: RagRouteDeps): void {
         }),
       ),
   );
-}
+};
 
 export function indexStats(stats: IndexStats): Static<typeof IndexStatsResponse> {
   return {

@@ -1,27 +1,18 @@
-/** The folder sync route (#14), registered in the /rag scope by registerRagRoutes. */
+/** The folder sync route (#14): a Fastify plugin, registered in the /rag scope by routes.ts. */
 import { actingTenant, confinedTenant } from "../core/auth.js";
 import { badRequest } from "../core/errors.js";
+import type { FastifyPluginAsync } from "fastify";
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { TypedApp } from "../core/http.js";
 import { ErrorResponse } from "../textgen/schemas.js";
 import { resolveFolder } from "./ingest/files.js";
 import { defaultOverlap } from "./ingest/chunker.js";
-import type { Ingest } from "./ingest/limits.js";
-import type { RagMetrics } from "./metrics.js";
 import { IndexParams, SyncRequest, SyncResponse } from "./schemas.js";
-import type { RagService } from "./service.js";
+import type { RagRouteDeps } from "./route-deps.js";
 import { syncFolder } from "./sync.js";
 
-/** What the sync route needs of registerRagRoutes' deps (named here: routes.ts imports this file). */
-export interface SyncRouteDeps {
-  service: RagService;
-  metrics: RagMetrics;
-  ragFilesDir: string | null;
-  maxBuildDocuments: number;
-  maxBuildChars: number;
-  ingest: Ingest;
-}
-
-export function registerSyncRoutes(app: TypedApp, deps: SyncRouteDeps): void {
+export const syncRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => {
+  const app: TypedApp = instance.withTypeProvider<TypeBoxTypeProvider>();
   app.post(
     "/rag/indices/:index_name/sync",
     {
@@ -65,4 +56,4 @@ export function registerSyncRoutes(app: TypedApp, deps: SyncRouteDeps): void {
       return result;
     },
   );
-}
+};

@@ -85,13 +85,28 @@ describe("imports of src/", () => {
 
   it("resolve to files that exist", () => {
     const missing = [...graph].flatMap(([file, targets]) =>
-      targets.filter((t) => !graph.has(t)).map((t) => `${path.relative(srcDir, file)} → ${t}`),
+      targets
+        .filter((t) => !graph.has(t))
+        .map((t) => `${path.relative(srcDir, file)} → ${path.relative(srcDir, t)}`),
     );
     assert.deepEqual(missing, []);
   });
 
   it("form no cycle (type-only imports included)", () => {
     const found = cycles(graph).map((c) => c.map((f) => path.relative(srcDir, f)).join(" ↔ "));
+    assert.deepEqual(found, []);
+  });
+
+  it("keep the engine's layers: search/core imports nothing from search/indexer", () => {
+    const core = path.join(srcDir, "rag/search/core") + path.sep;
+    const indexer = path.join(srcDir, "rag/search/indexer") + path.sep;
+    const found = [...graph]
+      .filter(([file]) => file.startsWith(core))
+      .flatMap(([file, targets]) =>
+        targets
+          .filter((t) => t.startsWith(indexer))
+          .map((t) => `${path.relative(srcDir, file)} → ${path.relative(srcDir, t)}`),
+      );
     assert.deepEqual(found, []);
   });
 

@@ -34,7 +34,8 @@ export { DEFAULT_BM25 } from "./scoring.js";
 export { SegmentedIndex, type ResolvedSearchIndexOptions } from "./core/segmented-index.js";
 export { IndexWriter, type PreparedWrite } from "./indexer/index-writer.js";
 export { TieredMergePolicy, type TieredMergePolicyOptions } from "./indexer/merge-policy.js";
-export { mergeInBackground, mergeNow, type MergeResult, type PreparedMerge } from "./indexer/merge.js";
+export { type MergeResult, type PreparedMerge } from "./core/merge-commit.js";
+export { mergeInBackground, mergeNow } from "./indexer/merge.js";
 export type * from "./types.js";
 export {
   RM3_DEFAULTS,

@@ -1,16 +1,20 @@
 /**
  * What every IndexStore shares: the checks of a write that do not depend on stored state, the error
- * a stale `expectedVersion` raises, and the size accounting of a document. Keeping them in one place
- * keeps the SQLite and PostgreSQL stores answering alike, down to the messages.
+ * a stale `expectedVersion` raises, the size accounting of a document, and how segment rows are read
+ * back. Keeping them in one place keeps the SQLite and PostgreSQL stores answering alike, down to the
+ * messages; what a write does to stored state is their shared plan (write-plan.ts).
  */
 import { badRequest, corrupt, DomainError } from "../../core/errors.js";
 import type {
+  ChunkHit,
   ChunkRecord,
   DocumentRecord,
   EngineState,
   IndexKey,
   IndexWrite,
+  LoadedSegment,
   MergeWrite,
+  Metadata,
   SegmentRecord,
   Tombstone,
 } from "./types.js";
@@ -141,14 +145,48 @@ export function serialiseDocument(document: DocumentRecord, chunks: ChunkRecord[
 /** The engine index as a Buffer over the same memory (no copy). */
 export const asBuffer = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
-/** Puts hits in the order of the keys asked for, leaving out keys no chunk has. */
-export function inKeyOrder<T extends { engineKey: number }>(engineKeys: readonly number[], rows: T[]): T[] {
-  const byKey = new Map<number, T>();
-  for (const row of rows) byKey.set(row.engineKey, row);
-  const ordered: T[] = [];
+/**
+ * A chunk row joined with its document's title and source, as both stores read it for a query:
+ * `Key` is how the engine key arrives (a bigint string from PostgreSQL), `Meta` the metadata column
+ * (JSON text from SQLite, parsed JSON from PostgreSQL).
+ */
+export interface ChunkHitRow<Key extends number | string, Meta> {
+  engine_key: Key;
+  chunk_id: string;
+  doc_id: string;
+  seq: number;
+  start_offset: number;
+  end_offset: number;
+  metadata: Meta;
+  text: string;
+  title: string | null;
+  source: string | null;
+}
+
+/** The hits of the keys asked for, in their order, leaving out keys no chunk has. */
+export function chunkHitsInKeyOrder<Meta>(
+  engineKeys: readonly number[],
+  rows: ReadonlyArray<ChunkHitRow<number | string, Meta>>,
+  metadataOf: (metadata: Meta) => Metadata,
+): ChunkHit[] {
+  const byKey = new Map<number, ChunkHitRow<number | string, Meta>>();
+  for (const row of rows) byKey.set(Number(row.engine_key), row);
+  const ordered: ChunkHit[] = [];
   for (const key of engineKeys) {
     const row = byKey.get(key);
-    if (row !== undefined) ordered.push(row);
+    if (row === undefined) continue;
+    ordered.push({
+      engineKey: key,
+      chunkId: row.chunk_id,
+      documentId: row.doc_id,
+      seq: row.seq,
+      text: row.text,
+      start: row.start_offset,
+      end: row.end_offset,
+      metadata: metadataOf(row.metadata),
+      title: row.title,
+      source: row.source,
+    });
   }
   return ordered;
 }
@@ -170,4 +208,33 @@ export function checkLiveCount(
         `(${segmentDocuments} in segments, ${tombstones} deleted)`,
     );
   }
+}
+
+/** A segment row as both stores read it. */
+export interface SegmentRow {
+  segment_id: number;
+  doc_count: number;
+  /**
+   * A BLOB from SQLite; from PostgreSQL a bytea, which arrives hex-encoded and pg decodes to a Buffer
+   * (pg's binary transfer mode would decode the bytes as UTF-8 text and corrupt them: not an option).
+   */
+  bytes: Buffer;
+}
+
+export interface TombstoneRow {
+  segment_id: number;
+  ordinal: number;
+}
+
+/** Segments with their tombstones (both in ascending order), as loadIndex and loadChanges return them. */
+export function withDeleted(segments: SegmentRow[], tombstones: Iterable<TombstoneRow>): LoadedSegment[] {
+  const loaded = segments.map((row): LoadedSegment => ({
+    id: row.segment_id,
+    documentCount: row.doc_count,
+    bytes: new Uint8Array(row.bytes.buffer, row.bytes.byteOffset, row.bytes.byteLength),
+    deleted: [],
+  }));
+  const byId = new Map(loaded.map((segment) => [segment.id, segment]));
+  for (const { segment_id: segmentId, ordinal } of tombstones) byId.get(segmentId)?.deleted.push(ordinal);
+  return loaded;
 }

@@ -29,31 +29,43 @@
  */
 import pg from "pg";
 
-import { badRequest, conflict, DomainError, notFound, notReady } from "../../core/errors.js";
-import type { ScorerName } from "../search/types.js";
+import { badRequest, conflict, DomainError, notReady } from "../../core/errors.js";
 import {
-  StaleVersionError,
   asBuffer,
-  checkLiveCount,
   groupTombstones,
-  inKeyOrder,
+  chunkHitsInKeyOrder,
   internal,
-  label,
   serialiseDocument,
   utf8,
   validateMerge,
   validateWrite,
+  withDeleted,
+  type ChunkHitRow,
+  type SegmentRow,
+  type TombstoneRow,
 } from "./common.js";
+import {
+  META_COLUMNS,
+  checkTombstoneBounds,
+  indexAfterMerge,
+  indexAfterWrite,
+  planMerge,
+  planWrite,
+  toMeta,
+  type IndexRowOf,
+  type IndexUpdate,
+} from "./write-plan.js";
 import type {
   ChangeFeed,
   ChunkHit,
+  DocumentChunks,
+  DocumentListing,
   IndexChange,
   IndexDelta,
   IndexKey,
   IndexMeta,
   IndexStore,
   IndexWrite,
-  LoadedSegment,
   MergeWrite,
   Metadata,
   StoredIndex,
@@ -216,97 +228,11 @@ export interface PostgresStoreOptions {
   onError?: (error: Error, context: string) => void;
 }
 
-interface IndexRow {
-  id: string;
-  tenant_id: string;
-  name: string;
-  scorer: ScorerName;
-  chunk_size: number;
-  overlap: number;
-  documents_count: number;
-  chunks_count: number;
-  vocabulary_size: number;
-  size_bytes: string;
-  version: string;
-  created_at: Date;
-  updated_at: Date;
-  next_key: string;
-  next_segment_id: number;
-  total_length: string;
-  segments_count: number;
-  deleted_chunks_count: number;
-}
-
-interface SegmentRow {
-  segment_id: number;
-  doc_count: number;
-  /** bytea arrives hex-encoded and pg decodes it to a Buffer. (pg's binary transfer mode would decode
-   * the bytes as UTF-8 text and corrupt them, so it is not an option.) */
-  bytes: Buffer;
-}
-
-interface TombstoneRow {
-  segment_id: number;
-  ordinal: number;
-}
-
-interface ChunkHitRow {
-  engine_key: string;
-  chunk_id: string;
-  doc_id: string;
-  seq: number;
-  start_offset: number;
-  end_offset: number;
-  metadata: Metadata;
-  text: string;
-  title: string | null;
-  source: string | null;
-}
-
-const META_COLUMNS =
-  "id, tenant_id, name, scorer, chunk_size, overlap, documents_count, chunks_count, vocabulary_size, " +
-  "size_bytes, version, created_at, updated_at, next_key, next_segment_id, total_length, segments_count, " +
-  "deleted_chunks_count";
+/** PostgreSQL gives bigints as strings and timestamps as Dates. */
+type IndexRow = IndexRowOf<string, Date>;
 
 /** The id of an index by key, as a subquery of statements that take ($1 tenant, $2 name). */
 const INDEX_ID = "(SELECT id FROM lectern_indices WHERE tenant_id = $1 AND name = $2)";
-
-function toMeta(row: IndexRow): IndexMeta {
-  return {
-    tenantId: row.tenant_id,
-    name: row.name,
-    scorer: row.scorer,
-    chunkSize: row.chunk_size,
-    overlap: row.overlap,
-    documentsCount: row.documents_count,
-    chunksCount: row.chunks_count,
-    vocabularySize: row.vocabulary_size,
-    segmentsCount: row.segments_count,
-    deletedChunksCount: row.deleted_chunks_count,
-    engine: {
-      nextKey: Number(row.next_key),
-      nextSegmentId: row.next_segment_id,
-      totalLength: Number(row.total_length),
-    },
-    sizeBytes: Number(row.size_bytes),
-    createdAt: row.created_at.toISOString(),
-    updatedAt: row.updated_at.toISOString(),
-    version: Number(row.version),
-  };
-}
-
-/** Segments with their tombstones (both in ascending order), as loadIndex and loadChanges return them. */
-function withDeleted(segments: SegmentRow[], tombstones: TombstoneRow[]): LoadedSegment[] {
-  const loaded = segments.map((row): LoadedSegment => ({
-    id: row.segment_id,
-    documentCount: row.doc_count,
-    bytes: new Uint8Array(row.bytes.buffer, row.bytes.byteOffset, row.bytes.byteLength),
-    deleted: [],
-  }));
-  const byId = new Map(loaded.map((segment) => [segment.id, segment]));
-  for (const { segment_id: segmentId, ordinal } of tombstones) byId.get(segmentId)?.deleted.push(ordinal);
-  return loaded;
-}
 
 const lockKey = (key: IndexKey) => `${key.tenantId}/${key.name}`;
 
@@ -610,7 +536,7 @@ export class PostgresIndexStore implements IndexStore {
     if (engineKeys.length === 0) return [];
     // One statement whatever the number of keys: an index scan of (tenant, index, engine_key) per key.
     const { rows } = await translated(() =>
-      this.pool.query<ChunkHitRow>(
+      this.pool.query<ChunkHitRow<string, Metadata>>(
         `SELECT c.engine_key, c.chunk_id, c.doc_id, c.seq, c.start_offset, c.end_offset, c.metadata, c.text,
            d.title, d.source
          FROM lectern_chunks AS c
@@ -620,31 +546,11 @@ export class PostgresIndexStore implements IndexStore {
         [key.tenantId, key.name, engineKeys],
       ),
     );
-    return inKeyOrder(
-      engineKeys,
-      rows.map((row): ChunkHit => ({
-        engineKey: Number(row.engine_key),
-        chunkId: row.chunk_id,
-        documentId: row.doc_id,
-        seq: row.seq,
-        text: row.text,
-        start: row.start_offset,
-        end: row.end_offset,
-        metadata: row.metadata,
-        title: row.title,
-        source: row.source,
-      })),
-    );
+    return chunkHitsInKeyOrder(engineKeys, rows, (metadata: Metadata) => metadata);
   }
 
-  async getDocumentChunks(
-    key: IndexKey,
-    documentIds: readonly string[],
-  ): Promise<Map<string, { title: string | null; chunks: Array<{ engineKey: number; text: string }> }>> {
-    const result = new Map<
-      string,
-      { title: string | null; chunks: Array<{ engineKey: number; text: string }> }
-    >();
+  async getDocumentChunks(key: IndexKey, documentIds: readonly string[]): Promise<DocumentChunks> {
+    const result: DocumentChunks = new Map();
     if (documentIds.length === 0) return result;
     // One statement, so documents and chunks come from one snapshot.
     const { rows } = await translated(() =>
@@ -672,9 +578,7 @@ export class PostgresIndexStore implements IndexStore {
     return result;
   }
 
-  async listDocuments(
-    key: IndexKey,
-  ): Promise<Array<{ id: string; source: string | null; contentHash: string | null }>> {
+  async listDocuments(key: IndexKey): Promise<DocumentListing[]> {
     const { rows } = await translated(() =>
       this.pool.query<{ doc_id: string; source: string | null; content_hash: string | null }>(
         `SELECT doc_id, source, content_hash FROM lectern_documents
@@ -819,25 +723,16 @@ export class PostgresIndexStore implements IndexStore {
     return this.transaction(body, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   }
 
-  /** The body of the write transaction. */
+  /** The body of the write transaction: its plan (write-plan.ts) executed. */
   private async applyWrite(client: pg.PoolClient, change: IndexWrite): Promise<IndexMeta> {
-    const { key, mode, settings } = change;
+    const { key, settings } = change;
     const tenant = key.tenantId;
     await lockIndex(client, key);
-    const existing = await selectMeta(client, key);
-    if (mode === "create" && existing !== undefined) throw conflict(`${label(key)} already exists`);
-    if (mode === "update" && existing === undefined) throw notFound(`${label(key)} not found`);
-    const existingVersion = existing === undefined ? undefined : Number(existing.version);
-    if (change.expectedVersion !== null && (existingVersion ?? 0) !== change.expectedVersion) {
-      throw new StaleVersionError(key, existingVersion, change.expectedVersion);
-    }
-
+    const plan = planWrite(change, await selectMeta(client, key));
     const version = await nextVersion(client);
     const now = new Date().toISOString();
-    // The counters after the change, kept incrementally: no statement here reads the whole index.
-    const counts = { documents: 0, chunks: 0, bytes: 0, segments: 0, deleted: 0 };
     let id: string;
-    if (existing === undefined) {
+    if (plan.row === undefined) {
       const inserted = await client.query<{ id: string }>(
         `INSERT INTO lectern_indices (tenant_id, name, scorer, chunk_size, overlap, documents_count,
            chunks_count, vocabulary_size, size_bytes, version, created_at, updated_at)
@@ -846,110 +741,55 @@ export class PostgresIndexStore implements IndexStore {
       );
       id = inserted.rows[0]!.id;
     } else {
-      id = existing.id;
-      const args = [tenant, id];
-      if (mode === "replace") {
-        await client.query("DELETE FROM lectern_tombstones WHERE tenant_id = $1 AND index_id = $2", args);
-        await client.query("DELETE FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2", args);
-        await client.query("DELETE FROM lectern_chunks WHERE tenant_id = $1 AND index_id = $2", args);
-        await client.query("DELETE FROM lectern_documents WHERE tenant_id = $1 AND index_id = $2", args);
-      } else {
-        counts.documents = existing.documents_count;
-        counts.chunks = existing.chunks_count;
-        counts.bytes = Number(existing.size_bytes);
-        counts.segments = existing.segments_count;
-        counts.deleted = existing.deleted_chunks_count;
-        const gone = [...new Set([...change.deleteDocumentIds, ...change.upsert.map((u) => u.document.id)])];
-        if (gone.length > 0) {
-          await client.query(
-            "DELETE FROM lectern_chunks WHERE tenant_id = $1 AND index_id = $2 AND doc_id = ANY($3::text[])",
-            [...args, gone],
-          );
-          const removed = await client.query<{ chunks_count: number; size_bytes: string }>(
-            `DELETE FROM lectern_documents WHERE tenant_id = $1 AND index_id = $2 AND doc_id = ANY($3::text[])
-             RETURNING chunks_count, size_bytes`,
-            [...args, gone],
-          );
-          for (const document of removed.rows) {
-            counts.documents--;
-            counts.chunks -= document.chunks_count;
-            counts.bytes -= Number(document.size_bytes);
-          }
-        }
-      }
+      id = plan.row.id;
     }
-
-    if (change.segment !== null) {
-      const bytes = asBuffer(change.segment.bytes);
+    const args = [tenant, id];
+    if (plan.clearIndex) {
+      await client.query("DELETE FROM lectern_tombstones WHERE tenant_id = $1 AND index_id = $2", args);
+      await client.query("DELETE FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2", args);
+      await client.query("DELETE FROM lectern_chunks WHERE tenant_id = $1 AND index_id = $2", args);
+      await client.query("DELETE FROM lectern_documents WHERE tenant_id = $1 AND index_id = $2", args);
+    }
+    const removedDocuments = await removeDocuments(client, tenant, id, plan.removeDocumentIds);
+    if (plan.segment !== null) {
+      const { segment } = plan;
       await insertSegment(
         client,
         tenant,
         id,
-        change.segment.id,
-        change.segment.documentCount,
+        segment.id,
+        segment.documentCount,
         version,
-        bytes,
+        asBuffer(segment.bytes),
       );
-      counts.segments++;
-      counts.bytes += bytes.byteLength;
     }
-    await insertTombstones(client, tenant, id, change.tombstones, version);
-    counts.deleted += change.tombstones.length;
-
-    const added = await insertDocuments(client, tenant, id, change.upsert);
-    counts.documents += change.upsert.length;
-    counts.chunks += added.chunks;
-    counts.bytes += added.bytes;
+    await insertTombstones(client, tenant, id, plan.tombstones, version);
+    const inserted = await insertDocuments(client, tenant, id, plan.upsert);
     const total = await client.query<{ documents: string }>(
       "SELECT coalesce(sum(doc_count), 0) AS documents FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2",
       [tenant, id],
     );
-    checkLiveCount(key, Number(total.rows[0]!.documents), counts.deleted, counts.chunks);
-
-    const updated = await client.query<IndexRow>(
-      `UPDATE lectern_indices SET scorer = $3, chunk_size = $4, overlap = $5, documents_count = $6,
-         chunks_count = $7, vocabulary_size = $8, size_bytes = $9, version = $10, updated_at = $11,
-         next_key = $12, next_segment_id = $13, total_length = $14, segments_count = $15,
-         deleted_chunks_count = $16
-       WHERE tenant_id = $1 AND id = $2
-       RETURNING ${META_COLUMNS}`,
-      [
-        tenant,
-        id,
-        settings.scorer,
-        settings.chunkSize,
-        settings.overlap,
-        counts.documents,
-        counts.chunks,
-        change.vocabularySize,
-        counts.bytes,
-        version,
-        now,
-        change.engine.nextKey,
-        change.engine.nextSegmentId,
-        change.engine.totalLength,
-        counts.segments,
-        counts.deleted,
-      ],
-    );
+    const update = indexAfterWrite(plan, {
+      removedDocuments,
+      insertedBytes: inserted.bytes,
+      segmentDocuments: Number(total.rows[0]!.documents),
+      version,
+      now,
+    });
+    const meta = await updateIndex(client, tenant, id, update);
     await notify(client, { tenantId: tenant, name: key.name, version });
-    return toMeta(updated.rows[0]!);
+    return meta;
   }
 
-  /** The body of the merge transaction. */
+  /** The body of the merge transaction: its plan (write-plan.ts) executed. */
   private async applyMerge(client: pg.PoolClient, change: MergeWrite): Promise<IndexMeta> {
     const { key, segment } = change;
     const tenant = key.tenantId;
     await lockIndex(client, key);
-    const existing = await selectMeta(client, key);
-    if (existing === undefined) throw notFound(`${label(key)} not found`);
-    if (Number(existing.version) !== change.expectedVersion) {
-      throw new StaleVersionError(key, Number(existing.version), change.expectedVersion);
-    }
-    const id = existing.id;
+    const plan = planMerge(change, await selectMeta(client, key));
+    const id = plan.row.id;
     const version = await nextVersion(client);
     const args = [tenant, id, change.removedSegmentIds];
-
     const removedTombstones =
       (
         await client.query(
@@ -962,44 +802,83 @@ export class PostgresIndexStore implements IndexStore {
        RETURNING doc_count, octet_length(bytes) AS size`,
       args,
     );
-    if (removed.rows.length !== change.removedSegmentIds.length) {
-      throw internal(`${label(key)} lacks a segment of the merge (${change.removedSegmentIds.join(", ")})`);
-    }
-    const removedDocuments = removed.rows.reduce((sum, row) => sum + row.doc_count, 0);
-    const removedBytes = removed.rows.reduce((sum, row) => sum + row.size, 0);
-    // The merged segment holds exactly the documents of the ones it replaces that were live when the
-    // merge started; those deleted since are its tombstones.
-    checkLiveCount(
-      key,
+    const update = indexAfterMerge(plan, {
+      removedSegments: removed.rows.map((row) => ({ documentCount: row.doc_count, sizeBytes: row.size })),
+      removedTombstones,
+      version,
+      now: new Date().toISOString(),
+    });
+    await insertSegment(
+      client,
+      tenant,
+      id,
+      segment.id,
       segment.documentCount,
-      change.tombstones.length,
-      removedDocuments - removedTombstones,
+      version,
+      asBuffer(segment.bytes),
     );
-    const bytes = asBuffer(segment.bytes);
-    await insertSegment(client, tenant, id, segment.id, segment.documentCount, version, bytes);
     await insertTombstones(client, tenant, id, change.tombstones, version);
-
-    const updated = await client.query<IndexRow>(
-      `UPDATE lectern_indices SET size_bytes = $3, version = $4, updated_at = $5, next_key = $6,
-         next_segment_id = $7, total_length = $8, segments_count = $9, deleted_chunks_count = $10
-       WHERE tenant_id = $1 AND id = $2
-       RETURNING ${META_COLUMNS}`,
-      [
-        tenant,
-        id,
-        Number(existing.size_bytes) - removedBytes + bytes.byteLength,
-        version,
-        new Date().toISOString(),
-        change.engine.nextKey,
-        change.engine.nextSegmentId,
-        change.engine.totalLength,
-        existing.segments_count - change.removedSegmentIds.length + 1,
-        existing.deleted_chunks_count - removedTombstones + change.tombstones.length,
-      ],
-    );
+    const meta = await updateIndex(client, tenant, id, update);
     await notify(client, { tenantId: tenant, name: key.name, version });
-    return toMeta(updated.rows[0]!);
+    return meta;
   }
+}
+
+/** Deletes documents and their chunks; what the removed document rows held. */
+async function removeDocuments(
+  client: pg.PoolClient,
+  tenant: string,
+  indexId: string,
+  documentIds: string[],
+): Promise<Array<{ chunksCount: number; sizeBytes: number }>> {
+  if (documentIds.length === 0) return [];
+  const args = [tenant, indexId, documentIds];
+  await client.query(
+    "DELETE FROM lectern_chunks WHERE tenant_id = $1 AND index_id = $2 AND doc_id = ANY($3::text[])",
+    args,
+  );
+  const removed = await client.query<{ chunks_count: number; size_bytes: string }>(
+    `DELETE FROM lectern_documents WHERE tenant_id = $1 AND index_id = $2 AND doc_id = ANY($3::text[])
+     RETURNING chunks_count, size_bytes`,
+    args,
+  );
+  return removed.rows.map((row) => ({ chunksCount: row.chunks_count, sizeBytes: Number(row.size_bytes) }));
+}
+
+/** Stores the index row a write or merge computed (write-plan.ts); the meta it now holds. */
+async function updateIndex(
+  client: pg.PoolClient,
+  tenant: string,
+  indexId: string,
+  update: IndexUpdate,
+): Promise<IndexMeta> {
+  const updated = await client.query<IndexRow>(
+    `UPDATE lectern_indices SET scorer = $3, chunk_size = $4, overlap = $5, documents_count = $6,
+       chunks_count = $7, vocabulary_size = $8, size_bytes = $9, version = $10, updated_at = $11,
+       next_key = $12, next_segment_id = $13, total_length = $14, segments_count = $15,
+       deleted_chunks_count = $16
+     WHERE tenant_id = $1 AND id = $2
+     RETURNING ${META_COLUMNS}`,
+    [
+      tenant,
+      indexId,
+      update.scorer,
+      update.chunkSize,
+      update.overlap,
+      update.documentsCount,
+      update.chunksCount,
+      update.vocabularySize,
+      update.sizeBytes,
+      update.version,
+      update.now,
+      update.nextKey,
+      update.nextSegmentId,
+      update.totalLength,
+      update.segmentsCount,
+      update.deletedChunksCount,
+    ],
+  );
+  return toMeta(updated.rows[0]!);
 }
 
 async function selectMeta(client: pg.PoolClient, key: IndexKey): Promise<IndexRow | undefined> {
@@ -1046,16 +925,7 @@ async function insertTombstones(
      WHERE tenant_id = $1 AND index_id = $2 AND segment_id = ANY($3::integer[])`,
     [tenant, indexId, [...bySegment.keys()]],
   );
-  const documentCounts = new Map(rows.map((row) => [row.segment_id, row.doc_count]));
-  for (const [segmentId, ordinals] of bySegment) {
-    const documentCount = documentCounts.get(segmentId);
-    if (documentCount === undefined)
-      throw internal(`a tombstone names segment ${segmentId}, which the index lacks`);
-    const outside = ordinals.find((ordinal) => ordinal >= documentCount);
-    if (outside !== undefined) {
-      throw internal(`tombstone ${segmentId}/${outside} is beyond the segment's ${documentCount} documents`);
-    }
-  }
+  checkTombstoneBounds(bySegment, new Map(rows.map((row) => [row.segment_id, row.doc_count])));
   await client.query(
     `INSERT INTO lectern_tombstones (tenant_id, index_id, segment_id, ordinal, created_version)
      SELECT $1, $2, t.segment_id, t.ordinal, $5 FROM unnest($3::integer[], $4::integer[]) AS t (segment_id, ordinal)`,
@@ -1078,7 +948,7 @@ async function insertDocuments(
   client: pg.PoolClient,
   tenant: string,
   indexId: string,
-  upsert: IndexWrite["upsert"],
+  upsert: Readonly<IndexWrite["upsert"]>,
 ): Promise<{ chunks: number; bytes: number }> {
   const docs = {
     ids: [] as string[],

@@ -23,17 +23,16 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import { StorageReserve } from "./reserve.js";
 
-import { conflict, notFound } from "../../core/errors.js";
-import type { ScorerName } from "../search/types.js";
 import type {
   ChunkHit,
+  DocumentChunks,
+  DocumentListing,
   DocumentRecord,
   IndexDelta,
   IndexKey,
   IndexMeta,
   IndexStore,
   IndexWrite,
-  LoadedSegment,
   MergeWrite,
   Metadata,
   StoredChunk,
@@ -41,17 +40,30 @@ import type {
   Tombstone,
 } from "./types.js";
 import {
-  StaleVersionError,
   asBuffer,
-  checkLiveCount,
   groupTombstones,
-  inKeyOrder,
+  chunkHitsInKeyOrder,
   internal,
   label,
   serialiseDocument,
   validateMerge,
   validateWrite,
+  withDeleted,
+  type ChunkHitRow,
+  type SegmentRow,
+  type TombstoneRow,
 } from "./common.js";
+import {
+  META_COLUMNS,
+  checkTombstoneBounds,
+  indexAfterMerge,
+  indexAfterWrite,
+  planMerge,
+  planWrite,
+  toMeta,
+  type IndexRowOf,
+  type IndexUpdate,
+} from "./write-plan.js";
 
 export const SQLITE_FILE_NAME = "lectern.db";
 
@@ -175,90 +187,8 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
   `,
 ];
 
-interface IndexRow {
-  id: number;
-  tenant_id: string;
-  name: string;
-  scorer: ScorerName;
-  chunk_size: number;
-  overlap: number;
-  documents_count: number;
-  chunks_count: number;
-  vocabulary_size: number;
-  size_bytes: number;
-  version: number;
-  created_at: string;
-  updated_at: string;
-  next_key: number;
-  next_segment_id: number;
-  total_length: number;
-  segments_count: number;
-  deleted_chunks_count: number;
-}
-
-interface SegmentRow {
-  segment_id: number;
-  doc_count: number;
-  bytes: Buffer;
-}
-
-interface TombstoneRow {
-  segment_id: number;
-  ordinal: number;
-}
-
-interface ChunkHitRow {
-  engine_key: number;
-  chunk_id: string;
-  doc_id: string;
-  seq: number;
-  start_offset: number;
-  end_offset: number;
-  metadata: string;
-  text: string;
-  title: string | null;
-  source: string | null;
-}
-
-const META_COLUMNS =
-  "id, tenant_id, name, scorer, chunk_size, overlap, documents_count, chunks_count, vocabulary_size, " +
-  "size_bytes, version, created_at, updated_at, next_key, next_segment_id, total_length, segments_count, " +
-  "deleted_chunks_count";
-
-function toMeta(row: IndexRow): IndexMeta {
-  return {
-    tenantId: row.tenant_id,
-    name: row.name,
-    scorer: row.scorer,
-    chunkSize: row.chunk_size,
-    overlap: row.overlap,
-    documentsCount: row.documents_count,
-    chunksCount: row.chunks_count,
-    vocabularySize: row.vocabulary_size,
-    segmentsCount: row.segments_count,
-    deletedChunksCount: row.deleted_chunks_count,
-    engine: { nextKey: row.next_key, nextSegmentId: row.next_segment_id, totalLength: row.total_length },
-    sizeBytes: row.size_bytes,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-    version: row.version,
-  };
-}
-
-const toBytes = (buffer: Buffer) => new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
-
-/** Segments with their tombstones (both in ascending order), as loadIndex and loadChanges return them. */
-function withDeleted(segments: SegmentRow[], tombstones: Iterable<TombstoneRow>): LoadedSegment[] {
-  const loaded = segments.map((row): LoadedSegment => ({
-    id: row.segment_id,
-    documentCount: row.doc_count,
-    bytes: toBytes(row.bytes),
-    deleted: [],
-  }));
-  const byId = new Map(loaded.map((segment) => [segment.id, segment]));
-  for (const { segment_id: segmentId, ordinal } of tombstones) byId.get(segmentId)?.deleted.push(ordinal);
-  return loaded;
-}
+/** SQLite gives integers as numbers and keeps timestamps as ISO text. */
+type IndexRow = IndexRowOf<number, string>;
 
 /** Every statement the store runs, prepared once per connection. */
 function prepareStatements(db: Database.Database) {
@@ -281,7 +211,7 @@ function prepareStatements(db: Database.Database) {
          vocabulary_size, size_bytes, version, created_at, updated_at)
        VALUES (@tenantId, @name, @scorer, @chunkSize, @overlap, 0, 0, 0, 0, @version, @now, @now)`,
     ),
-    updateIndex: db.prepare<[Record<string, number | string>], IndexRow>(
+    updateIndex: db.prepare<[IndexUpdate & { id: number }], IndexRow>(
       `UPDATE indices SET scorer = @scorer, chunk_size = @chunkSize, overlap = @overlap,
          documents_count = @documentsCount, chunks_count = @chunksCount, vocabulary_size = @vocabularySize,
          size_bytes = @sizeBytes, version = @version, updated_at = @now, next_key = @nextKey,
@@ -354,7 +284,7 @@ function prepareStatements(db: Database.Database) {
        ORDER BY segment_id, ordinal`,
     ),
     /** The chunks of the keys in a JSON array, with their documents' title and source. */
-    chunksByKey: db.prepare<[number, string], ChunkHitRow>(
+    chunksByKey: db.prepare<[number, string], ChunkHitRow<number, string>>(
       `SELECT c.engine_key, c.chunk_id, c.doc_id, c.seq, c.start_offset, c.end_offset, c.metadata, c.text,
          d.title, d.source
        FROM chunks AS c JOIN documents AS d ON d.index_id = c.index_id AND d.doc_id = c.doc_id
@@ -511,31 +441,11 @@ export class SqliteIndexStore implements IndexStore {
     const id = this.stmt.indexId.get(key.tenantId, key.name);
     if (id === undefined || engineKeys.length === 0) return [];
     const rows = this.stmt.chunksByKey.all(id, JSON.stringify(engineKeys));
-    return inKeyOrder(
-      engineKeys,
-      rows.map((row): ChunkHit => ({
-        engineKey: row.engine_key,
-        chunkId: row.chunk_id,
-        documentId: row.doc_id,
-        seq: row.seq,
-        text: row.text,
-        start: row.start_offset,
-        end: row.end_offset,
-        metadata: JSON.parse(row.metadata) as Metadata,
-        title: row.title,
-        source: row.source,
-      })),
-    );
+    return chunkHitsInKeyOrder(engineKeys, rows, (json: string) => JSON.parse(json) as Metadata);
   }
 
-  async getDocumentChunks(
-    key: IndexKey,
-    documentIds: readonly string[],
-  ): Promise<Map<string, { title: string | null; chunks: Array<{ engineKey: number; text: string }> }>> {
-    const result = new Map<
-      string,
-      { title: string | null; chunks: Array<{ engineKey: number; text: string }> }
-    >();
+  async getDocumentChunks(key: IndexKey, documentIds: readonly string[]): Promise<DocumentChunks> {
+    const result: DocumentChunks = new Map();
     const id = this.stmt.indexId.get(key.tenantId, key.name);
     if (id === undefined || documentIds.length === 0) return result;
     const ids = JSON.stringify(documentIds);
@@ -552,9 +462,7 @@ export class SqliteIndexStore implements IndexStore {
     return result;
   }
 
-  async listDocuments(
-    key: IndexKey,
-  ): Promise<Array<{ id: string; source: string | null; contentHash: string | null }>> {
+  async listDocuments(key: IndexKey): Promise<DocumentListing[]> {
     const id = this.stmt.indexId.get(key.tenantId, key.name);
     if (id === undefined) return [];
     return this.stmt.listDocuments
@@ -650,157 +558,77 @@ export class SqliteIndexStore implements IndexStore {
     );
   }
 
-  /** The body of the write transaction. */
+  /** The body of the write transaction: its plan (write-plan.ts) executed. */
   private applyWrite(change: IndexWrite): IndexMeta {
-    const { key, mode, settings } = change;
+    const { key, settings } = change;
     const stmt = this.stmt;
-    const existing = stmt.meta.get(key.tenantId, key.name);
-    if (mode === "create" && existing !== undefined) throw conflict(`${label(key)} already exists`);
-    if (mode === "update" && existing === undefined) throw notFound(`${label(key)} not found`);
-    if (change.expectedVersion !== null && (existing?.version ?? 0) !== change.expectedVersion) {
-      throw new StaleVersionError(key, existing?.version, change.expectedVersion);
-    }
-
+    const plan = planWrite(change, stmt.meta.get(key.tenantId, key.name));
     const version = stmt.nextVersion.get() as number;
     const now = new Date().toISOString();
-    // The counters after the change, kept incrementally: no statement here reads the whole index.
-    const counts = { documents: 0, chunks: 0, bytes: 0, segments: 0, deleted: 0 };
-    let id: number;
-    if (existing === undefined) {
-      id = Number(
+    const id =
+      plan.row?.id ??
+      Number(
         stmt.insertIndex.run({ ...settings, tenantId: key.tenantId, name: key.name, version, now })
           .lastInsertRowid,
       );
-    } else {
-      id = existing.id;
-      if (mode === "replace") {
-        stmt.deleteAllTombstones.run(id);
-        stmt.deleteAllSegments.run(id);
-        stmt.deleteAllChunks.run(id);
-        stmt.deleteAllDocuments.run(id);
-      } else {
-        counts.documents = existing.documents_count;
-        counts.chunks = existing.chunks_count;
-        counts.bytes = existing.size_bytes;
-        counts.segments = existing.segments_count;
-        counts.deleted = existing.deleted_chunks_count;
-        const gone = new Set(change.deleteDocumentIds);
-        for (const { document } of change.upsert) gone.add(document.id);
-        for (const docId of gone) {
-          stmt.deleteDocumentChunks.run(id, docId);
-          const removed = stmt.deleteDocument.get(id, docId);
-          if (removed === undefined) continue;
-          counts.documents--;
-          counts.chunks -= removed.chunks_count;
-          counts.bytes -= removed.size_bytes;
-        }
-      }
+    if (plan.clearIndex) {
+      stmt.deleteAllTombstones.run(id);
+      stmt.deleteAllSegments.run(id);
+      stmt.deleteAllChunks.run(id);
+      stmt.deleteAllDocuments.run(id);
     }
-
-    if (change.segment !== null) {
-      const bytes = asBuffer(change.segment.bytes);
-      stmt.insertSegment.run(id, change.segment.id, change.segment.documentCount, version, bytes);
-      counts.segments++;
-      counts.bytes += bytes.byteLength;
+    const removedDocuments: Array<{ chunksCount: number; sizeBytes: number }> = [];
+    for (const docId of plan.removeDocumentIds) {
+      stmt.deleteDocumentChunks.run(id, docId);
+      const removed = stmt.deleteDocument.get(id, docId);
+      if (removed !== undefined)
+        removedDocuments.push({ chunksCount: removed.chunks_count, sizeBytes: removed.size_bytes });
     }
-    this.insertTombstones(id, change.tombstones, version);
-    counts.deleted += change.tombstones.length;
-
-    for (const { document, chunks } of change.upsert) {
-      counts.bytes += this.insertDocument(id, document, chunks);
-      counts.documents++;
-      counts.chunks += chunks.length;
+    if (plan.segment !== null) {
+      const { segment } = plan;
+      stmt.insertSegment.run(id, segment.id, segment.documentCount, version, asBuffer(segment.bytes));
     }
-    checkLiveCount(key, stmt.segmentDocumentTotal.get(id) ?? 0, counts.deleted, counts.chunks);
-
-    const row = stmt.updateIndex.get({
-      id,
-      scorer: settings.scorer,
-      chunkSize: settings.chunkSize,
-      overlap: settings.overlap,
-      documentsCount: counts.documents,
-      chunksCount: counts.chunks,
-      vocabularySize: change.vocabularySize,
-      sizeBytes: counts.bytes,
-      version,
-      now,
-      nextKey: change.engine.nextKey,
-      nextSegmentId: change.engine.nextSegmentId,
-      totalLength: change.engine.totalLength,
-      segmentsCount: counts.segments,
-      deletedChunksCount: counts.deleted,
-    });
-    return toMeta(row!);
+    this.insertTombstones(id, plan.tombstones, version);
+    let insertedBytes = 0;
+    for (const { document, chunks } of plan.upsert)
+      insertedBytes += this.insertDocument(id, document, chunks);
+    const segmentDocuments = stmt.segmentDocumentTotal.get(id) ?? 0;
+    const update = indexAfterWrite(plan, { removedDocuments, insertedBytes, segmentDocuments, version, now });
+    return toMeta(stmt.updateIndex.get({ id, ...update })!);
   }
 
-  /** The body of the merge transaction. */
+  /** The body of the merge transaction: its plan (write-plan.ts) executed. */
   private applyMerge(change: MergeWrite): IndexMeta {
     const { key, segment } = change;
     const stmt = this.stmt;
-    const existing = stmt.meta.get(key.tenantId, key.name);
-    if (existing === undefined) throw notFound(`${label(key)} not found`);
-    if (existing.version !== change.expectedVersion) {
-      throw new StaleVersionError(key, existing.version, change.expectedVersion);
-    }
-    const id = existing.id;
+    const plan = planMerge(change, stmt.meta.get(key.tenantId, key.name));
+    const id = plan.row.id;
     const version = stmt.nextVersion.get() as number;
-
-    let removedDocuments = 0;
     let removedTombstones = 0;
-    let removedBytes = 0;
+    const removedSegments: Array<{ documentCount: number; sizeBytes: number }> = [];
     for (const segmentId of change.removedSegmentIds) {
       removedTombstones += stmt.deleteSegmentTombstones.run(id, segmentId).changes;
       const removed = stmt.deleteSegment.get(id, segmentId);
-      if (removed === undefined) throw internal(`${label(key)} has no segment ${segmentId} to merge`);
-      removedDocuments += removed.doc_count;
-      removedBytes += removed.size;
+      if (removed !== undefined)
+        removedSegments.push({ documentCount: removed.doc_count, sizeBytes: removed.size });
     }
-    // The merged segment holds exactly the documents of the ones it replaces that were live when the
-    // merge started; those deleted since are its tombstones.
-    checkLiveCount(
-      key,
-      segment.documentCount,
-      change.tombstones.length,
-      removedDocuments - removedTombstones,
-    );
-    const bytes = asBuffer(segment.bytes);
-    stmt.insertSegment.run(id, segment.id, segment.documentCount, version, bytes);
+    const now = new Date().toISOString();
+    const update = indexAfterMerge(plan, { removedSegments, removedTombstones, version, now });
+    stmt.insertSegment.run(id, segment.id, segment.documentCount, version, asBuffer(segment.bytes));
     this.insertTombstones(id, change.tombstones, version);
-
-    const row = stmt.updateIndex.get({
-      id,
-      scorer: existing.scorer,
-      chunkSize: existing.chunk_size,
-      overlap: existing.overlap,
-      documentsCount: existing.documents_count,
-      chunksCount: existing.chunks_count,
-      vocabularySize: existing.vocabulary_size,
-      sizeBytes: existing.size_bytes - removedBytes + bytes.byteLength,
-      version,
-      now: new Date().toISOString(),
-      nextKey: change.engine.nextKey,
-      nextSegmentId: change.engine.nextSegmentId,
-      totalLength: change.engine.totalLength,
-      segmentsCount: existing.segments_count - change.removedSegmentIds.length + 1,
-      deletedChunksCount: existing.deleted_chunks_count - removedTombstones + change.tombstones.length,
-    });
-    return toMeta(row!);
+    return toMeta(stmt.updateIndex.get({ id, ...update })!);
   }
 
   /** Checks each tombstone's segment (it exists, the ordinal is in it), then inserts them all at once. */
   private insertTombstones(indexId: number, tombstones: readonly Tombstone[], version: number): void {
     if (tombstones.length === 0) return;
-    for (const [segmentId, ordinals] of groupTombstones(tombstones)) {
+    const bySegment = groupTombstones(tombstones);
+    const documentCounts = new Map<number, number>();
+    for (const segmentId of bySegment.keys()) {
       const documentCount = this.stmt.segmentDocumentCount.get(indexId, segmentId);
-      if (documentCount === undefined)
-        throw internal(`a tombstone names segment ${segmentId}, which the index lacks`);
-      const outside = ordinals.find((ordinal) => ordinal >= documentCount);
-      if (outside !== undefined) {
-        throw internal(
-          `tombstone ${segmentId}/${outside} is beyond the segment's ${documentCount} documents`,
-        );
-      }
+      if (documentCount !== undefined) documentCounts.set(segmentId, documentCount);
     }
+    checkTombstoneBounds(bySegment, documentCounts);
     const pairs = JSON.stringify(tombstones.map((t) => [t.segmentId, t.ordinal]));
     this.stmt.insertTombstones.run(indexId, version, pairs);
   }

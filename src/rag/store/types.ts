@@ -199,6 +199,19 @@ export interface ChangeFeed {
   close(): void;
 }
 
+/** A document's chunks (engine key and text, in seq order) and title, by document id. */
+export type DocumentChunks = Map<
+  string,
+  { title: string | null; chunks: Array<{ engineKey: number; text: string }> }
+>;
+
+/** What folder sync compares a document by. */
+export interface DocumentListing {
+  id: string;
+  source: string | null;
+  contentHash: string | null;
+}
+
 export interface IndexStore {
   readonly kind: "sqlite" | "postgres";
   listIndices(tenantId: string | null): Promise<IndexMeta[]>;
@@ -214,14 +227,9 @@ export interface IndexStore {
    */
   getChunks(key: IndexKey, engineKeys: readonly number[]): Promise<ChunkHit[]>;
   /** The chunks (key + text, in seq order) and title of each given document that exists. */
-  getDocumentChunks(
-    key: IndexKey,
-    documentIds: readonly string[],
-  ): Promise<Map<string, { title: string | null; chunks: Array<{ engineKey: number; text: string }> }>>;
+  getDocumentChunks(key: IndexKey, documentIds: readonly string[]): Promise<DocumentChunks>;
   /** Every document's id, source and content hash (folder sync). */
-  listDocuments(
-    key: IndexKey,
-  ): Promise<Array<{ id: string; source: string | null; contentHash: string | null }>>;
+  listDocuments(key: IndexKey): Promise<DocumentListing[]>;
   hasDocument(key: IndexKey, documentId: string): Promise<boolean>;
   write(change: IndexWrite): Promise<IndexMeta>;
   /** Swaps merged segments for their merge result; bumps the version. */

@@ -31,7 +31,7 @@ import type {
   StoredSegment,
   Tombstone,
 } from "../types.js";
-import { prepareMerge, type MergeResult, type PreparedMerge } from "../indexer/merge.js";
+import { prepareMerge, type MergeResult, type PreparedMerge } from "./merge-commit.js";
 import { decodeStoredSegment, type StoredTerms } from "./segment-codec.js";
 import { Segment, type SegmentData } from "./segment.js";
 import { searchSegments, SearchScratch, type QueryTerms, type ResolvedSearchOptions } from "./searcher.js";

@@ -1,60 +1,14 @@
 /**
- * Running and committing merges. A merge works on a snapshot (segment data + tombstones at that moment),
+ * Running merges. A merge works on a snapshot (segment data + tombstones at that moment),
  * inline ({@link mergeNow}) or on a worker thread ({@link mergeInBackground}); the index stays fully
- * usable meanwhile. {@link prepareMerge} turns the result into a commit against the index as it is then:
- * deletes that happened meanwhile become tombstones of the merged segment.
+ * usable meanwhile. core/merge-commit.ts's `prepareMerge` turns the result into a commit against the index
+ * as it is then: deletes that happened meanwhile become tombstones of the merged segment.
  */
 
 import { Worker } from "node:worker_threads";
-import { LiveDocs } from "../core/live-docs.js";
-import { setSegmentId, viewSegment } from "../core/segment-codec.js";
-import { Segment, type SegmentDerived } from "../core/segment.js";
-import { indexOfSorted } from "../core/sorted.js";
-import type { TermDictionary } from "../core/term-dictionary.js";
-import type { ScorerParameters } from "../scoring.js";
-import type { IndexState, SegmentRecord, Tombstone } from "../types.js";
+import type { Segment } from "../core/segment.js";
+import type { MergeableIndex, MergeResult } from "../core/merge-commit.js";
 import { runMergeJob, type MergeJob, type MergeOutput } from "./merger.js";
-
-/**
- * What a merge reads of and writes to the index: core/segmented-index.ts's SegmentedIndex, named by its
- * shape so that core/ (which calls prepareMerge) and indexer/ do not import each other.
- */
-export interface MergeableIndex {
-  readonly dictionary: TermDictionary;
-  readonly scorerParameters: ScorerParameters;
-  readonly liveDocumentCount: number;
-  readonly totalLength: number;
-  readonly state: IndexState;
-  readonly segmentsInOrder: readonly Segment[];
-  version: number;
-  segmentById(id: number): Segment | undefined;
-  insertSegment(segment: Segment, position: number, countStatistics: boolean): void;
-  detachSegment(segment: Segment, countStatistics?: boolean): void;
-  setState(state: IndexState): void;
-}
-
-/** A merged segment computed from a snapshot (opaque to callers). */
-export interface MergeResult {
-  /** @internal */
-  readonly sourceIds: readonly number[];
-  /** @internal Per source, the ordinals deleted at snapshot time (ascending). */
-  readonly snapshotDeleted: readonly Uint32Array[];
-  /** @internal The merged segment's bytes (segment id patched when committed). */
-  readonly bytes: Uint8Array;
-  /** @internal Its term lookup, bounds and frontiers (computed with the merge, off the event loop). */
-  readonly derived: SegmentDerived;
-}
-
-export interface PreparedMerge {
-  /** The merged segment (new id from state.nextSegmentId). */
-  readonly segment: SegmentRecord;
-  readonly removedSegmentIds: readonly number[];
-  /** In the merged segment: documents deleted while it merged. */
-  readonly tombstones: readonly Tombstone[];
-  readonly state: IndexState;
-  /** Swaps the segments in memory; throws if the index changed since `prepareMerge`. */
-  apply(): void;
-}
 
 type Snapshot = { job: MergeJob; deleted: Uint32Array[] };
 type Source = Segment;
@@ -324,65 +278,4 @@ function startMergeWorker(): Worker {
     `import(${JSON.stringify(tsxApi)}).then(({ register }) => { register(); ` +
     `return import(${JSON.stringify(workerUrl.href)}); });`;
   return new Worker(bootstrap, { eval: true });
-}
-
-/** Results already turned into a PreparedMerge (whose bytes must not change under it). */
-const preparedResults = new WeakSet<MergeResult>();
-
-/** Turns a merge result into a commit against the index's current state (see `SegmentedIndex.prepareMerge`). */
-export function prepareMerge(index: MergeableIndex, result: MergeResult): PreparedMerge {
-  const version = index.version;
-  let sources = result.sourceIds.map((id) => {
-    const segment = index.segmentById(id);
-    if (segment === undefined) throw new Error(`merge is stale: segment ${id} is no longer in the index`);
-    return segment;
-  });
-  const before = index.state;
-  const id = before.nextSegmentId;
-  // The in-memory segment's arrays are views into the result's bytes (its id patched in) and the derived
-  // arrays come from the merge: little work here but the scan for deletes made during the merge. A result
-  // prepared a second time is copied, so that the first PreparedMerge's bytes keep their id.
-  const bytes = preparedResults.has(result) ? result.bytes.slice() : result.bytes;
-  preparedResults.add(result);
-  setSegmentId(bytes, id);
-  const data = viewSegment(bytes);
-  if (result.derived.termIds.length !== data.termCount)
-    throw new Error("merge result: derived arrays do not match");
-  // Deletes since the snapshot: tombstones of the merged segment.
-  const carried: number[] = [];
-  sources.forEach((source, s) => {
-    const atSnapshot = new Set(result.snapshotDeleted[s] ?? []);
-    for (const ordinal of source.live.deletedOrdinals()) {
-      if (atSnapshot.has(ordinal)) continue;
-      const key = source.keys[ordinal] ?? 0;
-      const merged = indexOfSorted(data.keys, key);
-      if (merged < 0) throw new Error(`merge result does not hold key ${key}: it is not from this index`);
-      carried.push(merged);
-    }
-  });
-  carried.sort((a, b) => a - b);
-  const live = new LiveDocs(data.keys.length);
-  for (const ordinal of carried) live.delete(ordinal);
-  const segment = new Segment(id, data, result.derived, live, bytes.byteLength);
-  segment.markFrontiersStale(carried);
-  const state: IndexState = { nextKey: before.nextKey, nextSegmentId: id + 1 };
-  let applied = false;
-  return {
-    segment: { id, documentCount: data.keys.length, bytes },
-    removedSegmentIds: [...result.sourceIds],
-    tombstones: carried.map((ordinal) => ({ segmentId: id, ordinal })),
-    state,
-    apply(): void {
-      if (applied) throw new Error("this merge was already applied");
-      if (index.version !== version) throw new Error("the index changed since this merge was prepared");
-      const position = Math.min(...sources.map((source) => index.segmentsInOrder.indexOf(source)));
-      // Insert before detaching, so that no shared term is forgotten in between. Statistics do not change.
-      index.insertSegment(segment, position, false);
-      for (const source of sources) index.detachSegment(source, false);
-      index.setState(state);
-      index.version++;
-      applied = true;
-      sources = []; // a PreparedMerge kept by the caller must not keep the old segments alive
-    },
-  };
 }

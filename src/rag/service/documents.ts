@@ -1,0 +1,102 @@
+/**
+ * Document normalisation: what a request's documents become before they are indexed (ids, well-formed
+ * text, one record per id), their chunks (with pages for paged sources), and the text the engine
+ * indexes for each chunk. Pure: no store, no engine.
+ */
+import { createHash } from "node:crypto";
+import { badRequest } from "../../core/errors.js";
+import { chunkDocument } from "../ingest/chunker.js";
+import { pageAt } from "../ingest/loaders.js";
+import type { ChunkRecord, DocumentRecord, IndexSettings } from "../store/types.js";
+import type { DocumentInput } from "./types.js";
+
+/** What the engine indexes for a chunk: the title with every chunk, as it is often its best summary. */
+export const engineText = (title: string | null | undefined, text: string) =>
+  title ? `${title}\n${text}` : text;
+
+const LONE_SURROGATES = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+const toWellFormed = (text: string) => text.replace(LONE_SURROGATES, "\uFFFD");
+
+/** Page offsets of paged documents (PDF), beside the record so the store never sees them. */
+const pageStartsOf = new WeakMap<DocumentRecord, number[]>();
+
+/**
+ * Gives each chunk of a paged document its page: the (1-based) page holding most of its text, and,
+ * when it spans several, all of them in `pages`.
+ */
+function withPages(chunks: ChunkRecord[], pageStarts: number[] | undefined): ChunkRecord[] {
+  if (!pageStarts) return chunks;
+  for (const chunk of chunks) {
+    const first = pageAt(pageStarts, chunk.start);
+    const last = pageAt(pageStarts, Math.max(chunk.start, chunk.end - 1));
+    let page = first;
+    let most = 0;
+    for (let p = first; p <= last; p++) {
+      const from = Math.max(chunk.start, pageStarts[p - 1]!);
+      const to = Math.min(chunk.end, pageStarts[p] ?? Infinity);
+      if (to - from > most) [page, most] = [p, to - from];
+    }
+    const pages = Array.from({ length: last - first + 1 }, (_, i) => first + i);
+    chunk.metadata = { ...chunk.metadata, page, ...(pages.length > 1 ? { pages } : {}) };
+  }
+  return chunks;
+}
+
+/** Documents and their chunks, and the engine text of every chunk in that order. */
+export interface ChunkedDocuments {
+  chunked: Array<{ document: DocumentRecord; chunks: ChunkRecord[] }>;
+  engineTexts: string[];
+}
+
+/** Chunks documents with an index's settings (pages kept for paged sources). */
+export function chunkDocuments(documents: DocumentRecord[], settings: IndexSettings): ChunkedDocuments {
+  const chunked = documents.map((document) => ({
+    document,
+    chunks: withPages(
+      chunkDocument(document, { chunkSize: settings.chunkSize, overlap: settings.overlap }),
+      pageStartsOf.get(document),
+    ),
+  }));
+  const engineTexts = chunked.flatMap(({ document, chunks }) =>
+    chunks.map((chunk) => engineText(document.title, chunk.text)),
+  );
+  return { chunked, engineTexts };
+}
+
+/**
+ * Fills in ids (a content hash when none is given, so re-sending a document does not duplicate it)
+ * and rejects two different documents claiming one id in the same request.
+ */
+export function normaliseDocuments(inputs: DocumentInput[]): DocumentRecord[] {
+  const byId = new Map<string, DocumentRecord>();
+  inputs.forEach((input, position) => {
+    // Whitespace-only text would be stored as a document with no chunks that no query can find.
+    if (input.text.trim() === "") {
+      const which = input.source ? `File "${input.source}"` : `documents[${position}]`;
+      throw badRequest(`${which} has no text to index (empty or only whitespace)`, [
+        { path: `/documents/${position}/text`, message: "empty or only whitespace" },
+      ]);
+    }
+    const id = input.id ?? createHash("sha256").update(input.text).digest("hex").slice(0, 16);
+    const record: DocumentRecord = {
+      id,
+      // Lone UTF-16 surrogates cannot be stored as UTF-8: replace them now, so what is served from
+      // memory is what is served after a restart.
+      title: input.title == null ? null : toWellFormed(input.title),
+      text: toWellFormed(input.text),
+      metadata: input.metadata ?? {},
+      source: input.source ?? null,
+      contentHash: input.contentHash ?? null,
+    };
+    if (input.pageStarts) pageStartsOf.set(record, input.pageStarts);
+    const previous = byId.get(id);
+    if (previous && (previous.text !== record.text || input.id !== undefined)) {
+      throw badRequest(
+        `Document id "${id}" appears more than once in this request (documents[${position}])`,
+        [{ path: `/documents/${position}/id`, message: "duplicate id" }],
+      );
+    }
+    byId.set(id, record);
+  });
+  return [...byId.values()];
+}

@@ -1,0 +1,101 @@
+/** What the RAG service takes and gives: the types its façade (../service.ts) and its parts share. */
+import type { ScorerName, SegmentInfo, SegmentedIndex, TieredMergePolicy } from "../search/index.js";
+import type { IndexKey, IndexMeta, Metadata } from "../store/types.js";
+
+export interface DocumentInput {
+  id?: string;
+  text: string;
+  title?: string | null;
+  metadata?: Metadata;
+  source?: string | null;
+  /** sha256 (hex) of the source file's bytes, for folder sync; null or absent otherwise. */
+  contentHash?: string | null;
+  /** For paged sources (PDF): where each page starts in `text`, so chunks can carry their page. */
+  pageStarts?: number[];
+}
+
+export interface BuildInput {
+  key: IndexKey;
+  documents: DocumentInput[];
+  chunkSize: number;
+  overlap: number;
+  scorer: ScorerName;
+  mode: "create" | "replace" | "append";
+  /** Create the index even with no text (an OpenAI vector store starts empty). */
+  allowEmpty?: boolean;
+}
+
+export interface BuildOutput {
+  meta: IndexMeta;
+  documentsCount: number;
+  chunksCount: number;
+  buildMs: number;
+}
+
+export type AnswerMode = "none" | "extractive" | "generative";
+
+export interface QueryInput {
+  key: IndexKey;
+  query: string;
+  topK: number;
+  minScore: number;
+  filter?: Metadata;
+  /** A compiled metadata predicate (OpenAI's comparison and compound filters); with `filter`, both hold. */
+  predicate?: (metadata: Metadata) => boolean;
+  /** RM3 pseudo-relevance feedback (src/rag/retrieval/expansion.ts). */
+  expand?: boolean;
+}
+
+export interface QueryResult {
+  text: string;
+  score: number;
+  document_id: string;
+  file: string;
+  chunk_id: string;
+  title: string | null;
+  metadata: Metadata;
+}
+
+export interface QueryOutput {
+  results: QueryResult[];
+  elapsedMs: number;
+  /** For answer composition. */
+  loaded: LoadedIndex;
+}
+
+/**
+ * One index as served: its meta at the version the engine index was brought to, and the engine index
+ * (postings and statistics; chunk texts stay in the store). The engine index object lives on across
+ * versions (writes, catch-ups and merges change it in place); a LoadedIndex is made per version.
+ */
+export interface LoadedIndex {
+  meta: IndexMeta;
+  engine: SegmentedIndex;
+}
+
+/** Segments and bytes read from the store into the cache, and merges committed, by this process. */
+export interface SegmentCounters {
+  segmentsLoaded: number;
+  bytesLoaded: number;
+  mergesCompleted: number;
+}
+
+/** One index's segments and this process's counters of it, for GET /rag/stats/{name}. */
+export interface IndexStats {
+  meta: IndexMeta;
+  segments: SegmentInfo[];
+  deletedChunks: number;
+  merges: { completed: number; running: number };
+  loaded: { segmentsLoaded: number; bytesLoaded: number };
+}
+
+/** Where the service reports what it drops on the floor (a merge that could not be committed). */
+export interface ServiceLog {
+  warn(details: object, message: string): void;
+}
+
+export interface RagServiceOptions {
+  /** Picks the segments to merge after a write; Lucene's tiered defaults when left out. */
+  mergePolicy?: TieredMergePolicy;
+  log?: ServiceLog;
+}

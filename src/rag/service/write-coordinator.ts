@@ -1,0 +1,212 @@
+/**
+ * The write coordinator: each write of an index (build, append, upsert, delete) is chunked, prepared
+ * against the index's current version, committed as one store change that costs what it adds (one new
+ * segment, the tombstones of the chunks it replaces or deletes, their rows, the index's statistics)
+ * and applied to the cached engine index; then the merge scheduler is asked whether to merge. Writes
+ * run under the writer exclusion (write-exclusion.ts), retried when their base was stale.
+ */
+import { badRequest, conflict, notFound } from "../../core/errors.js";
+import { IndexWriter, SegmentedIndex } from "../search/index.js";
+import type {
+  DocumentRecord,
+  IndexKey,
+  IndexMeta,
+  IndexSettings,
+  IndexStore,
+  StoredChunk,
+} from "../store/types.js";
+import { engineStateOf, indexNotFound, round, settingsOf, writtenState } from "./common.js";
+import { chunkDocuments, engineText, normaliseDocuments } from "./documents.js";
+import type { MergeScheduler } from "./merge-scheduler.js";
+import type { ReaderCache } from "./reader-cache.js";
+import type { ServiceStats } from "./stats.js";
+import type { BuildInput, BuildOutput, DocumentInput } from "./types.js";
+import type { WriteExclusion } from "./write-exclusion.js";
+
+type CommitMode = "create" | "replace" | "update";
+
+/** One write's change, before it is prepared against the index's current version. */
+interface WriteRequest {
+  key: IndexKey;
+  mode: CommitMode;
+  settings: IndexSettings;
+  existing: IndexMeta | undefined;
+  documents: DocumentRecord[];
+  deleteDocumentIds: string[];
+  allowEmpty?: boolean;
+}
+
+export interface WriteCoordinatorOptions {
+  store: IndexStore;
+  readers: ReaderCache;
+  exclusion: WriteExclusion;
+  merges: MergeScheduler;
+  stats: ServiceStats;
+}
+
+export class WriteCoordinator {
+  private readonly store: IndexStore;
+
+  constructor(private readonly options: WriteCoordinatorOptions) {
+    this.store = options.store;
+  }
+
+  async requireMeta(key: IndexKey): Promise<IndexMeta> {
+    const meta = await this.store.getMeta(key);
+    if (!meta) throw indexNotFound(key);
+    return meta;
+  }
+
+  async build(input: BuildInput): Promise<BuildOutput> {
+    const started = performance.now();
+    const documents = normaliseDocuments(input.documents);
+    const settings: IndexSettings = {
+      scorer: input.scorer,
+      chunkSize: input.chunkSize,
+      overlap: input.overlap,
+    };
+    const output = await this.options.exclusion.withRetries(input.key, async () => {
+      const existing = await this.store.getMeta(input.key);
+      if (input.mode === "create" && existing) {
+        throw conflict(`Index "${input.key.name}" already exists; use mode "replace" or "append"`);
+      }
+      if (input.mode === "append" && !existing) {
+        throw notFound(`Index "${input.key.name}" does not exist; build it with mode "create" first`);
+      }
+      // An append keeps the index's own chunking and scorer, so old and new chunks rank alike.
+      const append = input.mode === "append";
+      return this.commit({
+        key: input.key,
+        mode: input.mode === "append" ? "update" : input.mode,
+        settings: append && existing ? settingsOf(existing) : settings,
+        existing,
+        documents,
+        deleteDocumentIds: [],
+        allowEmpty: input.allowEmpty,
+      });
+    });
+    this.options.stats.countActivity(input.key.tenantId, "builds");
+    return { ...output, buildMs: round(performance.now() - started) };
+  }
+
+  /**
+   * Upserts and deletes documents of an existing index in one atomic write (folder sync). Deleting an
+   * id the index does not hold is a no-op; an id both upserted and deleted is upserted.
+   */
+  async applyDocumentChanges(
+    key: IndexKey,
+    change: { upsert: DocumentInput[]; deleteIds: string[] },
+  ): Promise<BuildOutput> {
+    const started = performance.now();
+    const documents = normaliseDocuments(change.upsert);
+    const upserted = new Set(documents.map((document) => document.id));
+    const deleteIds = [...new Set(change.deleteIds)].filter((id) => !upserted.has(id));
+    const output = await this.options.exclusion.withRetries(key, async () => {
+      const existing = await this.requireMeta(key);
+      if (documents.length === 0 && deleteIds.length === 0) {
+        return { meta: existing, documentsCount: 0, chunksCount: 0 };
+      }
+      return this.commit(this.update(key, existing, documents, deleteIds));
+    });
+    this.options.stats.countActivity(key.tenantId, "documentWrites");
+    return { ...output, buildMs: round(performance.now() - started) };
+  }
+
+  async deleteDocument(key: IndexKey, documentId: string): Promise<IndexMeta> {
+    const output = await this.options.exclusion.withRetries(key, async () => {
+      const existing = await this.requireMeta(key);
+      if (!(await this.store.hasDocument(key, documentId))) {
+        throw notFound(`Document "${documentId}" is not in index "${key.name}"`);
+      }
+      return this.commit(this.update(key, existing, [], [documentId]));
+    });
+    this.options.stats.countActivity(key.tenantId, "documentWrites");
+    return output.meta;
+  }
+
+  async deleteIndex(key: IndexKey): Promise<void> {
+    await this.options.exclusion.withRetries(key, async () => {
+      this.options.readers.forget(key);
+      if (!(await this.store.deleteIndex(key))) throw notFound(`Index "${key.name}" does not exist`);
+      this.options.stats.forgetIndex(key);
+    });
+  }
+
+  private update(
+    key: IndexKey,
+    existing: IndexMeta,
+    documents: DocumentRecord[],
+    deleteDocumentIds: string[],
+  ): WriteRequest {
+    return { key, mode: "update", settings: settingsOf(existing), existing, documents, deleteDocumentIds };
+  }
+
+  /**
+   * Chunks the new documents, prepares the engine change (their chunks added as one segment; the
+   * chunks of replaced and deleted documents, read back from the store, subtracted), commits it as one
+   * store write and applies it to the cached index. Its cost grows with the change, not the index.
+   */
+  private async commit(request: WriteRequest): Promise<Omit<BuildOutput, "buildMs">> {
+    const { key, mode, settings, documents, deleteDocumentIds } = request;
+    const { chunked, engineTexts } = chunkDocuments(documents, settings);
+    if (mode !== "update" && engineTexts.length === 0 && !request.allowEmpty) {
+      throw badRequest("The documents contain no text to index");
+    }
+    const { readers } = this.options;
+    const output = await readers.mutate(key, async () => {
+      const validity = readers.validity(key);
+      const base = await this.baseLocked(request);
+      const prepared = new IndexWriter(base.engine).prepare({ add: engineTexts, delete: base.deleted });
+      let next = 0;
+      const upsert = chunked.map(({ document, chunks }) => ({
+        document,
+        chunks: chunks.map((chunk): StoredChunk => ({ ...chunk, engineKey: prepared.keys[next++]! })),
+      }));
+      const meta = await this.store.write({
+        key,
+        mode,
+        settings,
+        upsert,
+        deleteDocumentIds,
+        segment: prepared.segment,
+        tombstones: [...prepared.tombstones],
+        engine: writtenState(prepared),
+        vocabularySize: prepared.vocabularySize,
+        expectedVersion: base.expectedVersion,
+      });
+      readers.applyCommitted(key, base.engine, prepared, meta, validity);
+      return { meta, documentsCount: documents.length, chunksCount: engineTexts.length };
+    });
+    this.options.merges.schedule(key);
+    return output;
+  }
+
+  /**
+   * What a write is prepared against (under the mutation lock): for an update, the cached index at the
+   * store's current version and the chunks it subtracts; for a create or replace, a new engine index.
+   */
+  private async baseLocked(request: WriteRequest): Promise<{
+    engine: SegmentedIndex;
+    expectedVersion: number | null;
+    deleted: Array<{ key: number; text: string }>;
+  }> {
+    const { key, mode, settings, existing, documents, deleteDocumentIds } = request;
+    if (mode === "update" && existing) {
+      const base = await this.options.readers.baseLocked(key, existing);
+      const replacedIds = [...new Set([...deleteDocumentIds, ...documents.map((d) => d.id)])];
+      const replaced = await this.store.getDocumentChunks(key, replacedIds);
+      const deleted: Array<{ key: number; text: string }> = [];
+      for (const { title, chunks } of replaced.values()) {
+        for (const chunk of chunks)
+          deleted.push({ key: chunk.engineKey, text: engineText(title, chunk.text) });
+      }
+      return { engine: base.engine, expectedVersion: base.meta.version, deleted };
+    }
+    // A replaced index goes on numbering keys and segments where the old one stopped, so that a
+    // replica holding the old one can catch up (drop every old segment, add the new one).
+    const engine = existing
+      ? SegmentedIndex.load({ scorer: settings.scorer }, [], engineStateOf(existing))
+      : SegmentedIndex.create({ scorer: settings.scorer });
+    return { engine, expectedVersion: existing && mode !== "create" ? existing.version : null, deleted: [] };
+  }
+}

@@ -1,0 +1,306 @@
+/**
+ * The write logic both stores share, as pure functions: what a write or a merge must find (its
+ * preconditions), which rows it removes and adds, and the index row after it (its counters kept
+ * incrementally, the live-documents invariant checked). A store executes a plan in its own
+ * transaction with its own statements and hands back what only the database knows (the rows a
+ * delete removed, the documents its segments hold); the plan turns that into the index row to store.
+ * So the SQLite and PostgreSQL stores cannot drift apart in what a write means, down to the messages.
+ */
+import { conflict, notFound } from "../../core/errors.js";
+import type { ScorerName } from "../search/types.js";
+import { StaleVersionError, checkLiveCount, internal, label } from "./common.js";
+import type {
+  DocumentRecord,
+  IndexMeta,
+  IndexWrite,
+  MergeWrite,
+  SegmentRecord,
+  StoredChunk,
+  Tombstone,
+} from "./types.js";
+
+/**
+ * An index row as a store reads it: `Big` is how its 64-bit columns arrive (numbers from SQLite,
+ * strings from PostgreSQL's bigint), `Time` its timestamps (ISO strings, or Dates from PostgreSQL).
+ */
+export interface IndexRowOf<Big extends number | string, Time extends string | Date> {
+  id: Big;
+  tenant_id: string;
+  name: string;
+  scorer: ScorerName;
+  chunk_size: number;
+  overlap: number;
+  documents_count: number;
+  chunks_count: number;
+  vocabulary_size: number;
+  size_bytes: Big;
+  version: Big;
+  created_at: Time;
+  updated_at: Time;
+  next_key: Big;
+  next_segment_id: number;
+  total_length: Big;
+  segments_count: number;
+  deleted_chunks_count: number;
+}
+
+/** The columns of an IndexRowOf, for SELECT and RETURNING lists. */
+export const META_COLUMNS =
+  "id, tenant_id, name, scorer, chunk_size, overlap, documents_count, chunks_count, vocabulary_size, " +
+  "size_bytes, version, created_at, updated_at, next_key, next_segment_id, total_length, segments_count, " +
+  "deleted_chunks_count";
+
+/** An index row of either store. */
+export type AnyIndexRow = IndexRowOf<number | string, string | Date>;
+
+const isoTime = (time: string | Date) => (typeof time === "string" ? time : time.toISOString());
+
+export function toMeta(row: AnyIndexRow): IndexMeta {
+  return {
+    tenantId: row.tenant_id,
+    name: row.name,
+    scorer: row.scorer,
+    chunkSize: row.chunk_size,
+    overlap: row.overlap,
+    documentsCount: row.documents_count,
+    chunksCount: row.chunks_count,
+    vocabularySize: row.vocabulary_size,
+    segmentsCount: row.segments_count,
+    deletedChunksCount: row.deleted_chunks_count,
+    engine: {
+      nextKey: Number(row.next_key),
+      nextSegmentId: row.next_segment_id,
+      totalLength: Number(row.total_length),
+    },
+    sizeBytes: Number(row.size_bytes),
+    createdAt: isoTime(row.created_at),
+    updatedAt: isoTime(row.updated_at),
+    version: Number(row.version),
+  };
+}
+
+/** What the index row holds after a write or merge: every column a store updates. */
+export interface IndexUpdate {
+  scorer: ScorerName;
+  chunkSize: number;
+  overlap: number;
+  documentsCount: number;
+  chunksCount: number;
+  vocabularySize: number;
+  sizeBytes: number;
+  version: number;
+  /** ISO 8601: updated_at. */
+  now: string;
+  nextKey: number;
+  nextSegmentId: number;
+  totalLength: number;
+  segmentsCount: number;
+  deletedChunksCount: number;
+}
+
+type Counts = Pick<
+  IndexUpdate,
+  "documentsCount" | "chunksCount" | "sizeBytes" | "segmentsCount" | "deletedChunksCount"
+>;
+
+const NO_COUNTS: Counts = {
+  documentsCount: 0,
+  chunksCount: 0,
+  sizeBytes: 0,
+  segmentsCount: 0,
+  deletedChunksCount: 0,
+};
+
+/** One write, as a store executes it, in this order. */
+export interface WritePlan<Row extends AnyIndexRow = AnyIndexRow> {
+  change: IndexWrite;
+  /** The index row as stored; none: insert one first (settings, counters at zero). */
+  row: Row | undefined;
+  /** `replace`: every tombstone, segment, chunk and document row of the index goes first. */
+  clearIndex: boolean;
+  /** `update`: these documents lose their chunk and document rows (deleted, or replaced by upsert). */
+  removeDocumentIds: string[];
+  /** Then the write's segment (if any), its tombstones (checkTombstoneBounds), its documents and chunks. */
+  segment: SegmentRecord | null;
+  tombstones: readonly Tombstone[];
+  upsert: ReadonlyArray<{ document: DocumentRecord; chunks: StoredChunk[] }>;
+  /** The counters the write starts from: the index's own for an update, zeros for a new or replaced one. */
+  base: Counts;
+}
+
+/**
+ * The plan of a write against the index as stored (`row`, read in the write's transaction): a 409
+ * for a create of an existing index, a 404 for an update of a missing one, a 409 StaleVersionError
+ * when the stored version is not the one the writer read.
+ */
+export function planWrite<Row extends AnyIndexRow>(change: IndexWrite, row: Row | undefined): WritePlan<Row> {
+  const { key, mode } = change;
+  const existing = row === undefined ? undefined : toMeta(row);
+  if (mode === "create" && existing !== undefined) throw conflict(`${label(key)} already exists`);
+  if (mode === "update" && existing === undefined) throw notFound(`${label(key)} not found`);
+  if (change.expectedVersion !== null && (existing?.version ?? 0) !== change.expectedVersion) {
+    throw new StaleVersionError(key, existing?.version, change.expectedVersion);
+  }
+  const update = existing !== undefined && mode !== "replace";
+  return {
+    change,
+    row,
+    clearIndex: existing !== undefined && mode === "replace",
+    removeDocumentIds: update
+      ? [...new Set([...change.deleteDocumentIds, ...change.upsert.map((u) => u.document.id)])]
+      : [],
+    segment: change.segment,
+    tombstones: change.tombstones,
+    upsert: change.upsert,
+    base: update ? countsOf(existing) : NO_COUNTS,
+  };
+}
+
+/** What the database did for a write: the rows it removed and what it holds after the write. */
+export interface WriteOutcome {
+  /** The document rows `removeDocumentIds` found (an id the index did not hold is no row). */
+  removedDocuments: ReadonlyArray<{ chunksCount: number; sizeBytes: number }>;
+  /** Bytes of the inserted documents and chunks (text and serialised metadata, UTF-8). */
+  insertedBytes: number;
+  /** Documents in all the index's segments after the write. */
+  segmentDocuments: number;
+  version: number;
+  now: string;
+}
+
+/**
+ * The index row after a write; a 500 (nothing committed) when its live engine documents (segment
+ * documents minus tombstones) would not equal its chunks.
+ */
+export function indexAfterWrite(plan: WritePlan, outcome: WriteOutcome): IndexUpdate {
+  const { change } = plan;
+  const counts = { ...plan.base };
+  for (const removed of outcome.removedDocuments) {
+    counts.documentsCount--;
+    counts.chunksCount -= removed.chunksCount;
+    counts.sizeBytes -= removed.sizeBytes;
+  }
+  if (plan.segment !== null) {
+    counts.segmentsCount++;
+    counts.sizeBytes += plan.segment.bytes.byteLength;
+  }
+  counts.deletedChunksCount += plan.tombstones.length;
+  for (const { chunks } of plan.upsert) {
+    counts.documentsCount++;
+    counts.chunksCount += chunks.length;
+  }
+  counts.sizeBytes += outcome.insertedBytes;
+  checkLiveCount(change.key, outcome.segmentDocuments, counts.deletedChunksCount, counts.chunksCount);
+  return {
+    scorer: change.settings.scorer,
+    chunkSize: change.settings.chunkSize,
+    overlap: change.settings.overlap,
+    ...counts,
+    vocabularySize: change.vocabularySize,
+    version: outcome.version,
+    now: outcome.now,
+    nextKey: change.engine.nextKey,
+    nextSegmentId: change.engine.nextSegmentId,
+    totalLength: change.engine.totalLength,
+  };
+}
+
+/**
+ * One merge, as a store executes it: remove the merged segments and their tombstones (reporting what
+ * it removed), then add the merged segment and its tombstones (checkTombstoneBounds).
+ */
+export interface MergePlan<Row extends AnyIndexRow = AnyIndexRow> {
+  change: MergeWrite;
+  /** The index row as stored, and as meta. */
+  row: Row;
+  existing: IndexMeta;
+}
+
+/** The plan of a merge: a 404 when the index is gone, a 409 StaleVersionError when it changed since. */
+export function planMerge<Row extends AnyIndexRow>(change: MergeWrite, row: Row | undefined): MergePlan<Row> {
+  if (row === undefined) throw notFound(`${label(change.key)} not found`);
+  const existing = toMeta(row);
+  if (existing.version !== change.expectedVersion) {
+    throw new StaleVersionError(change.key, existing.version, change.expectedVersion);
+  }
+  return { change, row, existing };
+}
+
+/** What the database did for a merge: the segment rows and tombstones it removed. */
+export interface MergeOutcome {
+  removedSegments: ReadonlyArray<{ documentCount: number; sizeBytes: number }>;
+  removedTombstones: number;
+  version: number;
+  now: string;
+}
+
+/**
+ * The index row after a merge; a 500 (nothing committed) when a merged segment was missing, or when
+ * the merged segment does not hold exactly the documents of the ones it replaces that were live
+ * when the merge started (those deleted since are its tombstones).
+ */
+export function indexAfterMerge(plan: MergePlan, outcome: MergeOutcome): IndexUpdate {
+  const { change, existing } = plan;
+  const { key, segment } = change;
+  if (outcome.removedSegments.length !== change.removedSegmentIds.length) {
+    throw internal(`${label(key)} lacks a segment of the merge (${change.removedSegmentIds.join(", ")})`);
+  }
+  let removedDocuments = 0;
+  let removedBytes = 0;
+  for (const removed of outcome.removedSegments) {
+    removedDocuments += removed.documentCount;
+    removedBytes += removed.sizeBytes;
+  }
+  checkLiveCount(
+    key,
+    segment.documentCount,
+    change.tombstones.length,
+    removedDocuments - outcome.removedTombstones,
+  );
+  return {
+    scorer: existing.scorer,
+    chunkSize: existing.chunkSize,
+    overlap: existing.overlap,
+    documentsCount: existing.documentsCount,
+    chunksCount: existing.chunksCount,
+    vocabularySize: existing.vocabularySize,
+    sizeBytes: existing.sizeBytes - removedBytes + segment.bytes.byteLength,
+    version: outcome.version,
+    now: outcome.now,
+    nextKey: change.engine.nextKey,
+    nextSegmentId: change.engine.nextSegmentId,
+    totalLength: change.engine.totalLength,
+    segmentsCount: existing.segmentsCount - change.removedSegmentIds.length + 1,
+    deletedChunksCount: existing.deletedChunksCount - outcome.removedTombstones + change.tombstones.length,
+  };
+}
+
+/**
+ * Tombstone bounds: each tombstone's segment is one the index holds (`documentCounts`: its segments'
+ * document counts, at least those the tombstones name) and its ordinal is below that count.
+ */
+export function checkTombstoneBounds(
+  bySegment: ReadonlyMap<number, readonly number[]>,
+  documentCounts: ReadonlyMap<number, number>,
+): void {
+  for (const [segmentId, ordinals] of bySegment) {
+    const documentCount = documentCounts.get(segmentId);
+    if (documentCount === undefined) {
+      throw internal(`a tombstone names segment ${segmentId}, which the index lacks`);
+    }
+    const outside = ordinals.find((ordinal) => ordinal >= documentCount);
+    if (outside !== undefined) {
+      throw internal(`tombstone ${segmentId}/${outside} is beyond the segment's ${documentCount} documents`);
+    }
+  }
+}
+
+function countsOf(meta: IndexMeta): Counts {
+  return {
+    documentsCount: meta.documentsCount,
+    chunksCount: meta.chunksCount,
+    sizeBytes: meta.sizeBytes,
+    segmentsCount: meta.segmentsCount,
+    deletedChunksCount: meta.deletedChunksCount,
+  };
+}
