@@ -15,7 +15,7 @@ import { registerModelRoutes } from "./models-routes.js";
 import { LlamaGenerator } from "./llama-generator.js";
 import { anthropicRoutes } from "./dialects/anthropic.js";
 import { ollamaRoutes } from "./dialects/ollama.js";
-import { SingleModelCatalog } from "./dialects/model-catalog.js";
+import { RegistryCatalog } from "./dialects/model-catalog.js";
 
 export interface TextgenAppDeps {
   config: Config;
@@ -107,8 +107,8 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
   await app.register(ollamaRoutes, {
     prefix: "/api",
     service,
-    // /api/tags, /api/show, /api/pull and /api/delete: the default model and MODELS_DIR's files.
-    catalog: new SingleModelCatalog(generator, config.models.modelsDir),
+    // /api/tags, /api/ps, /api/show, /api/pull and /api/delete: the registry's models.
+    catalog: new RegistryCatalog(service, config.models.modelsDir),
     limits: config.limits,
   });
   // Closing: Fastify answers new requests 503 at once; admitted generations get SHUTDOWN_GRACE_MS to
