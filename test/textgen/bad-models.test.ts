@@ -87,6 +87,14 @@ describe("bad model files", { skip: process.platform !== "linux" && "reads RSS f
       "truncated",
       "unknown",
     ]);
+    // Listed all the same by Ollama's /api/tags, which reads every file's metadata.
+    const tags = (await (await fetch(`${served.url}/api/tags`)).json()) as { models: { name: string }[] };
+    assert.deepEqual(tags.models.map((model) => model.name).sort(), [
+      "corrupt",
+      "stories260K",
+      "truncated",
+      "unknown",
+    ]);
     // The good model still answers.
     const good = await post("/v1/completions", { model: "stories260K", prompt: "Once", max_tokens: 2 });
     assert.equal(good.status, 200);

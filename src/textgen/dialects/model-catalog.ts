@@ -121,7 +121,11 @@ export class RegistryCatalog implements ModelCatalog {
   }
 
   async details(model: CatalogModel): Promise<ModelDetails> {
-    const { metadata } = await readGgufFileInfo(model.file, { readTensorInfo: false });
+    // A file llama.cpp cannot read (a failed model, listed with its reason in /v1/models) has none.
+    const metadata = await readGgufFileInfo(model.file, { readTensorInfo: false }).then(
+      (read) => read.metadata,
+      () => ({}),
+    );
     const info: Record<string, string | number | boolean> = {};
     const flatten = (value: unknown, prefix: string) => {
       if (Array.isArray(value) || value === null || value === undefined) return;
