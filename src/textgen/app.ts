@@ -9,7 +9,7 @@ import { openAiRoutes } from "./openai.js";
 import { buildCatalogue } from "./presets.js";
 import { ModelRegistry } from "./model-registry.js";
 import { generatorBackend, loadBackend, type ServingBackend } from "./model-backends.js";
-import { resolveModel as resolveModelFile } from "./model-source.js";
+import { locateModel } from "./model-source.js";
 import { registerRerankRoutes } from "./rerank-routes.js";
 import { registerModelRoutes } from "./models-routes.js";
 import { LlamaGenerator } from "./llama-generator.js";
@@ -60,7 +60,8 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
         if (status.state === "unhealthy") throw new Error(status.reason);
         if (starting.loadedFrom) return starting.loadedFrom.modelPath;
       }
-      return resolveModelFile({ reference: entry.reference, modelsDir: config.models.modelsDir });
+      // Not checked here: the registry reads the file (gguf-check.ts) next, once.
+      return locateModel({ reference: entry.reference, modelsDir: config.models.modelsDir });
     },
     createBackend: async (entry, file, summary) => {
       const given = entry.id === catalogue.defaultId ? initial : undefined;
