@@ -31,7 +31,7 @@ import { syntheticModel } from "../scripts/lib/synthetic-gguf.js";
 const { values } = parseArgs({
   options: {
     cycles: { type: "string", default: "100" },
-    rounds: { type: "string", default: "5" },
+    rounds: { type: "string", default: "9" },
     // Only the cycles (no llama-server build): the result has the memory row alone.
     "cycles-only": { type: "boolean", default: false },
   },
