@@ -519,6 +519,12 @@ function retrievalSection(retrieval: Json): string[] {
 }
 
 /** The section of one bench/llama-server.ts result; `plot` is its SVG's name in docs/img. */
+/** A command line without the binary's folder and the run's temporary folder. */
+const shortCommand = (command: unknown) =>
+  String(command)
+    .replace(/^\S*\//, "")
+    .replace(/\/tmp\/lectern-bench-cold-\w+/g, "$$DIR");
+
 /** bench/models.ts: memory over load/unload cycles, and each cold start against llama-server's router. */
 function modelsSection(result: Json): string[] {
   const memory = get(result, "memory");
@@ -544,13 +550,13 @@ function modelsSection(result: Json): string[] {
       [
         [
           "ours (textgen app)",
-          `${String(get(cold, "oursServer", "binary"))} llama.cpp, ${String(get(cold, "oursServer", "device"))}, LLAMA_THREADS=${String(get(cold, "oursServer", "threads"))}, LLAMA_CONTEXT_SIZE=${String(get(cold, "oursServer", "context"))}`,
+          `${String(get(cold, "oursServer", "binary")).split(";")[0]}, ${String(get(cold, "oursServer", "device"))}, LLAMA_THREADS=${String(get(cold, "oursServer", "threads"))}, LLAMA_CONTEXT_SIZE=${String(get(cold, "oursServer", "context"))}`,
           ours.map((ms) => fmt(ms)).join(", "),
           fmt(num(cold.oursMedianMs)),
         ],
         [
           "llama-server router",
-          `\`${String(get(cold, "referenceServer", "command")).replace(/^\S*\//, "")}\`; the model's child: \`${String(get(cold, "referenceServer", "child")).replace(/^\S*\//, "")}\``,
+          `\`${shortCommand(get(cold, "referenceServer", "command"))}\`; the model's child: \`${shortCommand(get(cold, "referenceServer", "child"))}\``,
           reference.map((ms) => fmt(ms)).join(", "),
           fmt(num(cold.referenceMedianMs)),
         ],
@@ -851,7 +857,16 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
       llamaServerPlot(llamaServerLarger),
     );
 
-  const dates = [generation, httpFloor, retrieval, concurrency, segments, llamaServer, llamaServerLarger]
+  const dates = [
+    generation,
+    httpFloor,
+    retrieval,
+    concurrency,
+    segments,
+    llamaServer,
+    llamaServerLarger,
+    models,
+  ]
     .map((r) => (typeof r?.date === "string" ? r.date : null))
     .filter((d): d is string => d !== null)
     .sort();

@@ -89,8 +89,8 @@ describe("Ollama model routes over the registry: ollama-js against three real GG
       expires >= before + 9 * 60_000 && expires <= Date.now() + 10 * 60_000,
       chat.expires_at as never,
     );
-    // A generation loads and answers; keep_alive 0 unloads after the answer.
-    const answer = await ollama
+    // The embedding model cannot generate: a 400, and nothing loads.
+    const refused = await ollama
       .generate({
         model: "embed",
         prompt: "x",
@@ -98,8 +98,9 @@ describe("Ollama model routes over the registry: ollama-js against three real GG
         options: { num_predict: 2 },
       })
       .catch((error: OllamaError) => error);
-    // The embedding model cannot generate: a 400 that loads nothing.
-    assert.equal((answer as OllamaError).status_code, 400);
+    assert.equal((refused as OllamaError).status_code, 400);
+    assert.deepEqual(await running(), ["chat", "stories260K"]);
+    // An embedding with keep_alive 0: loaded for the answer, unloaded right after it.
     const embedded = await ollama.embed({ model: "embed", input: "x", keep_alive: 0 });
     assert.equal(embedded.embeddings.length, 1);
     assert.deepEqual(await running(), ["chat", "stories260K"]);
