@@ -130,6 +130,22 @@ describe("Ollama model routes over the registry: ollama-js against three real GG
     assert.deepEqual(await running(), ["stories260K"]);
   });
 
+  it("the default model unloaded by keep_alive 0 is kept loaded again after its next load", async () => {
+    await ollama.generate({
+      model: "stories260K",
+      prompt: "Once",
+      keep_alive: 0,
+      options: { num_predict: 2 },
+    });
+    assert.deepEqual(await running(), []);
+    // The next request says nothing of keep_alive: the default model's own (kept) applies again.
+    await ollama.generate({ model: "stories260K", prompt: "Once", options: { num_predict: 2 } });
+    await ollama.generate({ model: "stories260K", prompt: "Once", options: { num_predict: 2 } });
+    assert.deepEqual(await running(), ["stories260K"]);
+    const [served] = (await ollama.ps()).models;
+    assert.equal(new Date(served!.expires_at).getUTCFullYear(), 9999);
+  });
+
   it("pull serves the downloaded file at once; delete removes a model of MODELS_DIR not in use", async () => {
     const files = http.createServer((_request, response) => {
       response.writeHead(200, { "content-type": "application/octet-stream" });
