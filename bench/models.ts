@@ -6,7 +6,9 @@
  *    the last cycle against after the first. Target: within 50 MB.
  * 2. Cold start: time from POST /models/load of the 0.5B-shaped synthetic model (Q4_K_M) to the
  *    first streamed token of a completion, against llama-server's router mode (the same release of
- *    llama.cpp, `--models-dir`, POST /models/load then a completion) in the same run, alternating.
+ *    llama.cpp, `--models-dir` and no `-m`, POST /models/load then a completion) in the same run,
+ *    alternating, each going first in every other round. The result keeps both command lines (and
+ *    the one the router started the model's child with) to show what ran.
  *
  *   node --import tsx bench/models.ts [--cycles N] [--rounds N] [--cycles-only]
  *
@@ -14,7 +16,7 @@
  * reference, ratio, target}]}.
  */
 import { spawn } from "node:child_process";
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -29,7 +31,7 @@ import { syntheticModel } from "../scripts/lib/synthetic-gguf.js";
 const { values } = parseArgs({
   options: {
     cycles: { type: "string", default: "100" },
-    rounds: { type: "string", default: "3" },
+    rounds: { type: "string", default: "9" },
     // Only the cycles (no llama-server build): the result has the memory row alone.
     "cycles-only": { type: "boolean", default: false },
   },
@@ -114,6 +116,8 @@ async function cycles(): Promise<{ first: number; last: number }> {
 
 interface ColdStarter {
   url: string;
+  /** How the server was started (the command line, or the app's binary and device). */
+  describe: Record<string, unknown>;
   close(): Promise<void>;
 }
 
@@ -128,24 +132,20 @@ async function ours(dir: string): Promise<ColdStarter> {
       LOG_LEVEL: "silent",
     },
   });
-  return { url: app.url, close: () => app.close() };
+  return {
+    url: app.url,
+    describe: { binary: app.binary, device: app.device, threads: THREADS, context: CONTEXT },
+    close: () => app.close(),
+  };
 }
 
 async function llamaServerRouter(binary: string, dir: string): Promise<ColdStarter> {
   const port = await freePort();
-  const child = spawn(
-    binary,
-    ["--models-dir", dir, "--host", "127.0.0.1", "--port", String(port), "-t", String(THREADS)].concat([
-      "-c",
-      String(CONTEXT),
-      "-np",
-      "1",
-      "--no-webui",
-      "--models-max",
-      "1",
-    ]),
-    { stdio: ["ignore", "ignore", "ignore"] },
-  );
+  // Router mode: no -m; the models are MODELS_DIR's files, each loaded into a child llama-server
+  // that inherits -t, -c and -np.
+  const args = ["--models-dir", dir, "--host", "127.0.0.1", "--port", String(port), "-t", String(THREADS)];
+  args.push("-c", String(CONTEXT), "-np", "1", "--no-webui", "--models-max", "1");
+  const child = spawn(binary, args, { stdio: ["ignore", "ignore", "ignore"] });
   process.once("exit", () => child.kill("SIGKILL"));
   const url = `http://127.0.0.1:${port}`;
   for (;;) {
@@ -162,6 +162,7 @@ async function llamaServerRouter(binary: string, dir: string): Promise<ColdStart
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   return {
     url,
+    describe: { command: [binary, ...args].join(" ") },
     close: async () => {
       child.kill("SIGTERM");
       await exited;
@@ -169,23 +170,38 @@ async function llamaServerRouter(binary: string, dir: string): Promise<ColdStart
   };
 }
 
-/** Cold start on each server: load, first token, unload; `rounds` times, alternating servers. */
-async function coldStarts(): Promise<{ ours: number[]; reference: number[]; model: string }> {
+/** The command line llama-server's router started a model's child with (GET /models' status.args). */
+async function childArgs(url: string, model: string): Promise<string | undefined> {
+  const list = (await (await fetch(`${url}/models`)).json()) as {
+    data: { id: string; status: { args?: string[] } }[];
+  };
+  return list.data.find((entry) => entry.id === model)?.status.args?.join(" ");
+}
+
+/**
+ * Cold start on each server: load, first token, unload; `rounds` times, the two servers alternating
+ * and taking turns at going first (so neither always follows the other's unload).
+ */
+async function coldStarts() {
   const tools = await ensureLlamaTools();
   const file = await quantizedSyntheticModel(tools, benchModelPath(), QWEN_0_5B_SHAPE);
   const dir = mkdtempSync(path.join(os.tmpdir(), "lectern-bench-cold-"));
   const model = "qwen05-shape";
   copyFileSync(file, path.join(dir, `${model}.gguf`));
-  const results = { ours: [] as number[], reference: [] as number[], model: path.basename(file) };
+  const results = { ours: [] as number[], reference: [] as number[] };
   const servers = { ours: await ours(dir), reference: await llamaServerRouter(tools.server, dir) };
+  let referenceChild: string | undefined;
   try {
     for (let round = 0; round < ROUNDS; round++)
-      for (const which of ["ours", "reference"] as const) {
+      for (const which of round % 2 === 0
+        ? (["ours", "reference"] as const)
+        : (["reference", "ours"] as const)) {
         const server = servers[which];
         const started = performance.now();
         await post(`${server.url}/models/load`, { model });
         await firstToken(server.url, model);
         results[which].push(performance.now() - started);
+        if (which === "reference") referenceChild ??= await childArgs(server.url, model);
         await post(`${server.url}/models/unload`, { model });
         await waitStatus(server.url, model, "unloaded");
         console.log(`${which}: cold start to first token ${results[which].at(-1)!.toFixed(0)} ms`);
@@ -195,7 +211,13 @@ async function coldStarts(): Promise<{ ours: number[]; reference: number[]; mode
     await servers.reference.close();
     rmSync(dir, { recursive: true, force: true });
   }
-  return results;
+  return {
+    ...results,
+    model: path.basename(file),
+    modelBytes: statSync(file).size,
+    oursServer: servers.ours.describe,
+    referenceServer: { ...servers.reference.describe, child: referenceChild },
+  };
 }
 
 const memory = await cycles();
@@ -218,6 +240,10 @@ const file = writeResult("models", command, {
   memory: memoryFigures,
   coldStart: {
     rounds: ROUNDS,
+    model: cold.model,
+    modelBytes: cold.modelBytes,
+    oursServer: cold.oursServer,
+    referenceServer: cold.referenceServer,
     oursMs: cold.ours,
     referenceMs: cold.reference,
     oursMedianMs: median(cold.ours),

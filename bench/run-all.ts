@@ -52,7 +52,16 @@ const imgDir = path.join(docsDir, "img");
 const logsDir = path.join(resultsDir, "logs");
 
 /** The results whose rows make the summary table of docs/BENCHMARKS.md, in its order. */
-const SUMMARY = ["retrieval", "scale", "llama-server", "generation", "concurrency", "http-floor", "segments"];
+const SUMMARY = [
+  "retrieval",
+  "scale",
+  "llama-server",
+  "generation",
+  "concurrency",
+  "http-floor",
+  "segments",
+  "models",
+];
 
 interface RunRecord {
   script: string;
@@ -538,6 +547,54 @@ function expansionSection(evalIr: Json | null): string[] {
 }
 
 /** The section of one bench/llama-server.ts result; `plot` is its SVG's name in docs/img. */
+/** A command line without the binary's folder and the run's temporary folder. */
+const shortCommand = (command: unknown) =>
+  String(command)
+    .replace(/^\S*\//, "")
+    .replace(/\/tmp\/lectern-bench-cold-\w+/g, "$$DIR");
+
+/** bench/models.ts: memory over load/unload cycles, and each cold start against llama-server's router. */
+function modelsSection(result: Json): string[] {
+  const memory = get(result, "memory");
+  const cold = get(result, "coldStart") as Json | undefined;
+  const out = [
+    "## Many models",
+    "",
+    `\`${String(result.command)}\` — ${String(result.date)}. Two synthetic models loaded and unloaded ` +
+      `${String(get(memory, "cycles"))} times each through POST /models/load and /models/unload: the app's RSS ` +
+      `${fmt(num(get(memory, "firstMb")))} MB after the first cycle, ${fmt(num(get(memory, "lastMb")))} MB after the last.`,
+    "",
+  ];
+  if (!cold) return out;
+  const ours = (cold.oursMs as number[] | undefined) ?? [];
+  const reference = (cold.referenceMs as number[] | undefined) ?? [];
+  out.push(
+    `Cold start: POST /models/load of ${String(cold.model)} (${fmt((num(cold.modelBytes) ?? 0) / 1024 ** 2)} MB, ` +
+      "in MODELS_DIR / --models-dir, already in the page cache) then a streamed completion, to its first token; " +
+      "the two servers alternate, each going first in every other round, and unload the model between rounds.",
+    "",
+    markdownTable(
+      ["server", "started as", "ms per round", "median ms"],
+      [
+        [
+          "ours (textgen app)",
+          `${String(get(cold, "oursServer", "binary")).split(";")[0]}, ${String(get(cold, "oursServer", "device"))}, LLAMA_THREADS=${String(get(cold, "oursServer", "threads"))}, LLAMA_CONTEXT_SIZE=${String(get(cold, "oursServer", "context"))}`,
+          ours.map((ms) => fmt(ms)).join(", "),
+          fmt(num(cold.oursMedianMs)),
+        ],
+        [
+          "llama-server router",
+          `\`${shortCommand(get(cold, "referenceServer", "command"))}\`; the model's child: \`${shortCommand(get(cold, "referenceServer", "child"))}\``,
+          reference.map((ms) => fmt(ms)).join(", "),
+          fmt(num(cold.referenceMedianMs)),
+        ],
+      ],
+    ),
+    "",
+  );
+  return out;
+}
+
 function llamaServerSection(result: Json, plot: string): string[] {
   const conc = get(result, "concurrency") as Json | undefined;
   const levels = ((conc?.levels as number[]) ?? []).map(String);
@@ -780,6 +837,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
   const segments = readDetails("segments");
   const llamaServer = readDetails("llama-server");
   const llamaServerLarger = readDetails("llama-server-1.5b");
+  const models = readDetails("models");
 
   // The summary: every row of these results, in this order, as each result has them.
   const summarised = SUMMARY.map((name) => readResult(name, readDir)).filter((r) => r !== null);
@@ -804,6 +862,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
     "scale",
     "concurrency",
     "segments",
+    "models",
     "run-all",
   ]);
   const others = existsSync(resultsDir)
@@ -826,7 +885,16 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
       llamaServerPlot(llamaServerLarger),
     );
 
-  const dates = [generation, httpFloor, retrieval, concurrency, segments, llamaServer, llamaServerLarger]
+  const dates = [
+    generation,
+    httpFloor,
+    retrieval,
+    concurrency,
+    segments,
+    llamaServer,
+    llamaServerLarger,
+    models,
+  ]
     .map((r) => (typeof r?.date === "string" ? r.date : null))
     .filter((d): d is string => d !== null)
     .sort();
@@ -871,6 +939,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
       : []),
     ...detailSections(generation, httpFloor, retrieval, scale, synthetic),
     ...(segments ? segmentsSection(segments) : []),
+    ...(models ? modelsSection(models) : []),
     ...(others.length > 0 ? ["## Other results", "", `Also in this run: ${others.join(", ")}.`, ""] : []),
     ...(runs.length > 0
       ? [

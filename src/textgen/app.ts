@@ -9,13 +9,13 @@ import { openAiRoutes } from "./openai.js";
 import { buildCatalogue } from "./presets.js";
 import { ModelRegistry } from "./model-registry.js";
 import { generatorBackend, loadBackend, type ServingBackend } from "./model-backends.js";
-import { resolveModel as resolveModelFile } from "./model-source.js";
+import { locateModel } from "./model-source.js";
 import { registerRerankRoutes } from "./rerank-routes.js";
 import { registerModelRoutes } from "./models-routes.js";
 import { LlamaGenerator } from "./llama-generator.js";
 import { anthropicRoutes } from "./dialects/anthropic.js";
 import { ollamaRoutes } from "./dialects/ollama.js";
-import { SingleModelCatalog } from "./dialects/model-catalog.js";
+import { RegistryCatalog } from "./dialects/model-catalog.js";
 
 export interface TextgenAppDeps {
   config: Config;
@@ -60,7 +60,8 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
         if (status.state === "unhealthy") throw new Error(status.reason);
         if (starting.loadedFrom) return starting.loadedFrom.modelPath;
       }
-      return resolveModelFile({ reference: entry.reference, modelsDir: config.models.modelsDir });
+      // Not checked here: the registry reads the file (gguf-check.ts) next, once.
+      return locateModel({ reference: entry.reference, modelsDir: config.models.modelsDir });
     },
     createBackend: async (entry, file, summary) => {
       const given = entry.id === catalogue.defaultId ? initial : undefined;
@@ -107,8 +108,8 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
   await app.register(ollamaRoutes, {
     prefix: "/api",
     service,
-    // /api/tags, /api/show, /api/pull and /api/delete: the default model and MODELS_DIR's files.
-    catalog: new SingleModelCatalog(generator, config.models.modelsDir),
+    // /api/tags, /api/ps, /api/show, /api/pull and /api/delete: the registry's models.
+    catalog: new RegistryCatalog(service, config.models.modelsDir),
     limits: config.limits,
   });
   // Closing: Fastify answers new requests 503 at once; admitted generations get SHUTDOWN_GRACE_MS to

@@ -48,7 +48,8 @@ export function generatorBackend(config: Config, generator: Generator, entry?: M
 }
 
 /**
- * Loads `file` for what the model is: a reranker, an embedding model, or a generation model.
+ * Loads `file` for what the model is: a reranker, an embedding model, or a generation model. The
+ * registry has checked the file (`summary`), so the loaders do not read its header again.
  * `initial` is a generator already loading this model (the default model at start-up).
  */
 export async function loadBackend(
@@ -72,7 +73,7 @@ export async function loadBackend(
   }
   if (!roles.includes("generate")) {
     const embedder = new LlamaEmbedder({
-      model: { reference: file, modelsDir: config.models.modelsDir },
+      model: { reference: file, modelsDir: config.models.modelsDir, checked: true },
       sharedModel: async () => undefined,
       threads,
       contextSize: entry.settings.contextSize ?? config.models.embeddingContextSize,
@@ -89,7 +90,7 @@ export async function loadBackend(
   const generator =
     initial ??
     new LlamaGenerator({
-      model: { reference: file, modelsDir: config.models.modelsDir },
+      model: { reference: file, modelsDir: config.models.modelsDir, checked: true },
       threads,
       contextSize: entry.settings.contextSize ?? config.textgen.llamaContextSize,
       sequences: entry.settings.parallel ?? config.textgen.maxConcurrent,

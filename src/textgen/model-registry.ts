@@ -8,7 +8,8 @@
  * is the product's and no package holds llama.cpp models.
  */
 import { statSync } from "node:fs";
-import { ApiError, DomainError, notReady } from "../core/errors.js";
+import path from "node:path";
+import { ApiError, conflict, DomainError, notReady } from "../core/errors.js";
 import {
   estimateModelBytes,
   inspectGguf,
@@ -17,6 +18,7 @@ import {
   type ModelRole,
 } from "./gguf-check.js";
 import type { ModelEntry } from "./presets.js";
+import { isRemoteModelReference } from "../core/config.js";
 
 export type ModelStatus = "loaded" | "loading" | "unloaded" | "failed";
 
@@ -40,6 +42,10 @@ export interface ModelInfo {
   default: boolean;
   /** Loads started since the server started (a reload after an unload counts again). */
   loads: number;
+  /** The local file: the reference's path, or its download once resolved; null until then. */
+  file: string | null;
+  /** When a loaded model's keep-alive ends (epoch ms), counted from now while in use; null: never. */
+  expiresAt: number | null;
 }
 
 export interface RegistryOptions<B extends ModelBackend> {
@@ -118,20 +124,50 @@ export class ModelRegistry<B extends ModelBackend> {
   private closed = false;
 
   constructor(private readonly options: RegistryOptions<B>) {
-    for (const entry of options.entries) {
-      const state: ModelState<B> = {
-        entry,
-        status: "unloaded",
-        inUse: 0,
-        loads: 0,
-        lastUsed: 0,
-        keepAliveMs: entry.id === options.defaultId ? -1 : options.defaultKeepAliveMs,
-      };
-      const pinned = options.pinned?.[entry.id];
-      if (pinned) Object.assign(state, { backend: pinned, status: "loaded", pinned: true, keepAliveMs: -1 });
-      this.states.set(entry.id, state);
-      for (const name of [entry.id, ...entry.aliases]) this.byName.set(name, state);
-    }
+    for (const entry of options.entries) this.addState(entry);
+  }
+
+  private addState(entry: ModelEntry): ModelState<B> {
+    const state: ModelState<B> = {
+      entry,
+      status: "unloaded",
+      inUse: 0,
+      loads: 0,
+      lastUsed: 0,
+      keepAliveMs: entry.id === this.options.defaultId ? -1 : this.options.defaultKeepAliveMs,
+    };
+    const pinned = this.options.pinned?.[entry.id];
+    if (pinned) Object.assign(state, { backend: pinned, status: "loaded", pinned: true, keepAliveMs: -1 });
+    this.states.set(entry.id, state);
+    for (const name of [entry.id, ...entry.aliases]) this.byName.set(name, state);
+    return state;
+  }
+
+  /**
+   * Serves one more local file (a model pulled while running) under its entry's id, reading what it
+   * is first; an entry of that id already there is kept. Returns the id it is served under.
+   */
+  async add(entry: ModelEntry): Promise<string> {
+    const existing = this.byName.get(entry.id);
+    if (existing) return existing.entry.id;
+    const summary = await inspectGguf(entry.reference);
+    // Checked again: another add of the same id may have finished while this one read the file.
+    const raced = this.byName.get(entry.id);
+    if (raced) return raced.entry.id;
+    this.addState(entry).summary = summary;
+    return entry.id;
+  }
+
+  /**
+   * Forgets a model that is neither loaded, loading nor in use (its file deleted); a model that is
+   * is a 409, and the default model always is.
+   */
+  remove(id: string): void {
+    const state = this.require(id);
+    if (state.entry.id === this.options.defaultId || state.backend || state.loading || state.inUse > 0)
+      throw conflict(`The model "${state.entry.id}" is being served; it cannot be deleted`);
+    this.states.delete(state.entry.id);
+    for (const name of [state.entry.id, ...state.entry.aliases]) this.byName.delete(name);
   }
 
   get defaultId(): string {
@@ -142,7 +178,7 @@ export class ModelRegistry<B extends ModelBackend> {
   async inspectLocal(): Promise<void> {
     await Promise.all(
       [...this.states.values()].map(async (state) => {
-        if (state.pinned || /^(hf:|https?:\/\/)/i.test(state.entry.reference)) return;
+        if (state.pinned || isRemoteModelReference(state.entry.reference)) return;
         try {
           state.summary = await inspectGguf(state.entry.reference);
         } catch (error) {
@@ -191,7 +227,19 @@ export class ModelRegistry<B extends ModelBackend> {
       inUse: state.inUse,
       loads: state.loads,
       default: state.entry.id === this.options.defaultId,
+      file: state.pinned
+        ? null
+        : (state.file ??
+          (isRemoteModelReference(state.entry.reference) ? null : path.resolve(state.entry.reference))),
+      expiresAt: state.backend ? this.expiryOf(state) : null,
     };
+  }
+
+  /** The idle timer's end (armed when the last request released the model at `lastUsed`). */
+  private expiryOf(state: ModelState<B>): number | null {
+    if (state.pinned || state.keepAliveMs < 0) return null;
+    const idleFrom = state.inUse > 0 ? performance.now() : state.lastUsed;
+    return Date.now() + Math.max(0, idleFrom + state.keepAliveMs - performance.now());
   }
 
   /** The backend when loaded (no lease; for health and metrics). */
@@ -405,7 +453,8 @@ export class ModelRegistry<B extends ModelBackend> {
     state.backend = undefined;
     state.status = "unloaded";
     clearTimeout(state.idleTimer);
-    if (state.entry.id !== this.options.defaultId) state.keepAliveMs = this.options.defaultKeepAliveMs;
+    // A request's keep_alive lasts until the unload; the next load starts from the default again.
+    state.keepAliveMs = state.entry.id === this.options.defaultId ? -1 : this.options.defaultKeepAliveMs;
     const previous = state.unloading ?? Promise.resolve();
     const unloading = previous
       .then(() => backend.close())

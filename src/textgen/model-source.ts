@@ -16,6 +16,11 @@ export interface ModelSource {
   modelsDir: string;
   /** Show a download progress bar (only where stderr is a terminal). */
   progress?: boolean;
+  /**
+   * The reference is a local file gguf-check.ts has already read (the registry checks every file
+   * before its load): used as it is. Reading a GGUF's header again costs tens of ms per load.
+   */
+  checked?: boolean;
 }
 
 /**
@@ -23,12 +28,14 @@ export interface ModelSource {
  * is checked first (gguf-check.ts): a bad one fails here with the reason instead of in llama.cpp.
  */
 export async function resolveModel(source: ModelSource): Promise<string> {
-  const file = await resolveModelFileOnly(source);
+  if (source.checked) return path.resolve(source.reference);
+  const file = await locateModel(source);
   await inspectGguf(file);
   return file;
 }
 
-async function resolveModelFileOnly(source: ModelSource): Promise<string> {
+/** The local file of a reference, downloaded first when remote; not checked (see resolveModel). */
+export async function locateModel(source: ModelSource): Promise<string> {
   if (!isRemoteModelReference(source.reference)) {
     const file = path.resolve(source.reference);
     if (!existsSync(file)) throw new Error(`no file at ${file}`);

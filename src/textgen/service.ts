@@ -44,6 +44,11 @@ export interface ServedModel {
   tokenizer(): Promise<TextTokenizer>;
   /** Tokens of a request's prompt as the model's chat template renders it (validating the request). */
   countTokens(request: GenerationRequest): Promise<number>;
+  /**
+   * Loads the model and leaves it to its keep_alive, or with keep_alive 0 unloads it (after its
+   * running requests), as Ollama's generate without a prompt does. Resolves to what was done.
+   */
+  preload(): Promise<"load" | "unload">;
 }
 
 export interface ResolveOptions {
@@ -184,10 +189,20 @@ export class TextgenService {
     return defaultId;
   }
 
+  /**
+   * The name responses and model lists report for model `id`: the id, or in single-model mode the
+   * model's own `general.name` once known (as before there was a registry).
+   */
+  nameOf(id: string): string {
+    if (this.view.multiModel) return id;
+    const backend = this.models.loadedBackend(id);
+    const generator = backend?.generator ?? this.startingGenerator(id);
+    return generator?.modelName ?? backend?.embedder?.modelName() ?? id;
+  }
+
   private handle(id: string, keepAliveMs: number | undefined): ServedModel {
     const models = this.models;
-    const view = this.view;
-    const startingGenerator = (model: string) => this.startingGenerator(model);
+    const nameOf = (model: string) => this.nameOf(model);
     const withModel = async <T>(
       role: ModelRole,
       work: (backend: ServingBackend) => Promise<T>,
@@ -202,10 +217,7 @@ export class TextgenService {
     return {
       id,
       get name() {
-        if (view.multiModel) return id;
-        const backend = models.loadedBackend(id);
-        const generator = backend?.generator ?? startingGenerator(id);
-        return generator?.modelName ?? backend?.embedder?.modelName() ?? id;
+        return nameOf(id);
       },
       run: (request, signal, hooks = {}) =>
         withModel("generate", (backend) => this.generate(id, backend, request, signal, hooks)),
@@ -218,6 +230,14 @@ export class TextgenService {
           backend.scheduler.run(signal, (runSignal) => backend.ranker!.rank(query, documents, runSignal)),
         ),
       countTokens: (request) => withModel("generate", (backend) => backend.generator!.validate(request)),
+      preload: async () => {
+        if (keepAliveMs === 0) {
+          await models.unload(id);
+          return "unload";
+        }
+        await withModel(models.rolesOf(id)[0]!, async () => undefined);
+        return "load";
+      },
       tokenizer: () =>
         withModel("generate", async (backend) => {
           const generator = backend.generator!;

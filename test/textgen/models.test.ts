@@ -301,6 +301,50 @@ describe("loading and unloading on demand", () => {
   });
 });
 
+describe("MODELS_MEMORY_BUDGET", () => {
+  it("unloads the least recently used idle model, not any, when the next load would not fit", async () => {
+    const dir = modelsDir({ a: files.chat, b: files.chat, c: files.chat });
+    // The registry's estimates (file + KV cache), read without loading, set a budget for three models.
+    let estimates: Record<string, number>;
+    {
+      const { app } = await startApp({ MODELS_DIR: dir });
+      const res = await app.inject({ method: "GET", url: "/v1/models" });
+      estimates = Object.fromEntries(
+        (res.json().data as { id: string; memory_bytes: number }[]).map((m) => [m.id, m.memory_bytes]),
+      );
+      await app.close();
+    }
+    const three = estimates.stories260K! + estimates.a! + estimates.b!;
+    assert.ok(estimates.c! > 0 && estimates.c! === estimates.a!);
+    const { app } = await startApp({
+      MODELS_DIR: dir,
+      MODELS_MEMORY_BUDGET: String(three + Math.floor(estimates.c! / 2)),
+    });
+    try {
+      assert.equal((await complete(app, "a")).statusCode, 200);
+      assert.equal((await complete(app, "b")).statusCode, 200);
+      // Used since: the default model and a. Least recently used: b.
+      assert.equal((await complete(app, "stories260K")).statusCode, 200);
+      assert.equal((await complete(app, "a")).statusCode, 200);
+      assert.deepEqual(await statuses(app), {
+        stories260K: "loaded",
+        a: "loaded",
+        b: "loaded",
+        c: "unloaded",
+      });
+      assert.equal((await complete(app, "c")).statusCode, 200);
+      assert.deepEqual(await statuses(app), {
+        stories260K: "loaded",
+        a: "loaded",
+        b: "unloaded",
+        c: "loaded",
+      });
+    } finally {
+      await app.close();
+    }
+  });
+});
+
 describe("a model whose file is still arriving", () => {
   it("a request to a loaded model completes while another model's load is in progress", async () => {
     // The second model is a URL in MODELS_PRESETS, fetched into MODELS_DIR on its first load from a

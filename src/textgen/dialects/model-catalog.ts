@@ -1,20 +1,25 @@
 /**
- * The models the Ollama routes list, show, pull and delete. `ModelCatalog` is the interface those
- * routes need; `SingleModelCatalog` implements it for today's one served model plus the GGUF files
- * downloaded into MODELS_DIR. The model registry (many models, load/unload) implements the same
- * interface and replaces this one in app.ts.
+ * The models the Ollama routes list, show, pull and delete, read from the model registry (the one
+ * list of models every API serves): `/api/tags` lists each registry model whose file is here,
+ * `/api/ps` the loaded ones with their keep-alive's end, `/api/pull` downloads into MODELS_DIR and
+ * serves the file at once, `/api/delete` removes a file of MODELS_DIR that is not being served.
  */
 import { createHash } from "node:crypto";
-import { readdir, stat, unlink } from "node:fs/promises";
+import { stat, unlink } from "node:fs/promises";
 import path from "node:path";
 import { readGgufFileInfo, resolveModelFile } from "node-llama-cpp";
 import { badRequest, conflict, notFound } from "../../core/errors.js";
 import { isRemoteModelReference } from "../../core/config.js";
-import type { Generator } from "../generator.js";
+import type { ModelRole } from "../gguf-check.js";
+import type { ModelInfo } from "../model-registry.js";
+import { modelIdOf } from "../presets.js";
+import type { TextgenService } from "../service.js";
 
 export interface CatalogModel {
   /** What clients call it (`model` in requests). */
   name: string;
+  /** The registry's id (what the registry is asked for). */
+  id: string;
   file: string;
   size: number;
   modifiedAt: Date;
@@ -22,6 +27,11 @@ export interface CatalogModel {
   digest: string;
   /** Whether it is in memory, serving. */
   loaded: boolean;
+  /** Estimated memory when loaded (weights + KV cache); the file's size when unknown. */
+  memoryBytes: number;
+  /** When a loaded model's keep-alive ends; null: never. */
+  expiresAt: Date | null;
+  roles: ModelRole[];
 }
 
 export interface ModelDetails {
@@ -60,59 +70,62 @@ export interface ModelCatalog {
 const digestOf = (file: string, size: number, modified: Date) =>
   createHash("sha256").update(`${file}\0${size}\0${modified.getTime()}`).digest("hex");
 
-export class SingleModelCatalog implements ModelCatalog {
+export class RegistryCatalog implements ModelCatalog {
   constructor(
-    private readonly generator: Generator,
+    private readonly service: TextgenService,
     private readonly modelsDir: string,
   ) {}
 
-  /** The served model's file, once loaded (local backends only). */
-  private servedFile(): string | undefined {
-    return (this.generator as { loadedFrom?: { modelPath: string } | null }).loadedFrom?.modelPath;
+  /** The local file of a registry model: known, or a reference already downloaded (no network). */
+  private async fileOf(info: ModelInfo): Promise<string | undefined> {
+    if (info.file !== null) return info.file;
+    if (!isRemoteModelReference(info.reference)) return undefined;
+    return resolveModelFile(info.reference, { directory: this.modelsDir, download: false, cli: false }).catch(
+      () => undefined,
+    );
   }
 
-  private async entry(file: string, name: string, loaded: boolean): Promise<CatalogModel | undefined> {
-    const info = await stat(file).catch(() => undefined);
-    if (!info?.isFile()) return undefined;
+  private async entry(info: ModelInfo): Promise<CatalogModel | undefined> {
+    const file = await this.fileOf(info);
+    const stats = file === undefined ? undefined : await stat(file).catch(() => undefined);
+    if (file === undefined || !stats?.isFile()) return undefined;
     return {
-      name,
+      name: this.service.nameOf(info.id),
+      id: info.id,
       file,
-      size: info.size,
-      modifiedAt: info.mtime,
-      digest: digestOf(file, info.size, info.mtime),
-      loaded,
+      size: stats.size,
+      modifiedAt: stats.mtime,
+      digest: digestOf(file, stats.size, stats.mtime),
+      loaded: info.status === "loaded",
+      memoryBytes: info.memoryBytes ?? stats.size,
+      expiresAt: info.expiresAt === null ? null : new Date(info.expiresAt),
+      roles: info.roles,
     };
   }
 
-  async loaded(): Promise<CatalogModel[]> {
-    const file = this.servedFile();
-    if (!file || this.generator.status().state !== "ready") return [];
-    const served = await this.entry(file, this.generator.modelName, true);
-    return served ? [served] : [];
+  async list(): Promise<CatalogModel[]> {
+    const models = await Promise.all(this.service.models.list().map((info) => this.entry(info)));
+    return models.filter((model) => model !== undefined);
   }
 
-  async list(): Promise<CatalogModel[]> {
-    const models = await this.loaded();
-    const served = this.servedFile();
-    const names = await readdir(this.modelsDir).catch(() => [] as string[]);
-    for (const name of names.filter((entry) => entry.toLowerCase().endsWith(".gguf")).sort()) {
-      const file = path.join(this.modelsDir, name);
-      if (served && path.resolve(file) === path.resolve(served)) continue;
-      const model = await this.entry(file, name.replace(/\.gguf$/i, ""), false);
-      if (model) models.push(model);
-    }
-    return models;
+  async loaded(): Promise<CatalogModel[]> {
+    return (await this.list()).filter((model) => model.loaded);
   }
 
   async find(name: string): Promise<CatalogModel> {
     const wanted = name.replace(/:latest$/, "");
-    const model = (await this.list()).find((candidate) => candidate.name === wanted);
+    const id = this.service.models.find(wanted)?.id;
+    const model = (await this.list()).find((candidate) => candidate.name === wanted || candidate.id === id);
     if (!model) throw notFound(`model '${name}' not found`);
     return model;
   }
 
   async details(model: CatalogModel): Promise<ModelDetails> {
-    const { metadata } = await readGgufFileInfo(model.file, { readTensorInfo: false });
+    // A file llama.cpp cannot read (a failed model, listed with its reason in /v1/models) has none.
+    const metadata = await readGgufFileInfo(model.file, { readTensorInfo: false }).then(
+      (read) => read.metadata,
+      () => ({}),
+    );
     const info: Record<string, string | number | boolean> = {};
     const flatten = (value: unknown, prefix: string) => {
       if (Array.isArray(value) || value === null || value === undefined) return;
@@ -153,14 +166,24 @@ export class SingleModelCatalog implements ModelCatalog {
       onProgress: ({ totalSize, downloadedSize }) =>
         onProgress({ completed: downloadedSize, total: totalSize }),
     });
-    const model = await this.entry(file, path.basename(file).replace(/\.gguf$/i, ""), false);
+    // Served from now on under its file's name, unless the registry already serves it (a preset's reference).
+    const known = this.service.models.list().find((info) => info.reference === reference);
+    const id =
+      known?.id ??
+      (await this.service.models.add({ id: modelIdOf(file), aliases: [], reference: file, settings: {} }));
+    const model = await this.entry(this.service.models.get(id)!);
     if (!model) throw new Error(`the download of ${reference} left no file`);
     return model;
   }
 
   async remove(name: string): Promise<void> {
     const model = await this.find(name);
-    if (model.loaded) throw conflict(`model '${name}' is being served; it cannot be deleted`);
+    const inside = path.relative(path.resolve(this.modelsDir), model.file);
+    if (inside.startsWith("..") || path.isAbsolute(inside))
+      throw conflict(
+        `model '${name}' is not in MODELS_DIR (${model.file}); only the models there can be deleted`,
+      );
+    this.service.models.remove(model.id);
     await unlink(model.file);
   }
 }

@@ -11,6 +11,7 @@ import { toApiError } from "../../core/http.js";
 import { VERSION } from "../../core/version.js";
 import { isRemoteModelReference, type Config } from "../../core/config.js";
 import type { ChatMessage, CompletionResult, GenerationRequest } from "../generator.js";
+import type { ModelRole } from "../gguf-check.js";
 import type { ServedModel, TextgenService } from "../service.js";
 import { newToolCallId } from "../tool-calls.js";
 import {
@@ -47,7 +48,10 @@ const Options = Type.Object(
   strict,
 );
 const keepAlive = Type.Optional(
-  Type.Union([Type.String(), Type.Number()], { description: "accepted; the served model stays loaded" }),
+  Type.Union([Type.String(), Type.Number()], {
+    description:
+      "how long the model stays loaded after this request: a duration or seconds; 0 unloads, -1 keeps",
+  }),
 );
 const Format = Type.Optional(Type.Union([Type.Literal("json"), Type.Literal(""), JsonSchemaObject]));
 const Think = Type.Optional(
@@ -139,6 +143,17 @@ function namedModel(body: { model?: string; name?: string }): string {
   const name = body.model ?? body.name;
   if (name === undefined) throw badRequest("model is required");
   return name;
+}
+
+/** The model a request names; `name:latest` is `name`, as in Ollama (its clients add the tag). */
+function ollamaModel(
+  service: TextgenService,
+  name: string,
+  keepAlive: string | number | undefined,
+  role?: ModelRole,
+): ServedModel {
+  const known = service.models.find(name) !== undefined || !name.endsWith(":latest");
+  return resolveModel(service, known ? name : name.slice(0, -":latest".length), keepAlive, role);
 }
 
 type OptionsValue = Static<typeof Options> | undefined;
@@ -319,17 +334,18 @@ function registerGeneration(app: TypedApp, service: TextgenService, maxNewTokens
     { schema: { tags: ["ollama"], summary: "Ollama's chat: NDJSON stream by default", body: ChatBody } },
     async (request, reply) => {
       const body = request.body;
-      const target = resolveModel(service, body.model, body.keep_alive);
+      const target = ollamaModel(service, body.model, body.keep_alive);
       const model = target.name;
       const started = performance.now();
       const at = () => new Date().toISOString();
+      // No messages: only load the model (or unload it, keep_alive 0), as Ollama does.
       if (body.messages.length === 0)
         return {
           model,
           created_at: at(),
           message: { role: "assistant", content: "" },
           done: true,
-          done_reason: "load",
+          done_reason: await target.preload(),
         };
       const generation: GenerationRequest = {
         messages: toMessages(body.messages),
@@ -389,12 +405,12 @@ function registerGeneration(app: TypedApp, service: TextgenService, maxNewTokens
     },
     async (request, reply) => {
       const body = request.body;
-      const target = resolveModel(service, body.model, body.keep_alive);
+      const target = ollamaModel(service, body.model, body.keep_alive);
       const model = target.name;
       const started = performance.now();
       const base = () => ({ model, created_at: new Date().toISOString() });
-      // An empty prompt only loads the model, in Ollama.
-      if (!body.prompt) return { ...base(), response: "", done: true, done_reason: "load" };
+      // No prompt: only load the model (or unload it, keep_alive 0), as Ollama does.
+      if (!body.prompt) return { ...base(), response: "", done: true, done_reason: await target.preload() };
       const controls = controlsOf(body.options, body.format, maxNewTokens);
       const generation: GenerationRequest = body.raw
         ? { prompt: body.prompt, ...controls }
@@ -462,7 +478,7 @@ function registerEmbeddings(app: TypedApp, service: TextgenService, maxEmbedding
       const started = performance.now();
       const body = request.body;
       const inputs = typeof body.input === "string" ? [body.input] : body.input;
-      const target = resolveModel(service, body.model, body.keep_alive, "embed");
+      const target = ollamaModel(service, body.model, body.keep_alive, "embed");
       const { vectors, promptTokens } = await target.embed(inputs, clientGoneSignal(request, reply));
       const size = vectors[0]?.length ?? 0;
       if (body.dimensions !== undefined && body.dimensions !== size)
@@ -498,7 +514,7 @@ function registerEmbeddings(app: TypedApp, service: TextgenService, maxEmbedding
     },
     async (request, reply) => {
       const { model, prompt, keep_alive } = request.body;
-      const target = resolveModel(service, model, keep_alive, "embed");
+      const target = ollamaModel(service, model, keep_alive, "embed");
       const { vectors } = await target.embed([prompt], clientGoneSignal(request, reply));
       return { embedding: Array.from(vectors[0] ?? []) };
     },
@@ -525,9 +541,11 @@ function registerModels(app: TypedApp, catalog: ModelCatalog): void {
         const details = await catalog.details(model);
         return {
           ...modelEntry(model),
+          // In memory: weights and KV cache, as Ollama's ps reports.
+          size: model.memoryBytes,
           details: await detailsOf(catalog, model),
-          // The served model stays loaded while the server runs: no expiry.
-          expires_at: "9999-12-31T23:59:59Z",
+          // When its keep_alive ends; a model kept for ever (-1, the default model) never expires.
+          expires_at: model.expiresAt?.toISOString() ?? "9999-12-31T23:59:59Z",
           size_vram: 0,
           ...(details.contextLength !== undefined && { context_length: details.contextLength }),
         };
@@ -555,13 +573,19 @@ function registerModels(app: TypedApp, catalog: ModelCatalog): void {
       const model = await catalog.find(name);
       const details = await catalog.details(model);
       const reasons = details.chatTemplate?.includes("<think>") === true;
+      const generates = model.roles.includes("generate");
+      const capabilities = generates
+        ? ["completion", "tools", ...(reasons ? ["thinking"] : [])]
+        : model.roles.includes("embed")
+          ? ["embedding"]
+          : [];
       return {
         modelfile: "",
         parameters: "",
         template: details.chatTemplate ?? "",
         details: await detailsOf(catalog, model),
         model_info: details.info,
-        capabilities: ["completion", "tools", ...(reasons ? ["thinking"] : [])],
+        capabilities,
         modified_at: model.modifiedAt.toISOString(),
       };
     },
