@@ -57,7 +57,11 @@ function newIndex(dimension: number, storage: VectorStorage, params: HnswParams)
 }
 
 /** The codes as the binding takes them: f16 bits are given as their (exactly representable) f32 values. */
-function bindingRows(storage: VectorStorage, codes: VectorCodes, f16: Float32Array): Float32Array | Int8Array {
+function bindingRows(
+  storage: VectorStorage,
+  codes: VectorCodes,
+  f16: Float32Array,
+): Float32Array | Int8Array {
   if (storage !== "f16") return codes as Float32Array | Int8Array;
   const out = new Float32Array(codes.length);
   for (let i = 0; i < codes.length; i++) out[i] = f16[codes[i] ?? 0] ?? 0;
@@ -115,7 +119,10 @@ export class AnnGraph {
     const rowBytes = view.getUint32(4, true);
     const expected = codeBytes(codes);
     const matrixEnd = 8 + rows * rowBytes;
-    if (rows * rowBytes !== expected.byteLength || !Buffer.from(file.subarray(8, matrixEnd)).equals(expected)) {
+    if (
+      rows * rowBytes !== expected.byteLength ||
+      !Buffer.from(file.subarray(8, matrixEnd)).equals(expected)
+    ) {
       // Not the layout this module knows (another USearch version): keep the whole file.
       return concat(new Uint8Array([1]), file);
     }

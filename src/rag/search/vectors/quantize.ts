@@ -35,7 +35,8 @@ export function normalized(vector: ArrayLike<number>, dimension: number, what = 
     if (!Number.isFinite(x)) throw new RangeError(`${what} has a non-finite entry at ${i}`);
     sum += x * x;
   }
-  if (sum === 0 || !Number.isFinite(sum)) throw new RangeError(`${what} has no length (all zeros or too large)`);
+  if (sum === 0 || !Number.isFinite(sum))
+    throw new RangeError(`${what} has no length (all zeros or too large)`);
   const inverse = 1 / Math.sqrt(sum);
   const out = new Float32Array(dimension);
   for (let i = 0; i < dimension; i++) out[i] = (vector[i] ?? 0) * inverse;

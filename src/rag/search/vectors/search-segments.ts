@@ -33,9 +33,12 @@ export function searchSegments(
   const { dimension, storage } = first.vectors;
   for (const { id, vectors } of segments) {
     if (vectors.dimension !== dimension) {
-      throw new RangeError(`segment ${id} has ${vectors.dimension}-d vectors, segment ${first.id} ${dimension}-d`);
+      throw new RangeError(
+        `segment ${id} has ${vectors.dimension}-d vectors, segment ${first.id} ${dimension}-d`,
+      );
     }
-    if (vectors.storage !== storage) throw new RangeError(`segment ${id} stores ${vectors.storage}, not ${storage}`);
+    if (vectors.storage !== storage)
+      throw new RangeError(`segment ${id} stores ${vectors.storage}, not ${storage}`);
   }
   const unit = prepareQuery(query, dimension);
   const hits: Array<SegmentVectorHit & { position: number }> = [];

@@ -54,7 +54,9 @@ export interface VectorSearchOptions {
 
 export function checkDimension(dimension: number): void {
   if (!Number.isInteger(dimension) || dimension < 1 || dimension > MAX_VECTOR_DIMENSION) {
-    throw new RangeError(`vector dimension must be an integer in 1 … ${MAX_VECTOR_DIMENSION}, got ${dimension}`);
+    throw new RangeError(
+      `vector dimension must be an integer in 1 … ${MAX_VECTOR_DIMENSION}, got ${dimension}`,
+    );
   }
 }
 
@@ -85,12 +87,18 @@ export class SegmentVectors {
   }
 
   /** Normalises, quantises and (at `graphThreshold` or more vectors) builds the graph. */
-  static build(dimension: number, vectors: readonly ArrayLike<number>[], options: VectorSetOptions): SegmentVectors {
+  static build(
+    dimension: number,
+    vectors: readonly ArrayLike<number>[],
+    options: VectorSetOptions,
+  ): SegmentVectors {
     checkDimension(dimension);
     const { storage } = options;
     const codes = allocateCodes(storage, vectors.length * dimension);
     const scales = storage === "i8" ? new Float32Array(vectors.length) : null;
-    vectors.forEach((vector, d) => encodeRow(storage, normalized(vector, dimension, `vector ${d}`), codes, scales, d));
+    vectors.forEach((vector, d) =>
+      encodeRow(storage, normalized(vector, dimension, `vector ${d}`), codes, scales, d),
+    );
     const set = new SegmentVectors(dimension, storage, codes, scales);
     set.buildGraphIfLarge(options);
     return set;
@@ -169,7 +177,12 @@ export class SegmentVectors {
   }
 
   /** The k best live documents: exactly, or through the graph where there is one (module comment). */
-  search(unitQuery: Float32Array, k: number, live: LiveDocs | null, options: VectorSearchOptions = {}): VectorHit[] {
+  search(
+    unitQuery: Float32Array,
+    k: number,
+    live: LiveDocs | null,
+    options: VectorSearchOptions = {},
+  ): VectorHit[] {
     this.checkQuery(unitQuery);
     if (live !== null && live.documentCount !== this.count) {
       throw new RangeError(`live docs cover ${live.documentCount} documents, the vectors ${this.count}`);
@@ -232,7 +245,8 @@ export function mergeSegmentVectors(
       );
     }
     const map = docMaps[i] as Int32Array;
-    if (map.length !== input.count) throw new RangeError(`vector merge: doc map ${i} does not cover its input`);
+    if (map.length !== input.count)
+      throw new RangeError(`vector merge: doc map ${i} does not cover its input`);
     for (const ordinal of map) if (ordinal >= 0) total++;
   });
   const codes = allocateCodes(storage, total * dimension);
@@ -243,7 +257,8 @@ export function mergeSegmentVectors(
     for (let doc = 0; doc < map.length; doc++) {
       const to = map[doc] ?? -1;
       if (to < 0) continue;
-      if (to >= total || filled[to] === 1) throw new RangeError(`vector merge: new ordinal ${to} is not a permutation`);
+      if (to >= total || filled[to] === 1)
+        throw new RangeError(`vector merge: new ordinal ${to} is not a permutation`);
       filled[to] = 1;
       codes.set(input.codes.subarray(doc * dimension, (doc + 1) * dimension), to * dimension);
       if (scales !== null) scales[to] = input.scales?.[doc] ?? 0;

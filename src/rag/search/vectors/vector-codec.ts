@@ -44,12 +44,15 @@ function bytesOf(array: VectorCodes | Float32Array): Uint8Array {
 }
 
 export function encodeVectors(set: SegmentVectors): Uint8Array {
-  if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) throw new Error("vector codec: big-endian platform");
+  if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1)
+    throw new Error("vector codec: big-endian platform");
   const graph = set.graph === null ? null : set.graph.serialize(set.codes);
   const params = set.graph?.params;
   const codes = bytesOf(set.codes);
   const scales = set.scales === null ? new Uint8Array(0) : bytesOf(set.scales);
-  const out = new Uint8Array(HEADER_BYTES + scales.byteLength + padded(codes.byteLength) + (graph?.byteLength ?? 0));
+  const out = new Uint8Array(
+    HEADER_BYTES + scales.byteLength + padded(codes.byteLength) + (graph?.byteLength ?? 0),
+  );
   const view = new DataView(out.buffer);
   const header = [
     MAGIC,
@@ -117,8 +120,7 @@ export function decodeVectors(bytes: Uint8Array, options: DecodeVectorOptions = 
   if (!Number.isSafeInteger(graphLength) || graphLength < 0 || graphAt + graphLength !== bytes.byteLength) {
     throw corrupt(`length ${bytes.byteLength} does not match the header`);
   }
-  const scales =
-    storage === "i8" ? typedAt(Float32Array, Float32Array, bytes, HEADER_BYTES, count, 4) : null;
+  const scales = storage === "i8" ? typedAt(Float32Array, Float32Array, bytes, HEADER_BYTES, count, 4) : null;
   const codesAt = HEADER_BYTES + scaleBytes;
   const length = count * dimension;
   const codes =
