@@ -118,6 +118,15 @@ export const benchmarks: readonly Benchmark[] = [
     debianCorpus: true,
   },
   {
+    name: "vectors",
+    script: "vectors.ts",
+    compares:
+      "HNSW recall@10 against exact search and ANN query latency against hnswlib-node, per storage type (f32/f16/i8), 100k and 1M 384-d vectors",
+    args: quickFlag,
+    budget: 3600,
+    results: ["vectors"],
+  },
+  {
     name: "merge-blocking",
     script: "merge-blocking.ts",
     compares:

@@ -15,7 +15,7 @@
  * | 8       | f64 byte length G of the graph (0: no graph, searched exactly)    |
  * | 4N      | f32 scale of each vector (i8 only; absent otherwise)              |
  * | N·D·b   | codes, row d = document d (b = 4, 2 or 1), zero-padded to 4       |
- * | G       | the graph (ann.ts: USearch's index without its copy of the codes) |
+ * | G       | the graph (ann.ts: USearch's index, without its rows where they are ours) |
  *
  * The graph is stored rather than rebuilt on load (building 1M vectors takes minutes; a replica loads a
  * new segment in the time it takes to read it). Should a graph not load (bytes written by another USearch
@@ -75,7 +75,7 @@ export function encodeVectors(set: SegmentVectors): Uint8Array {
   return out;
 }
 
-/** A typed view on `bytes` where aligned, else a copy. */
+/** A typed view on `bytes` where aligned (and views are wanted), else a copy. */
 function typedAt<T extends VectorCodes | Float32Array>(
   make: new (buffer: ArrayBufferLike, offset: number, length: number) => T,
   copy: new (length: number) => T,
@@ -83,9 +83,10 @@ function typedAt<T extends VectorCodes | Float32Array>(
   offset: number,
   length: number,
   bytesPer: number,
+  copyAlways: boolean,
 ): T {
   const at = bytes.byteOffset + offset;
-  if (at % bytesPer === 0) return new make(bytes.buffer, at, length);
+  if (!copyAlways && at % bytesPer === 0) return new make(bytes.buffer, at, length);
   const out = new copy(length);
   bytesOf(out).set(bytes.subarray(offset, offset + length * bytesPer));
   return out;
@@ -96,7 +97,11 @@ export interface DecodeVectorOptions {
   threads?: number;
 }
 
-/** Reads bytes made by `encodeVectors` (views on them where aligned: keep them unmodified). */
+/**
+ * Reads bytes made by `encodeVectors`. Without a graph the codes are views on the bytes where aligned
+ * (keep them unmodified); with one they are copied, so that the bytes (mostly graph, which USearch copies
+ * into its own memory) are not kept alive by the codes.
+ */
 export function decodeVectors(bytes: Uint8Array, options: DecodeVectorOptions = {}): SegmentVectors {
   if (bytes.byteLength < HEADER_BYTES) throw corrupt("shorter than the header");
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -120,15 +125,17 @@ export function decodeVectors(bytes: Uint8Array, options: DecodeVectorOptions = 
   if (!Number.isSafeInteger(graphLength) || graphLength < 0 || graphAt + graphLength !== bytes.byteLength) {
     throw corrupt(`length ${bytes.byteLength} does not match the header`);
   }
-  const scales = storage === "i8" ? typedAt(Float32Array, Float32Array, bytes, HEADER_BYTES, count, 4) : null;
+  const copy = graphLength > 0;
+  const scales =
+    storage === "i8" ? typedAt(Float32Array, Float32Array, bytes, HEADER_BYTES, count, 4, copy) : null;
   const codesAt = HEADER_BYTES + scaleBytes;
   const length = count * dimension;
   const codes =
     storage === "f32"
-      ? typedAt(Float32Array, Float32Array, bytes, codesAt, length, 4)
+      ? typedAt(Float32Array, Float32Array, bytes, codesAt, length, 4, copy)
       : storage === "f16"
-        ? typedAt(Uint16Array, Uint16Array, bytes, codesAt, length, 2)
-        : typedAt(Int8Array, Int8Array, bytes, codesAt, length, 1);
+        ? typedAt(Uint16Array, Uint16Array, bytes, codesAt, length, 2, copy)
+        : typedAt(Int8Array, Int8Array, bytes, codesAt, length, 1, copy);
   const set = new SegmentVectors(dimension, storage, codes, scales);
   if (graphLength > 0) {
     const graph = bytes.subarray(graphAt);

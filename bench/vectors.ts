@@ -1,0 +1,220 @@
+/**
+ * Dense vectors in the engine (issue #26), measured in one run next to hnswlib:
+ *
+ *   node --import tsx bench/vectors.ts [--quick] [--sizes 100000,1000000] [--storages f32,f16,i8]
+ *                                       [--queries 200] [--threads 0] [--no-reference]
+ *
+ * Per size: clustered synthetic 384-d vectors (scripts/lib/synthetic-vectors.ts, seeded), queries from the
+ * same distribution. Per storage type (f32, f16, i8): one segment's vectors built with their HNSW graph
+ * (src/rag/search/vectors, USearch), recall@10 of the graph against exact search over the same stored
+ * vectors, query p50/p99 (k = 10, one thread, rescoring included) and build time; the i8 set is encoded,
+ * and a child process that only loads those bytes (as a server would from its store) and answers the
+ * queries reports its resident memory. The reference, hnswlib-node (HNSW in C++, f32, the same M = 16,
+ * efConstruction = 128, ef = 64), is built over the same vectors in the same run; its query p50 next to
+ * ours is the ratio of the issue's target (≤ 1.5×). `--quick`: 20,000 vectors.
+ * Writes bench/results/vectors.json (rows: bench/lib/summary-rows.ts).
+ */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import hnswlib from "hnswlib-node";
+
+import { clusteredVectors, rowOf, rowsOf } from "../scripts/lib/synthetic-vectors.js";
+import { LiveDocs } from "../src/rag/search/core/live-docs.js";
+import { DEFAULT_HNSW } from "../src/rag/search/vectors/ann.js";
+import { VECTOR_STORAGES, type VectorStorage } from "../src/rag/search/vectors/quantize.js";
+import { prepareQuery, SegmentVectors } from "../src/rag/search/vectors/segment-vectors.js";
+import { decodeVectors, encodeVectors } from "../src/rag/search/vectors/vector-codec.js";
+import { quantile } from "./lib/report.js";
+import { writeResult } from "./lib/result.js";
+
+const DIMENSION = 384;
+const K = 10;
+const SEED = 26;
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: "boolean", default: false },
+    sizes: { type: "string" },
+    storages: { type: "string", default: VECTOR_STORAGES.join(",") },
+    queries: { type: "string", default: "200" },
+    threads: { type: "string", default: "0" },
+    "no-reference": { type: "boolean", default: false },
+    serve: { type: "string" }, // child mode: load this encoded file, answer the queries in --query-file
+    "query-file": { type: "string" },
+  },
+});
+
+interface Latency {
+  p50Ms: number;
+  p99Ms: number;
+}
+
+function latencyOf(samples: number[]): Latency {
+  return { p50Ms: quantile(samples, 0.5), p99Ms: quantile(samples, 0.99) };
+}
+
+function rssMb(): { rssMb: number; peakRssMb: number } {
+  const status = readFileSync("/proc/self/status", "utf8");
+  const field = (name: string) =>
+    Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN) / 1024;
+  return { rssMb: field("VmRSS"), peakRssMb: field("VmHWM") };
+}
+
+/** Child mode: what a server holds once it has loaded a segment's vectors from its bytes. */
+function serve(file: string, queryFile: string): void {
+  const before = rssMb();
+  const started = performance.now();
+  const set = decodeVectors(readFileSync(file));
+  const loadMs = performance.now() - started;
+  const queries = new Float32Array(readFileSync(queryFile).buffer.slice(0));
+  const samples: number[] = [];
+  for (let q = 0; q < queries.length / DIMENSION; q++) {
+    const t = performance.now();
+    set.search(prepareQuery(rowOf(queries, DIMENSION, q), DIMENSION), K, null);
+    samples.push(performance.now() - t);
+  }
+  global.gc?.();
+  const after = rssMb();
+  console.log(JSON.stringify({ loadMs, before, after, count: set.count, query: latencyOf(samples) }));
+}
+
+/** Our vectors at one storage type: build, recall against exact, latency, and (i8) the serving RSS. */
+function measureOurs(storage: VectorStorage, rows: Float32Array[], queries: Float32Array[], threads: number) {
+  let started = performance.now();
+  const set = SegmentVectors.build(DIMENSION, rows, { storage, threads, graphThreshold: 1 });
+  const buildMs = performance.now() - started;
+  const units = queries.map((q) => prepareQuery(q, DIMENSION));
+  started = performance.now();
+  const truth = units.map((u) => new Set(set.search(u, K, null, { exact: true }).map((h) => h.doc)));
+  const exactMs = (performance.now() - started) / units.length;
+  const samples: number[] = [];
+  let found = 0;
+  units.forEach((u, i) => {
+    const t = performance.now();
+    const hits = set.search(u, K, null);
+    samples.push(performance.now() - t);
+    for (const hit of hits) if (truth[i]!.has(hit.doc)) found++;
+  });
+  // A tenth deleted: the live-docs filter on the graph's answers.
+  const live = new LiveDocs(set.count);
+  for (let d = 0; d < set.count; d += 10) live.delete(d);
+  let foundFiltered = 0;
+  for (const u of units.slice(0, 50)) {
+    const exact = new Set(set.search(u, K, live, { exact: true }).map((h) => h.doc));
+    for (const hit of set.search(u, K, live)) if (exact.has(hit.doc)) foundFiltered++;
+  }
+  const encoded = encodeVectors(set);
+  return {
+    set,
+    encoded,
+    result: {
+      storage,
+      buildMs,
+      recallAt10: found / (K * units.length),
+      recallAt10TenthDeleted: foundFiltered / (K * Math.min(50, units.length)),
+      query: latencyOf(samples),
+      exactQueryMeanMs: exactMs,
+      vectorBytes: set.byteSize,
+      encodedBytes: encoded.byteLength,
+    },
+  };
+}
+
+/** hnswlib-node over the same vectors (f32 only), with our HNSW parameters. */
+function measureReference(
+  rows: Float32Array[],
+  queries: Float32Array[],
+  truthOf: (q: number) => Set<number>,
+) {
+  const index = new hnswlib.HierarchicalNSW("cosine", DIMENSION);
+  index.initIndex(rows.length, DEFAULT_HNSW.connectivity, DEFAULT_HNSW.expansionAdd, SEED);
+  let started = performance.now();
+  rows.forEach((row, label) => index.addPoint(Array.from(row), label));
+  const buildMs = performance.now() - started;
+  index.setEf(DEFAULT_HNSW.expansionSearch);
+  const plain = queries.map((q) => Array.from(q)); // its API takes arrays: converted outside the timing
+  const samples: number[] = [];
+  let found = 0;
+  plain.forEach((q, i) => {
+    started = performance.now();
+    const { neighbors } = index.searchKnn(q, K);
+    samples.push(performance.now() - started);
+    const truth = truthOf(i);
+    for (const n of neighbors) if (truth.has(n)) found++;
+  });
+  return { buildMs, recallAt10: found / (K * plain.length), query: latencyOf(samples) };
+}
+
+function serveInChild(encoded: Uint8Array, queries: Float32Array): Record<string, unknown> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "lectern-vectors-bench-"));
+  try {
+    const file = path.join(dir, "vectors.bin");
+    const queryFile = path.join(dir, "queries.f32");
+    writeFileSync(file, encoded);
+    writeFileSync(queryFile, new Uint8Array(queries.buffer, queries.byteOffset, queries.byteLength));
+    const self = path.resolve(import.meta.dirname, "vectors.ts");
+    const child = spawnSync(
+      process.execPath,
+      ["--expose-gc", "--import", "tsx", self, "--serve", file, "--query-file", queryFile],
+      { encoding: "utf8", maxBuffer: 1 << 20 },
+    );
+    if (child.status !== 0) throw new Error(`serving child failed: ${child.stderr}`);
+    return JSON.parse(child.stdout.trim().split("\n").at(-1) ?? "{}") as Record<string, unknown>;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function measureSize(size: number, storages: VectorStorage[], queryCount: number, threads: number) {
+  const started = performance.now();
+  const all = clusteredVectors({ count: size + queryCount, dimension: DIMENSION, seed: SEED });
+  const rows = rowsOf(all, DIMENSION).slice(0, size);
+  const queryMatrix = all.slice(size * DIMENSION);
+  const queries = rowsOf(queryMatrix, DIMENSION);
+  console.error(`${size}: ${Math.round(performance.now() - started)} ms to generate`);
+  const ours: Array<Record<string, unknown>> = [];
+  let f32Truth: Array<Set<number>> | null = null;
+  let serving: Record<string, unknown> | null = null;
+  for (const storage of storages) {
+    const { set, encoded, result } = measureOurs(storage, rows, queries, threads);
+    console.error(`${size} ${storage}: ${JSON.stringify(result)}`);
+    ours.push(result);
+    if (storage === "f32") {
+      f32Truth = queries.map(
+        (q) => new Set(set.exactSearch(prepareQuery(q, DIMENSION), K, null).map((h) => h.doc)),
+      );
+    }
+    if (storage === "i8") serving = { storage, ...serveInChild(encoded, queryMatrix) };
+  }
+  let reference: Record<string, unknown> | null = null;
+  if (!args["no-reference"]) {
+    const truth = f32Truth ?? queries.map(() => new Set<number>());
+    reference = { library: "hnswlib-node", ...measureReference(rows, queries, (q) => truth[q]!) };
+    console.error(`${size} hnswlib: ${JSON.stringify(reference)}`);
+  }
+  return { size, dimension: DIMENSION, queries: queryCount, ours, reference, serving };
+}
+
+function main(): void {
+  if (args.serve !== undefined) return serve(args.serve, args["query-file"] ?? "");
+  const sizes = (args.sizes ?? (args.quick ? "20000" : "100000,1000000")).split(",").map(Number);
+  const storages = args.storages.split(",") as VectorStorage[];
+  for (const s of storages) if (!VECTOR_STORAGES.includes(s)) throw new Error(`unknown storage ${s}`);
+  const queryCount = Number(args.queries);
+  const threads = Number(args.threads);
+  const runs = sizes.map((size) => measureSize(size, storages, queryCount, threads));
+  const command = `node --import tsx bench/vectors.ts ${process.argv.slice(2).join(" ")}`.trim();
+  const file = writeResult("vectors", command, {
+    hnsw: DEFAULT_HNSW,
+    k: K,
+    threads,
+    cores: os.availableParallelism(),
+    runs,
+  });
+  console.log(`wrote ${file}`);
+}
+
+main();
