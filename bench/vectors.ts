@@ -2,7 +2,7 @@
  * Dense vectors in the engine (issue #26), measured in one run next to hnswlib:
  *
  *   node --import tsx bench/vectors.ts [--quick] [--sizes 100000,1000000] [--storages f32,f16,i8]
- *                                       [--queries 200] [--threads 0] [--no-reference]
+ *                                       [--queries 200] [--threads 0] [--no-reference] [--merge]
  *
  * Per size: clustered synthetic 384-d vectors (scripts/lib/synthetic-vectors.ts, seeded), queries from the
  * same distribution. Per storage type (f32, f16, i8): one segment's vectors built with their HNSW graph
@@ -12,7 +12,8 @@
  * queries reports its resident memory. The reference, hnswlib-node (HNSW in C++, f32, the same M = 16,
  * efConstruction = 128, ef = 64), is built over the same vectors in the same run; its query p50 next to
  * ours is the ratio of the issue's target (≤ 1.5×). `--quick`: 20,000 vectors.
- * Writes bench/results/vectors.json (rows: bench/lib/summary-rows.ts).
+ * Writes bench/results/vectors.json (rows: bench/lib/summary-rows.ts); `--merge` keeps the runs of other
+ * sizes already there (a long size measured in its own invocation), each run with its own command.
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -28,7 +29,7 @@ import { VECTOR_STORAGES, type VectorStorage } from "../src/rag/search/vectors/q
 import { prepareQuery, SegmentVectors } from "../src/rag/search/vectors/segment-vectors.js";
 import { decodeVectors, encodeVectors } from "../src/rag/search/vectors/vector-codec.js";
 import { quantile } from "./lib/report.js";
-import { writeResult } from "./lib/result.js";
+import { readResult, writeResult } from "./lib/result.js";
 
 const DIMENSION = 384;
 const K = 10;
@@ -42,6 +43,7 @@ const { values: args } = parseArgs({
     queries: { type: "string", default: "200" },
     threads: { type: "string", default: "0" },
     "no-reference": { type: "boolean", default: false },
+    merge: { type: "boolean", default: false },
     serve: { type: "string" }, // child mode: load this encoded file, answer the queries in --query-file
     "query-file": { type: "string" },
   },
@@ -205,9 +207,14 @@ function main(): void {
   for (const s of storages) if (!VECTOR_STORAGES.includes(s)) throw new Error(`unknown storage ${s}`);
   const queryCount = Number(args.queries);
   const threads = Number(args.threads);
-  const runs = sizes.map((size) => measureSize(size, storages, queryCount, threads));
   const command = `node --import tsx bench/vectors.ts ${process.argv.slice(2).join(" ")}`.trim();
-  const file = writeResult("vectors", command, {
+  const measured = sizes.map((size) => ({ command, ...measureSize(size, storages, queryCount, threads) }));
+  const previous = args.merge ? readResult("vectors") : null;
+  const kept = ((previous?.details.runs as Array<{ size: number; command?: string }> | undefined) ?? [])
+    .filter((run) => !sizes.includes(run.size))
+    .map((run) => ({ ...run, command: run.command ?? previous?.command ?? "" }));
+  const runs = [...kept, ...measured].sort((a, b) => a.size - b.size);
+  const file = writeResult("vectors", [...new Set(runs.map((run) => run.command))].join("; "), {
     hnsw: DEFAULT_HNSW,
     k: K,
     threads,

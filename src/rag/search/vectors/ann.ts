@@ -15,11 +15,11 @@
  * Persisted, not rebuilt on load: building is the costly part (minutes for 1M vectors on 2 cores) and a
  * replica loading a segment must not pay it. The binding only saves to and loads from a file path, so the
  * bytes go through a private temporary file. USearch's file is its vector matrix (u32 rows, u32 row bytes,
- * the rows in its slot order) followed by the graph. Where the rows are byte for byte our codes in our
- * order (f32 and f16 built on one thread), only the graph part is kept and the file is put back together
- * from our codes on load; otherwise the whole file is kept: a multi-threaded build fills slots out of
- * order, and for cosine USearch keeps its own i8 codes (each vector normalised, × 127), so its copy is not
- * ours. The graph's codes only steer the walk: every candidate is rescored with our stored codes.
+ * the rows in its slot order) followed by the graph. Where every row is byte for byte one of our rows
+ * (f32, f16), only the graph is kept, with which of our rows fills each slot (a multi-threaded build fills
+ * slots out of key order), and the file is put back together from our codes on load. For i8 the whole file
+ * is kept: for cosine USearch keeps its own i8 codes (each vector normalised, × 127), not ours. The
+ * graph's codes only steer the walk: every candidate is rescored with our stored codes.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -117,16 +117,15 @@ export class AnnGraph {
     const view = new DataView(file.buffer, file.byteOffset, file.byteLength);
     const rows = view.getUint32(0, true);
     const rowBytes = view.getUint32(4, true);
-    const expected = codeBytes(codes);
+    const ours = codeBytes(codes);
     const matrixEnd = 8 + rows * rowBytes;
-    if (
-      rows * rowBytes !== expected.byteLength ||
-      !Buffer.from(file.subarray(8, matrixEnd)).equals(expected)
-    ) {
-      // Not the layout this module knows (another USearch version): keep the whole file.
-      return concat(new Uint8Array([1]), file);
-    }
-    return concat(new Uint8Array([0]), file.subarray(matrixEnd));
+    const slots =
+      rows * rowBytes === ours.byteLength ? rowsBySlot(file.subarray(8, matrixEnd), ours, rowBytes) : null;
+    // Not our rows (i8, or a layout this module does not know): keep the whole file.
+    if (slots === null) return concat(new Uint8Array([FULL_FILE]), file);
+    const graph = file.subarray(matrixEnd);
+    if (slots.every((row, slot) => row === slot)) return concat(new Uint8Array([OUR_ROWS]), graph);
+    return concat(new Uint8Array([OUR_ROWS_BY_SLOT, 0, 0, 0]), new Uint8Array(slots.buffer), graph);
   }
 
   /** Loads bytes made by `serialize` over the same codes; null when they cannot be read (rebuild then). */
@@ -137,17 +136,9 @@ export class AnnGraph {
     codes: VectorCodes,
     params: HnswParams,
   ): AnnGraph | null {
-    if (bytes.byteLength < 1) return null;
-    let file: Uint8Array;
-    if (bytes[0] === 1) file = bytes.subarray(1);
-    else if (bytes[0] === 0) {
-      const header = new Uint8Array(8);
-      const view = new DataView(header.buffer);
-      const rowBytes = dimension * codes.BYTES_PER_ELEMENT;
-      view.setUint32(0, codes.length / dimension, true);
-      view.setUint32(4, rowBytes, true);
-      file = concat(header, codeBytes(codes), bytes.subarray(1));
-    } else return null;
+    const count = codes.length / dimension;
+    const file = usearchFile(bytes, count, dimension * codes.BYTES_PER_ELEMENT, codeBytes(codes));
+    if (file === null) return null;
     const index = newIndex(dimension, storage, params);
     try {
       withTempFile((f) => {
@@ -157,7 +148,7 @@ export class AnnGraph {
     } catch {
       return null;
     }
-    if (index.size() !== codes.length / dimension || index.dimensions() !== dimension) return null;
+    if (index.size() !== count || index.dimensions() !== dimension) return null;
     return new AnnGraph(index, storage, params);
   }
 
@@ -180,6 +171,68 @@ export class AnnGraph {
     }
     return out;
   }
+}
+
+/** How `serialize` kept USearch's rows: the whole file, none (they are ours in order), our rows by slot. */
+const FULL_FILE = 1;
+const OUR_ROWS = 0;
+const OUR_ROWS_BY_SLOT = 2;
+
+/** FNV-1a of row r (rowBytes long) of `bytes`. */
+function rowHash(bytes: Uint8Array, r: number, rowBytes: number): number {
+  let h = 0x811c9dc5;
+  for (let i = r * rowBytes, end = i + rowBytes; i < end; i++) h = Math.imul(h ^ (bytes[i] ?? 0), 0x01000193);
+  return h >>> 0;
+}
+
+function sameRow(a: Uint8Array, ra: number, b: Uint8Array, rb: number, rowBytes: number): boolean {
+  for (let i = 0; i < rowBytes; i++) if (a[ra * rowBytes + i] !== b[rb * rowBytes + i]) return false;
+  return true;
+}
+
+/**
+ * For each of USearch's slots, one of our rows with the same bytes (equal rows are interchangeable), or
+ * null if a slot holds a row we do not have. A multi-threaded build fills slots out of key order.
+ */
+function rowsBySlot(matrix: Uint8Array, ours: Uint8Array, rowBytes: number): Uint32Array | null {
+  const rows = rowBytes === 0 ? 0 : ours.byteLength / rowBytes;
+  const head = new Map<number, number>();
+  const next = new Int32Array(rows).fill(-1);
+  for (let r = rows - 1; r >= 0; r--) {
+    const h = rowHash(ours, r, rowBytes);
+    next[r] = head.get(h) ?? -1;
+    head.set(h, r);
+  }
+  const slots = new Uint32Array(rows);
+  for (let slot = 0; slot < rows; slot++) {
+    let r = head.get(rowHash(matrix, slot, rowBytes)) ?? -1;
+    while (r >= 0 && !sameRow(matrix, slot, ours, r, rowBytes)) r = next[r] ?? -1;
+    if (r < 0) return null;
+    slots[slot] = r;
+  }
+  return slots;
+}
+
+/** USearch's file back from `serialize`'s bytes and our rows; null when the bytes are not of that form. */
+function usearchFile(bytes: Uint8Array, rows: number, rowBytes: number, ours: Uint8Array): Uint8Array | null {
+  const kind = bytes[0];
+  if (kind === FULL_FILE) return bytes.subarray(1);
+  if (kind !== OUR_ROWS && kind !== OUR_ROWS_BY_SLOT) return null;
+  const header = new Uint8Array(8);
+  const view = new DataView(header.buffer);
+  view.setUint32(0, rows, true);
+  view.setUint32(4, rowBytes, true);
+  if (kind === OUR_ROWS) return concat(header, ours, bytes.subarray(1));
+  if (bytes.byteLength < 4 + 4 * rows) return null;
+  const slots = new Uint32Array(rows);
+  new Uint8Array(slots.buffer).set(bytes.subarray(4, 4 + 4 * rows));
+  const matrix = new Uint8Array(rows * rowBytes);
+  for (let slot = 0; slot < rows; slot++) {
+    const r = slots[slot] ?? 0;
+    if (r >= rows) return null;
+    matrix.set(ours.subarray(r * rowBytes, (r + 1) * rowBytes), slot * rowBytes);
+  }
+  return concat(header, matrix, bytes.subarray(4 + 4 * rows));
 }
 
 function concat(...parts: Uint8Array[]): Uint8Array {

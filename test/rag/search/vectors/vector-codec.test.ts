@@ -10,6 +10,7 @@ import {
   fromParts,
   toParts,
 } from "../../../../src/rag/search/vectors/vector-codec.js";
+import { clusteredVectors, rowsOf } from "../../../../scripts/lib/synthetic-vectors.js";
 
 const storage = fc.constantFrom(...VECTOR_STORAGES);
 const finite = fc.float({ min: -4, max: 4, noNaN: true, noDefaultInfinity: true });
@@ -77,6 +78,24 @@ describe("vector codec", () => {
       ),
       { numRuns: 40 },
     );
+  });
+
+  it("keeps no second copy of f32 or f16 rows with the graph, whatever the build's threads", () => {
+    const dimension = 48;
+    const rows = rowsOf(clusteredVectors({ count: 3000, dimension, seed: 5 }), dimension);
+    for (const kind of ["f32", "f16", "i8"] as const) {
+      for (const threads of [1, 2]) {
+        const set = SegmentVectors.build(dimension, rows, { storage: kind, graphThreshold: 1, threads });
+        const graph = set.graph!.serialize(set.codes);
+        // First byte: 1 = USearch's whole file kept (i8: its own codes), else only the graph (+ slot order).
+        assert.equal(graph[0] === 1, kind === "i8", `${kind}, ${threads} thread(s)`);
+        const back = decodeVectors(encodeVectors(set));
+        for (const q of [0, 1234, 2999]) {
+          const unit = prepareQuery(rows[q]!, dimension);
+          assert.deepEqual(back.search(unit, 10, null), set.search(unit, 10, null));
+        }
+      }
+    }
   });
 
   it("reads bytes at any alignment, and parts put back together", () => {
