@@ -204,9 +204,11 @@ export class SegmentVectors {
         found++;
         top.offer(doc, this.score(doc, unitQuery));
       }
-      if (found >= Math.min(liveCount, k * oversample) || matches.length < wanted) {
+      if (found >= Math.min(liveCount, k * oversample)) {
         return top.drain().map((hit) => ({ doc: hit.key, score: hit.score }));
       }
+      // The walk found fewer than asked for (a sparse corner of the graph): never answer short.
+      if (matches.length < wanted) return this.exactSearch(unitQuery, k, live);
       wanted *= 2;
     }
   }
