@@ -7,7 +7,8 @@
  * Per size: clustered synthetic 384-d vectors (scripts/lib/synthetic-vectors.ts, seeded), queries from the
  * same distribution. Per storage type (f32, f16, i8): one segment's vectors built with their HNSW graph
  * (src/rag/search/vectors, USearch), recall@10 of the graph against exact search over the same stored
- * vectors, query p50/p99 (k = 10, one thread, rescoring included) and build time; the i8 set is encoded,
+ * vectors, query p50/p99 (k = 10, one thread, rescoring included; every subject's queries interleaved
+ * with the others', three timed passes) and build time; the i8 set is encoded,
  * and a child process that only loads those bytes (as a server would from its store) and answers the
  * queries reports its resident memory. The reference, hnswlib-node (HNSW in C++, f32, the same M = 16,
  * efConstruction = 128, ef = 64), is built over the same vectors in the same run; its query p50 next to
@@ -83,22 +84,17 @@ function serve(file: string, queryFile: string): void {
   console.log(JSON.stringify({ loadMs, before, after, count: set.count, query: latencyOf(samples) }));
 }
 
-/** Our vectors at one storage type: build, recall against exact, latency, and (i8) the serving RSS. */
-function measureOurs(storage: VectorStorage, rows: Float32Array[], queries: Float32Array[], threads: number) {
+/** Our vectors at one storage type: build time, recall@10 against exact (none and a tenth deleted). */
+function buildOurs(storage: VectorStorage, rows: Float32Array[], units: Float32Array[], threads: number) {
   let started = performance.now();
   const set = SegmentVectors.build(DIMENSION, rows, { storage, threads, graphThreshold: 1 });
   const buildMs = performance.now() - started;
-  const units = queries.map((q) => prepareQuery(q, DIMENSION));
   started = performance.now();
   const truth = units.map((u) => new Set(set.search(u, K, null, { exact: true }).map((h) => h.doc)));
   const exactMs = (performance.now() - started) / units.length;
-  const samples: number[] = [];
   let found = 0;
   units.forEach((u, i) => {
-    const t = performance.now();
-    const hits = set.search(u, K, null);
-    samples.push(performance.now() - t);
-    for (const hit of hits) if (truth[i]!.has(hit.doc)) found++;
+    for (const hit of set.search(u, K, null)) if (truth[i]!.has(hit.doc)) found++;
   });
   // A tenth deleted: the live-docs filter on the graph's answers.
   const live = new LiveDocs(set.count);
@@ -108,46 +104,56 @@ function measureOurs(storage: VectorStorage, rows: Float32Array[], queries: Floa
     const exact = new Set(set.search(u, K, live, { exact: true }).map((h) => h.doc));
     for (const hit of set.search(u, K, live)) if (exact.has(hit.doc)) foundFiltered++;
   }
-  const encoded = encodeVectors(set);
-  return {
-    set,
-    encoded,
-    result: {
-      storage,
-      buildMs,
-      recallAt10: found / (K * units.length),
-      recallAt10TenthDeleted: foundFiltered / (K * Math.min(50, units.length)),
-      query: latencyOf(samples),
-      exactQueryMeanMs: exactMs,
-      vectorBytes: set.byteSize,
-      encodedBytes: encoded.byteLength,
-    },
+  const encodedBytes = encodeVectors(set).byteLength;
+  const result: Record<string, unknown> = {
+    storage,
+    buildMs,
+    recallAt10: found / (K * units.length),
+    recallAt10TenthDeleted: foundFiltered / (K * Math.min(50, units.length)),
+    exactQueryMeanMs: exactMs,
+    vectorBytes: set.byteSize,
+    encodedBytes,
   };
+  return { set, truth, result };
 }
 
-/** hnswlib-node over the same vectors (f32 only), with our HNSW parameters. */
-function measureReference(
-  rows: Float32Array[],
-  queries: Float32Array[],
-  truthOf: (q: number) => Set<number>,
-) {
+/** hnswlib-node over the same vectors (f32 only), with our HNSW parameters; recall against `truth`. */
+function buildReference(rows: Float32Array[], plain: number[][], truth: Array<Set<number>> | null) {
   const index = new hnswlib.HierarchicalNSW("cosine", DIMENSION);
   index.initIndex(rows.length, DEFAULT_HNSW.connectivity, DEFAULT_HNSW.expansionAdd, SEED);
-  let started = performance.now();
+  const started = performance.now();
   rows.forEach((row, label) => index.addPoint(Array.from(row), label));
   const buildMs = performance.now() - started;
   index.setEf(DEFAULT_HNSW.expansionSearch);
-  const plain = queries.map((q) => Array.from(q)); // its API takes arrays: converted outside the timing
-  const samples: number[] = [];
   let found = 0;
   plain.forEach((q, i) => {
-    started = performance.now();
-    const { neighbors } = index.searchKnn(q, K);
-    samples.push(performance.now() - started);
-    const truth = truthOf(i);
-    for (const n of neighbors) if (truth.has(n)) found++;
+    for (const n of index.searchKnn(q, K).neighbors) if (truth?.[i]?.has(n)) found++;
   });
-  return { buildMs, recallAt10: found / (K * plain.length), query: latencyOf(samples) };
+  const result: Record<string, unknown> = {
+    library: "hnswlib-node",
+    buildMs,
+    recallAt10: truth === null ? null : found / (K * plain.length),
+  };
+  return { index, result };
+}
+
+/**
+ * Query latency of every subject, interleaved: each query is run by all of them back to back, in an order
+ * that rotates, for `passes` passes after an untimed one, so load changes on the machine hit all alike.
+ */
+function interleavedLatency(subjects: Array<(q: number) => void>, queryCount: number, passes = 3): Latency[] {
+  const samples = subjects.map(() => [] as number[]);
+  for (let pass = 0; pass <= passes; pass++) {
+    for (let q = 0; q < queryCount; q++) {
+      for (let i = 0; i < subjects.length; i++) {
+        const s = (i + q + pass) % subjects.length;
+        const t = performance.now();
+        subjects[s]!(q);
+        if (pass > 0) samples[s]!.push(performance.now() - t);
+      }
+    }
+  }
+  return samples.map(latencyOf);
 }
 
 function serveInChild(encoded: Uint8Array, queries: Float32Array): Record<string, unknown> {
@@ -176,28 +182,40 @@ function measureSize(size: number, storages: VectorStorage[], queryCount: number
   const rows = rowsOf(all, DIMENSION).slice(0, size);
   const queryMatrix = all.slice(size * DIMENSION);
   const queries = rowsOf(queryMatrix, DIMENSION);
+  const units = queries.map((q) => prepareQuery(q, DIMENSION));
   console.error(`${size}: ${Math.round(performance.now() - started)} ms to generate`);
-  const ours: Array<Record<string, unknown>> = [];
-  let f32Truth: Array<Set<number>> | null = null;
-  let serving: Record<string, unknown> | null = null;
-  for (const storage of storages) {
-    const { set, encoded, result } = measureOurs(storage, rows, queries, threads);
-    console.error(`${size} ${storage}: ${JSON.stringify(result)}`);
-    ours.push(result);
-    if (storage === "f32") {
-      f32Truth = queries.map(
-        (q) => new Set(set.exactSearch(prepareQuery(q, DIMENSION), K, null).map((h) => h.doc)),
-      );
-    }
-    if (storage === "i8") serving = { storage, ...serveInChild(encoded, queryMatrix) };
-  }
-  let reference: Record<string, unknown> | null = null;
-  if (!args["no-reference"]) {
-    const truth = f32Truth ?? queries.map(() => new Set<number>());
-    reference = { library: "hnswlib-node", ...measureReference(rows, queries, (q) => truth[q]!) };
-    console.error(`${size} hnswlib: ${JSON.stringify(reference)}`);
-  }
-  return { size, dimension: DIMENSION, queries: queryCount, ours, reference, serving };
+  const built = storages.map((storage) => {
+    const one = buildOurs(storage, rows, units, threads);
+    console.error(`${size} ${storage}: ${JSON.stringify(one.result)}`);
+    return one;
+  });
+  const serving = built.find((b) => b.set.storage === "i8");
+  const servingResult = serving
+    ? { storage: "i8", ...serveInChild(encodeVectors(serving.set), queryMatrix) }
+    : null;
+  const plain = queries.map((q) => Array.from(q)); // hnswlib's API takes arrays: converted before timing
+  const reference = args["no-reference"]
+    ? null
+    : buildReference(rows, plain, built.find((b) => b.set.storage === "f32")?.truth ?? null);
+  if (reference) console.error(`${size} hnswlib: ${JSON.stringify(reference.result)}`);
+  const subjects: Array<(q: number) => void> = built.map(
+    ({ set }) =>
+      (q) =>
+        void set.search(units[q]!, K, null),
+  );
+  if (reference) subjects.push((q) => void reference.index.searchKnn(plain[q]!, K));
+  const latencies = interleavedLatency(subjects, queryCount);
+  const ours = built.map((b, i) => ({ ...b.result, query: latencies[i] }));
+  const referenceResult = reference ? { ...reference.result, query: latencies[built.length] } : null;
+  console.error(`${size} query latency: ${JSON.stringify(latencies)}`);
+  return {
+    size,
+    dimension: DIMENSION,
+    queries: queryCount,
+    ours,
+    reference: referenceResult,
+    serving: servingResult,
+  };
 }
 
 function main(): void {
