@@ -19,7 +19,9 @@
  * (f32, f16), only the graph is kept, with which of our rows fills each slot (a multi-threaded build fills
  * slots out of key order), and the file is put back together from our codes on load. For i8 the whole file
  * is kept: for cosine USearch keeps its own i8 codes (each vector normalised, × 127), not ours. The
- * graph's codes only steer the walk: every candidate is rescored with our stored codes.
+ * graph's codes only steer the walk: every candidate is rescored with our stored codes. That is also why
+ * the graph's copy defaults to i8 whatever our storage (SegmentVectors' `graphScalar`): the walk is bound
+ * by memory reads, and i8 rows are a quarter of f32's.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -44,11 +46,11 @@ export interface AnnMatch {
   distance: number;
 }
 
-function newIndex(dimension: number, storage: VectorStorage, params: HnswParams): Index {
+function newIndex(dimension: number, scalar: VectorStorage, params: HnswParams): Index {
   return new Index({
     dimensions: dimension,
     metric: MetricKind.Cos,
-    quantization: storage === "f32" ? ScalarKind.F32 : storage === "f16" ? ScalarKind.F16 : ScalarKind.I8,
+    quantization: scalar === "f32" ? ScalarKind.F32 : scalar === "f16" ? ScalarKind.F16 : ScalarKind.I8,
     connectivity: params.connectivity,
     expansion_add: params.expansionAdd,
     expansion_search: params.expansionSearch,
@@ -84,16 +86,19 @@ function codeBytes(codes: VectorCodes): Uint8Array {
 export class AnnGraph {
   private constructor(
     private readonly index: Index,
-    readonly storage: VectorStorage,
+    /** The form of USearch's own copy of the vectors, which the walk compares (see `build`). */
+    readonly scalar: VectorStorage,
     readonly params: HnswParams,
   ) {}
 
   /**
-   * Builds the graph over `count` rows of codes. `threads` 0 = all cores. Synchronous and CPU-bound: call
-   * it where blocking is fine (segment write or merge, off the query path; a worker thread in a server).
+   * Builds the graph over `count` rows of codes (stored as `storage`), the walk comparing USearch's own
+   * `scalar` copy of them. `threads` 0 = all cores. Synchronous and CPU-bound: call it where blocking is
+   * fine (segment write or merge, off the query path; a worker thread in a server: the binding loads there).
    */
   static build(
     storage: VectorStorage,
+    scalar: VectorStorage,
     dimension: number,
     codes: VectorCodes,
     f16: Float32Array,
@@ -101,11 +106,11 @@ export class AnnGraph {
     threads = 0,
   ): AnnGraph {
     const count = codes.length / dimension;
-    const index = newIndex(dimension, storage, params);
+    const index = newIndex(dimension, scalar, params);
     const keys = new BigUint64Array(count);
     for (let d = 0; d < count; d++) keys[d] = BigInt(d);
     if (count > 0) index.add(keys, bindingRows(storage, codes, f16), threads);
-    return new AnnGraph(index, storage, params);
+    return new AnnGraph(index, scalar, params);
   }
 
   /** The graph's bytes (USearch's file without its copy of the vectors; see the module comment). */
@@ -131,7 +136,7 @@ export class AnnGraph {
   /** Loads bytes made by `serialize` over the same codes; null when they cannot be read (rebuild then). */
   static deserialize(
     bytes: Uint8Array,
-    storage: VectorStorage,
+    scalar: VectorStorage,
     dimension: number,
     codes: VectorCodes,
     params: HnswParams,
@@ -139,7 +144,7 @@ export class AnnGraph {
     const count = codes.length / dimension;
     const file = usearchFile(bytes, count, dimension * codes.BYTES_PER_ELEMENT, codeBytes(codes));
     if (file === null) return null;
-    const index = newIndex(dimension, storage, params);
+    const index = newIndex(dimension, scalar, params);
     try {
       withTempFile((f) => {
         writeFileSync(f, file);
@@ -149,7 +154,7 @@ export class AnnGraph {
       return null;
     }
     if (index.size() !== count || index.dimensions() !== dimension) return null;
-    return new AnnGraph(index, storage, params);
+    return new AnnGraph(index, scalar, params);
   }
 
   get size(): number {

@@ -29,6 +29,7 @@ import {
 } from "./quantize.js";
 
 export const DEFAULT_GRAPH_THRESHOLD = 10_000;
+export const DEFAULT_GRAPH_SCALAR: VectorStorage = "i8";
 export const MAX_VECTOR_DIMENSION = 8192;
 
 export interface VectorHit {
@@ -41,6 +42,13 @@ export interface VectorSetOptions {
   /** Segments with at least this many vectors get an HNSW graph; smaller ones are searched exactly. */
   graphThreshold?: number;
   hnsw?: HnswParams;
+  /**
+   * The form of the graph's own copy of the vectors, which the walk compares (default i8 whatever the
+   * storage: the walk is bound by memory reads, and at 100k × 384-d an f32 walk took 1.6× hnswlib's time
+   * where an i8 one took 1.0×, with a quarter of the memory). Candidates are rescored with the stored
+   * codes, so scores are the storage's own.
+   */
+  graphScalar?: VectorStorage;
   /** Threads building the graph (0 = all cores). */
   threads?: number;
 }
@@ -119,6 +127,7 @@ export class SegmentVectors {
     if (this.count < Math.max(1, threshold)) return;
     this.graph = AnnGraph.build(
       this.storage,
+      options.graphScalar ?? DEFAULT_GRAPH_SCALAR,
       this.dimension,
       this.codes,
       f16Table16(),

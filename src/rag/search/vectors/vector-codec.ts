@@ -8,7 +8,7 @@
  * | 4       | u32 format version (1)                                            |
  * | 4       | u32 vector count N                                                |
  * | 4       | u32 dimension D                                                   |
- * | 4       | u32 storage: 0 f32, 1 f16, 2 i8                                   |
+ * | 4       | u32 storage (low byte) and graph codes (next byte): 0 f32, 1 f16, 2 i8 |
  * | 4       | u32 HNSW connectivity                                             |
  * | 4       | u32 HNSW expansion at build                                       |
  * | 4       | u32 HNSW expansion at search                                      |
@@ -59,7 +59,7 @@ export function encodeVectors(set: SegmentVectors): Uint8Array {
     VECTOR_FORMAT_VERSION,
     set.count,
     set.dimension,
-    STORAGES.indexOf(set.storage),
+    STORAGES.indexOf(set.storage) | (STORAGES.indexOf(set.graph?.scalar ?? set.storage) << 8),
     params?.connectivity ?? 0,
     params?.expansionAdd ?? 0,
     params?.expansionSearch ?? 0,
@@ -110,8 +110,9 @@ export function decodeVectors(bytes: Uint8Array, options: DecodeVectorOptions = 
   if (u32(1) !== VECTOR_FORMAT_VERSION) throw corrupt(`unknown format version ${u32(1)}`);
   const count = u32(2);
   const dimension = u32(3);
-  const storage = STORAGES[u32(4)];
-  if (storage === undefined) throw corrupt(`unknown storage ${u32(4)}`);
+  const storage = STORAGES[u32(4) & 0xff];
+  const graphScalar = STORAGES[u32(4) >>> 8];
+  if (storage === undefined || graphScalar === undefined) throw corrupt(`unknown storage ${u32(4)}`);
   try {
     checkDimension(dimension);
   } catch {
@@ -140,8 +141,8 @@ export function decodeVectors(bytes: Uint8Array, options: DecodeVectorOptions = 
   if (graphLength > 0) {
     const graph = bytes.subarray(graphAt);
     set.graph =
-      AnnGraph.deserialize(graph, storage, dimension, codes, params) ??
-      AnnGraph.build(storage, dimension, codes, f16Table16(), params, options.threads ?? 0);
+      AnnGraph.deserialize(graph, graphScalar, dimension, codes, params) ??
+      AnnGraph.build(storage, graphScalar, dimension, codes, f16Table16(), params, options.threads ?? 0);
   }
   return set;
 }

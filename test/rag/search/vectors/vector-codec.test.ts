@@ -41,6 +41,7 @@ function sameSet(a: SegmentVectors, b: SegmentVectors): void {
     a.scales === null ? null : Array.from(a.scales),
   );
   assert.equal(b.graph === null, a.graph === null);
+  assert.equal(b.graph?.scalar, a.graph?.scalar);
 }
 
 describe("vector codec", () => {
@@ -64,9 +65,11 @@ describe("vector codec", () => {
       fc.property(
         vectorSet(60),
         storage,
+        storage,
         fc.integer({ min: 1, max: 3 }),
-        ({ dimension, vectors }, kind, threads) => {
-          const set = SegmentVectors.build(dimension, vectors, { storage: kind, graphThreshold: 1, threads });
+        ({ dimension, vectors }, kind, graphScalar, threads) => {
+          const options = { storage: kind, graphScalar, graphThreshold: 1, threads };
+          const set = SegmentVectors.build(dimension, vectors, options);
           const back = decodeVectors(encodeVectors(set));
           sameSet(set, back);
           if (set.count > 0) {
@@ -80,12 +83,13 @@ describe("vector codec", () => {
     );
   });
 
-  it("keeps no second copy of f32 or f16 rows with the graph, whatever the build's threads", () => {
+  it("keeps no second copy of f32 or f16 rows with a graph of the same form, whatever the build's threads", () => {
     const dimension = 48;
     const rows = rowsOf(clusteredVectors({ count: 3000, dimension, seed: 5 }), dimension);
     for (const kind of ["f32", "f16", "i8"] as const) {
       for (const threads of [1, 2]) {
-        const set = SegmentVectors.build(dimension, rows, { storage: kind, graphThreshold: 1, threads });
+        const options = { storage: kind, graphScalar: kind, graphThreshold: 1, threads };
+        const set = SegmentVectors.build(dimension, rows, options);
         const graph = set.graph!.serialize(set.codes);
         // First byte: 1 = USearch's whole file kept (i8: its own codes), else only the graph (+ slot order).
         assert.equal(graph[0] === 1, kind === "i8", `${kind}, ${threads} thread(s)`);
