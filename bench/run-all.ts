@@ -189,7 +189,8 @@ function vectorsSection(result: Json): string[] {
       `load average ${String(get(result, "machine", "load_average_1m"))} at the start.`,
     "",
     "Clustered synthetic 384-d vectors (scripts/lib/synthetic-vectors.ts, seeded). Ours: one segment's vectors " +
-      "(src/rag/search/vectors, USearch HNSW) with rescoring on the stored codes; recall@10 is against exact " +
+      "(src/rag/search/vectors, USearch HNSW walking its i8 copy of the vectors whatever the storage type) with " +
+      "candidates rescored on the stored codes (f32, f16 or i8); recall@10 is against exact " +
       "search over the same stored vectors. The reference, hnswlib-node (f32), is built over the same vectors with " +
       "the same parameters in the same run; its recall is against our f32 exact search. Query latency: one thread.",
     "",

@@ -6,7 +6,8 @@
  *
  * Per size: clustered synthetic 384-d vectors (scripts/lib/synthetic-vectors.ts, seeded), queries from the
  * same distribution. Per storage type (f32, f16, i8): one segment's vectors built with their HNSW graph
- * (src/rag/search/vectors, USearch), recall@10 of the graph against exact search over the same stored
+ * (src/rag/search/vectors, USearch; the graph walks its i8 copy, candidates rescored on the stored codes),
+ * recall@10 of the graph against exact search over the same stored
  * vectors, query p50/p99 (k = 10, one thread, rescoring included; every subject's queries interleaved
  * with the others', three timed passes) and build time; the i8 set is encoded,
  * and a child process that only loads those bytes (as a server would from its store) and answers the
@@ -27,7 +28,11 @@ import { clusteredVectors, rowOf, rowsOf } from "../scripts/lib/synthetic-vector
 import { LiveDocs } from "../src/rag/search/core/live-docs.js";
 import { DEFAULT_HNSW } from "../src/rag/search/vectors/ann.js";
 import { VECTOR_STORAGES, type VectorStorage } from "../src/rag/search/vectors/quantize.js";
-import { prepareQuery, SegmentVectors } from "../src/rag/search/vectors/segment-vectors.js";
+import {
+  DEFAULT_GRAPH_SCALAR,
+  prepareQuery,
+  SegmentVectors,
+} from "../src/rag/search/vectors/segment-vectors.js";
 import { decodeVectors, encodeVectors } from "../src/rag/search/vectors/vector-codec.js";
 import { quantile } from "./lib/report.js";
 import { readResult, writeResult } from "./lib/result.js";
@@ -234,6 +239,7 @@ function main(): void {
   const runs = [...kept, ...measured].sort((a, b) => a.size - b.size);
   const file = writeResult("vectors", [...new Set(runs.map((run) => run.command))].join("; "), {
     hnsw: DEFAULT_HNSW,
+    graphScalar: DEFAULT_GRAPH_SCALAR,
     k: K,
     threads,
     cores: os.availableParallelism(),
