@@ -40,6 +40,7 @@ import { readResult, writeResult } from "./lib/result.js";
 const DIMENSION = 384;
 const K = 10;
 const SEED = 26;
+const OVERSAMPLES = [1, 2, 5, 10, 20];
 
 const { values: args } = parseArgs({
   options: {
@@ -112,12 +113,22 @@ function buildOurs(storage: VectorStorage, rows: Float32Array[], units: Float32A
     const exact = new Set(set.search(u, K, live, { exact: true }).map((h) => h.doc));
     for (const hit of set.search(u, K, live)) if (exact.has(hit.doc)) foundFiltered++;
   }
+  // Recall as the candidates asked of the graph grow (the walk's ef is at least what is asked for).
+  const recallByOversample: Record<string, number> = {};
+  for (const oversample of OVERSAMPLES) {
+    let hits = 0;
+    units.forEach((u, i) => {
+      for (const hit of set.search(u, K, null, { oversample })) if (truth[i]!.has(hit.doc)) hits++;
+    });
+    recallByOversample[oversample] = hits / (K * units.length);
+  }
   const encodedBytes = encodeVectors(set).byteLength;
   const result: Record<string, unknown> = {
     storage,
     buildMs,
     recallAt10: found / (K * units.length),
     recallAt10TenthDeleted: foundFiltered / (K * Math.min(50, units.length)),
+    recallByOversample,
     exactQueryMeanMs: exactMs,
     vectorBytes: set.byteSize,
     encodedBytes,
