@@ -11,9 +11,7 @@ import { indexOfSorted } from "./sorted.js";
 import type { TermDictionary } from "./term-dictionary.js";
 import type { ScorerParameters } from "../scoring.js";
 import type { IndexState, SegmentRecord, Tombstone, VectorIndexOptions } from "../types.js";
-import { mergeSegmentVectors, type SegmentVectors } from "../vectors/segment-vectors.js";
-import { encodeVectors } from "../vectors/vector-codec.js";
-import { vectorSetOptions } from "./dense.js";
+import { decodeSegmentVectors } from "./dense.js";
 
 /**
  * What a merge reads of and writes to the index: segmented-index.ts's SegmentedIndex, named by its
@@ -44,6 +42,8 @@ export interface MergeResult {
   readonly bytes: Uint8Array;
   /** @internal Its term lookup, bounds and frontiers (computed with the merge, off the event loop). */
   readonly derived: SegmentDerived;
+  /** @internal Its vectors' bytes (null: the index keeps none), computed with the merge. */
+  readonly vectors: Uint8Array | null;
 }
 
 export interface PreparedMerge {
@@ -96,9 +96,7 @@ export function prepareMerge(index: MergeableIndex, result: MergeResult): Prepar
   for (const ordinal of carried) live.delete(ordinal);
   const segment = new Segment(id, data, result.derived, live, bytes.byteLength);
   segment.markFrontiersStale(carried);
-  const vectorOptions = index.options.vectors;
-  segment.vectors =
-    vectorOptions === null ? null : mergedVectors(vectorOptions, sources, result.snapshotDeleted, data.keys);
+  segment.vectors = decodeSegmentVectors(index.options.vectors, id, data.keys.length, result.vectors);
   const state: IndexState = { nextKey: before.nextKey, nextSegmentId: id + 1 };
   let applied = false;
   return {
@@ -106,7 +104,7 @@ export function prepareMerge(index: MergeableIndex, result: MergeResult): Prepar
       id,
       documentCount: data.keys.length,
       bytes,
-      ...(segment.vectors === null ? {} : { vectors: encodeVectors(segment.vectors) }),
+      ...(result.vectors === null ? {} : { vectors: result.vectors }),
     },
     removedSegmentIds: [...result.sourceIds],
     tombstones: carried.map((ordinal) => ({ segmentId: id, ordinal })),
@@ -124,34 +122,4 @@ export function prepareMerge(index: MergeableIndex, result: MergeResult): Prepar
       sources = []; // a PreparedMerge kept by the caller must not keep the old segments alive
     },
   };
-}
-
-/**
- * The merged segment's vectors, in its document order: each source document live at snapshot time goes
- * to the ordinal its key has in the merged segment (keys ascending), the others are dropped. Codes are
- * copied as stored, so scores do not change; a large result gets a new graph (built here, on the event
- * loop: graphs are not merged).
- */
-function mergedVectors(
-  options: VectorIndexOptions,
-  sources: readonly Segment[],
-  snapshotDeleted: readonly Uint32Array[],
-  mergedKeys: Uint32Array,
-): SegmentVectors {
-  const docMaps = sources.map((source, s) => {
-    const map = new Int32Array(source.documentCount).fill(-1);
-    const atSnapshot = new Set(snapshotDeleted[s] ?? []);
-    for (let d = 0; d < source.documentCount; d++) {
-      if (atSnapshot.has(d)) continue;
-      const merged = indexOfSorted(mergedKeys, source.keys[d] ?? 0);
-      if (merged < 0) throw new Error(`merge result does not hold key ${source.keys[d] ?? 0}`);
-      map[d] = merged;
-    }
-    return map;
-  });
-  const inputs = sources.map((source) => {
-    if (source.vectors === null) throw new Error(`merge: segment ${source.id} has no vectors`);
-    return source.vectors;
-  });
-  return mergeSegmentVectors(inputs, docMaps, vectorSetOptions(options));
 }

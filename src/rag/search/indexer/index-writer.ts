@@ -23,12 +23,13 @@ function vectorsOf(
     if (vectors !== undefined && vectors.length > 0) throw new RangeError("the index keeps no vectors");
     return null;
   }
+  if (added === 0 && (vectors === undefined || vectors.length === 0)) return null;
   if (vectors === undefined || vectors.length !== added) {
     throw new RangeError(
       `the index keeps vectors: ${added} texts need ${added} vectors, got ${vectors?.length ?? 0}`,
     );
   }
-  return added === 0 ? null : buildSegmentVectors(options, vectors);
+  return buildSegmentVectors(options, vectors);
 }
 
 export interface PreparedWrite {

@@ -22,6 +22,7 @@ parentPort?.on("message", ({ id, job }: { id: number; job: MergeJob }) => {
       derived.frontierOffsets,
       derived.frontierTf,
       derived.frontierDl,
+      ...(output.vectors === null ? [] : [output.vectors]),
     ].map((array) => array.buffer as ArrayBuffer);
     parentPort?.postMessage({ id, output }, buffers);
   } catch (error) {

@@ -9,6 +9,7 @@ import { Worker } from "node:worker_threads";
 import type { Segment } from "../core/segment.js";
 import type { MergeableIndex, MergeResult } from "../core/merge-commit.js";
 import { runMergeJob, type MergeJob, type MergeOutput } from "./merger.js";
+import type { VectorCodes } from "../vectors/quantize.js";
 
 type Snapshot = { job: MergeJob; deleted: Uint32Array[] };
 type Source = Segment;
@@ -25,9 +26,16 @@ function sourcesOf(index: MergeableIndex, segmentIds: readonly number[]): Source
 }
 
 /** One source as of now: copies of its arrays (memcpy: it stays in use meanwhile) and its tombstones. */
-function copySource(segment: Source): { entry: MergeJob["segments"][number]; deleted: Uint32Array } {
+function copySource(segment: Source): {
+  entry: MergeJob["segments"][number];
+  deleted: Uint32Array;
+  vectors: { codes: VectorCodes; scales: Float32Array | null } | null;
+} {
   const deleted = segment.live.deletedOrdinals();
+  const { vectors } = segment;
   return {
+    vectors:
+      vectors === null ? null : { codes: vectors.codes.slice(), scales: vectors.scales?.slice() ?? null },
     entry: {
       data: {
         keys: segment.keys.slice(),
@@ -102,12 +110,24 @@ function snapshotOf(
   terms: MergeJob["terms"],
   referenceAverageLength: number,
 ): Snapshot {
+  const vectorOptions = index.options.vectors;
   return {
     job: {
       segments: copies.map(({ entry }) => entry),
       terms,
       referenceAverageLength,
       scorer: index.scorerParameters,
+      ...(vectorOptions === null
+        ? {}
+        : {
+            vectors: {
+              options: { ...vectorOptions },
+              inputs: copies.map(({ vectors }, i) => {
+                if (vectors === null) throw new Error(`merge: source ${i} has no vectors`);
+                return vectors;
+              }),
+            },
+          }),
     },
     deleted: copies.map(({ deleted }) => deleted),
   };
@@ -163,6 +183,7 @@ function resultOf(segmentIds: readonly number[], deleted: Uint32Array[], output:
     snapshotDeleted: deleted,
     bytes: output.bytes,
     derived: output.derived,
+    vectors: output.vectors,
   };
 }
 
@@ -262,6 +283,9 @@ function transferablesOf(job: MergeJob): ArrayBuffer[] {
     ),
     job.terms.ids.buffer as ArrayBuffer,
     job.terms.ends.buffer as ArrayBuffer,
+    ...(job.vectors?.inputs ?? []).flatMap(({ codes, scales }) =>
+      [codes, scales].flatMap((array) => (array === null ? [] : [array.buffer as ArrayBuffer])),
+    ),
   ];
 }
 

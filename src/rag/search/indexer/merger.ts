@@ -8,6 +8,11 @@ import { encodeSegment } from "../core/segment-codec.js";
 import { deriveSegment, termFrequencyArray, type SegmentData, type SegmentDerived } from "../core/segment.js";
 import { indexOfSorted } from "../core/sorted.js";
 import type { ScorerParameters } from "../scoring.js";
+import type { VectorIndexOptions } from "../types.js";
+import { vectorSetOptions } from "../core/dense.js";
+import type { VectorCodes } from "../vectors/quantize.js";
+import { mergeSegmentVectors, SegmentVectors } from "../vectors/segment-vectors.js";
+import { encodeVectors } from "../vectors/vector-codec.js";
 
 export interface MergeInput {
   readonly data: Omit<SegmentData, "terms">;
@@ -208,12 +213,19 @@ export interface MergeJob {
   readonly terms: { readonly ids: Uint32Array; readonly text: string; readonly ends: Uint32Array };
   readonly referenceAverageLength: number;
   readonly scorer: ScorerParameters;
+  /** The sources' vectors (copies of their codes), for an index that keeps them. */
+  readonly vectors?: {
+    readonly options: VectorIndexOptions;
+    readonly inputs: ReadonlyArray<{ codes: VectorCodes; scales: Float32Array | null }>;
+  };
 }
 
 /** The merged segment's bytes and everything derived from them, computed off the event loop. */
 export interface MergeOutput {
   readonly bytes: Uint8Array;
   readonly derived: SegmentDerived;
+  /** The merged segment's vectors, encoded (its graph built here too, off the event loop); or null. */
+  readonly vectors: Uint8Array | null;
 }
 
 /** Merges, derives bounds and frontiers, encodes (on the worker thread, or inline). */
@@ -228,5 +240,35 @@ export function runMergeJob(job: MergeJob): MergeOutput {
   return {
     bytes: encodeSegment(0, merged.data),
     derived: deriveSegment(merged.data, merged.termIds, job.scorer, null),
+    vectors: job.vectors === undefined ? null : mergeJobVectors(job, merged.data.keys),
   };
+}
+
+/**
+ * The merged segment's vectors, in its document order: each source document not deleted at the
+ * snapshot goes to the ordinal its key has among the merged keys (ascending); codes are copied as
+ * stored, so scores do not change. A large result gets a new graph (graphs are not merged).
+ */
+function mergeJobVectors(job: MergeJob, mergedKeys: Uint32Array): Uint8Array {
+  const { options, inputs } = job.vectors!;
+  const sets = inputs.map(
+    ({ codes, scales }) => new SegmentVectors(options.dimension, options.storage, codes, scales),
+  );
+  const docMaps = job.segments.map(({ data, deleted }, s) => {
+    const map = new Int32Array(data.keys.length).fill(-1);
+    if (sets[s]?.count !== data.keys.length)
+      throw new Error(`merge: source ${s} has vectors for other documents`);
+    for (let d = 0, next = 0; d < data.keys.length; d++) {
+      // `deleted` is ascending: walk it beside the ordinals.
+      if (next < deleted.length && deleted[next] === d) {
+        next++;
+        continue;
+      }
+      const merged = indexOfSorted(mergedKeys, data.keys[d] ?? 0);
+      if (merged < 0) throw new Error(`merge: key ${data.keys[d] ?? 0} is not in the merged segment`);
+      map[d] = merged;
+    }
+    return map;
+  });
+  return encodeVectors(mergeSegmentVectors(sets, docMaps, vectorSetOptions(options)));
 }

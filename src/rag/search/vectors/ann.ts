@@ -26,8 +26,15 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { Index, MetricKind, ScalarKind } from "usearch";
+import { createRequire } from "node:module";
+import type * as USearch from "usearch";
+
 import type { VectorCodes, VectorStorage } from "./quantize.js";
+
+// USearch's CommonJS build, not its ESM one: the ESM build finds its native binary through `bindings`'
+// stack-trace lookup, which never returns on a worker thread (merges build graphs on one).
+const { Index, MetricKind, ScalarKind } = createRequire(import.meta.url)("usearch") as typeof USearch;
+type Index = USearch.Index;
 
 export interface HnswParams {
   /** Neighbours per node (HNSW M): more = better recall, bigger graph, slower build. */
