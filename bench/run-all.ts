@@ -61,6 +61,7 @@ const SUMMARY = [
   "http-floor",
   "segments",
   "models",
+  "vectors",
 ];
 
 interface RunRecord {
@@ -177,6 +178,82 @@ const latencyCells = (l: unknown): string[] => [
 ];
 const sizeLabel = (n: number | undefined): string =>
   n === undefined ? "?" : n >= 1_000_000 ? `${n / 1_000_000}M` : n >= 1000 ? `${n / 1000}k` : String(n);
+
+/** "## Vectors": every figure of bench/results/vectors.json (bench/vectors.ts), per size and storage type. */
+function vectorsSection(result: Json): string[] {
+  const out = [
+    "## Vectors",
+    "",
+    `\`${String(result.command)}\` — ${String(result.date)}, HNSW M = ${String(get(result, "hnsw", "connectivity"))}, ` +
+      `efConstruction = ${String(get(result, "hnsw", "expansionAdd"))}, ef = ${String(get(result, "hnsw", "expansionSearch"))}, ` +
+      `top ${String(result.k)}, build threads ${String(result.threads)} (0 = all ${String(result.cores)} cores), ` +
+      `load average ${String(get(result, "machine", "load_average_1m"))} at the start.`,
+    "",
+    "Clustered synthetic 384-d vectors (scripts/lib/synthetic-vectors.ts, seeded). Ours: one segment's vectors " +
+      "(src/rag/search/vectors, USearch HNSW walking its i8 copy of the vectors whatever the storage type) with " +
+      "candidates rescored on the stored codes (f32, f16 or i8); recall@10 is against exact " +
+      "search over the same stored vectors. The reference, hnswlib-node (f32), is built over the same vectors with " +
+      "the same parameters in the same run; its recall is against our f32 exact search. Query latency: one thread.",
+    "",
+  ];
+  const rows: string[][] = [];
+  for (const run of (result.runs as Json[] | undefined) ?? []) {
+    const size = fmt(num(run.size));
+    for (const ours of (run.ours as Json[] | undefined) ?? [])
+      rows.push([
+        size,
+        String(ours.storage),
+        fmt(num(ours.recallAt10)),
+        fmt(num(ours.recallAt10TenthDeleted)),
+        fmt(num(get(ours, "query", "p50Ms"))),
+        fmt(num(get(ours, "query", "p99Ms"))),
+        fmt(num(ours.exactQueryMeanMs)),
+        fmt((num(ours.buildMs) ?? NaN) / 1000),
+        fmt((num(ours.encodedBytes) ?? NaN) / 2 ** 20),
+      ]);
+    const ref = run.reference as Json | null;
+    if (ref)
+      rows.push([
+        size,
+        `${String(ref.library)} (f32)`,
+        fmt(num(ref.recallAt10)),
+        "",
+        fmt(num(get(ref, "query", "p50Ms"))),
+        fmt(num(get(ref, "query", "p99Ms"))),
+        "",
+        fmt((num(ref.buildMs) ?? NaN) / 1000),
+        "",
+      ]);
+  }
+  out.push(
+    markdownTable(
+      [
+        "vectors",
+        "storage",
+        "recall@10",
+        "recall@10, a tenth deleted",
+        "ANN p50 ms",
+        "ANN p99 ms",
+        "exact mean ms",
+        "build s",
+        "encoded MB",
+      ],
+      rows,
+    ),
+    "",
+  );
+  for (const run of (result.runs as Json[] | undefined) ?? []) {
+    const serving = run.serving as Json | null;
+    if (serving)
+      out.push(
+        `- ${fmt(num(run.size))} i8 vectors loaded from their bytes in a fresh process in ` +
+          `${fmt((num(serving.loadMs) ?? NaN) / 1000)} s: RSS ${fmt(num(get(serving, "after", "rssMb")))} MB ` +
+          `(${fmt(num(get(serving, "before", "rssMb")))} MB before loading; peak ${fmt(num(get(serving, "after", "peakRssMb")))} MB).`,
+      );
+  }
+  out.push("");
+  return out;
+}
 
 /** "## Segmented index": every figure of bench/results/segments.json, then its targets. */
 function segmentsSection(result: Json): string[] {
@@ -835,6 +912,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
   const concurrency = readDetails("concurrency");
   const synthetic = readDetails("generation-synthetic");
   const segments = readDetails("segments");
+  const vectors = readDetails("vectors");
   const llamaServer = readDetails("llama-server");
   const llamaServerLarger = readDetails("llama-server-1.5b");
   const models = readDetails("models");
@@ -863,6 +941,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
     "concurrency",
     "segments",
     "models",
+    "vectors",
     "run-all",
   ]);
   const others = existsSync(resultsDir)
@@ -940,6 +1019,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
     ...detailSections(generation, httpFloor, retrieval, scale, synthetic),
     ...(segments ? segmentsSection(segments) : []),
     ...(models ? modelsSection(models) : []),
+    ...(vectors ? vectorsSection(vectors) : []),
     ...(others.length > 0 ? ["## Other results", "", `Also in this run: ${others.join(", ")}.`, ""] : []),
     ...(runs.length > 0
       ? [

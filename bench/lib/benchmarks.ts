@@ -119,6 +119,17 @@ export const benchmarks: readonly Benchmark[] = [
     debianCorpus: true,
   },
   {
+    name: "vectors",
+    script: "vectors.ts",
+    compares:
+      "HNSW recall@10 against exact search and ANN query latency against hnswlib-node, per storage type (f32/f16/i8), 100k and 1M 384-d vectors",
+    // 1M vectors build for tens of minutes per storage type on 2 cores: measured by hand, merged into
+    // the same result: `node --import tsx bench/vectors.ts --sizes 1000000 --storages i8 --no-reference --merge`.
+    args: (quick) => (quick ? ["--quick"] : ["--sizes", "100000", "--merge"]),
+    budget: 1500,
+    results: ["vectors"],
+  },
+  {
     name: "merge-blocking",
     script: "merge-blocking.ts",
     compares:

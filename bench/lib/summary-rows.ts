@@ -311,6 +311,50 @@ function runAllRows(result: Json): ResultRow[] {
   }));
 }
 
+/** bench/vectors.ts: per size and storage, recall@10 against exact, and query p50 against hnswlib; i8 RSS. */
+function vectorsRows(details: Json): ResultRow[] {
+  const rows: ResultRow[] = [];
+  for (const run of (details.runs as Json[] | undefined) ?? []) {
+    const size = num(run.size);
+    const label = `${fmt(size)} × ${String(run.dimension)}-d`;
+    const reference = run.reference as Json | null;
+    const refP50 = num(get(reference, "query", "p50Ms"));
+    for (const ours of (run.ours as Json[] | undefined) ?? []) {
+      const recall = num(ours.recallAt10);
+      if (recall !== undefined)
+        rows.push({
+          metric: `HNSW recall@10 against exact search, ${label} ${String(ours.storage)}`,
+          value: recall.toFixed(3),
+          reference: "",
+          ratio: "",
+          target: "≥ 0.95",
+          held: recall >= 0.95,
+        });
+      const p50 = num(get(ours, "query", "p50Ms"));
+      if (p50 !== undefined && refP50 !== undefined)
+        rows.push({
+          metric: `ANN query p50 (k = 10), ${label} ${String(ours.storage)}; reference hnswlib-node f32`,
+          value: `${fmt(p50)} ms`,
+          reference: `${fmt(refP50)} ms`,
+          ratio: `${(p50 / refP50).toFixed(2)}×`,
+          target: "≤ 1.5×",
+          held: p50 / refP50 <= 1.5,
+        });
+    }
+    const rss = num(get(run, "serving", "after", "rssMb"));
+    if (rss !== undefined)
+      rows.push({
+        metric: `RSS of a process serving ${label} i8 vectors (loaded from their bytes, graph included)`,
+        value: `${Math.round(rss)} MB`,
+        reference: "",
+        ratio: "",
+        target: size !== undefined && size >= 1_000_000 ? "≤ 1.2 GB" : "",
+        ...(size !== undefined && size >= 1_000_000 ? { held: rss <= 1200 } : {}),
+      });
+  }
+  return rows;
+}
+
 const rowsByKind: ReadonlyArray<[prefix: string, rows: (details: Json) => ResultRow[]]> = [
   ["generation", generationRows],
   ["llama-server", llamaServerRows],
@@ -323,6 +367,7 @@ const rowsByKind: ReadonlyArray<[prefix: string, rows: (details: Json) => Result
   ["pg-latency", pgLatencyRows],
   ["run-all", runAllRows],
   ["models", modelsRows],
+  ["vectors", vectorsRows],
 ];
 
 /** bench/models.ts: RSS over load/unload cycles, and cold start to first token against llama-server's router. */

@@ -1,0 +1,281 @@
+/**
+ * The vectors of one segment: one embedding per document (chunk), addressed by the document's local
+ * ordinal, stored normalised as f32, f16 or i8 (quantize.ts), immutable like the segment's postings.
+ *
+ * Search (after Lucene's per-segment KNN: exact below a size, the HNSW graph above it, deletions applied
+ * as a filter whatever the graph holds):
+ * - a segment of fewer than `graphThreshold` vectors (default 10 000) has no graph: brute force over the
+ *   stored codes (a few milliseconds at 10k × 384);
+ * - a larger one has its graph, built at write or merge (ann.ts). The graph knows nothing of deletions, so
+ *   it is asked for more candidates than wanted (scaled by the deleted share, × `oversample`), deleted
+ *   ones are dropped, the rest rescored with the exact stored score, and the ask doubled while too few
+ *   live candidates come back; when that would visit more than half the segment, exact search instead
+ *   (what Lucene does when its filter leaves few documents).
+ *
+ * Score: cosine similarity = dot(unit query, stored vector as decoded), computed in doubles the same way
+ * by every path, so the exact and approximate paths agree on a candidate's score.
+ */
+import type { LiveDocs } from "../core/live-docs.js";
+import { TopK } from "../topk.js";
+import { AnnGraph, DEFAULT_HNSW, type HnswParams } from "./ann.js";
+import {
+  allocateCodes,
+  bytesPerDimension,
+  encodeRow,
+  f16Table16,
+  normalized,
+  type VectorCodes,
+  type VectorStorage,
+} from "./quantize.js";
+
+export const DEFAULT_GRAPH_THRESHOLD = 10_000;
+export const DEFAULT_GRAPH_SCALAR: VectorStorage = "i8";
+export const MAX_VECTOR_DIMENSION = 8192;
+
+export interface VectorHit {
+  doc: number;
+  score: number;
+}
+
+export interface VectorSetOptions {
+  storage: VectorStorage;
+  /** Segments with at least this many vectors get an HNSW graph; smaller ones are searched exactly. */
+  graphThreshold?: number;
+  hnsw?: HnswParams;
+  /**
+   * The form of the graph's own copy of the vectors, which the walk compares (default i8 whatever the
+   * storage: the walk is bound by memory reads, and at 100k × 384-d an f32 walk took 1.6× hnswlib's time
+   * where an i8 one took 1.0×, with a quarter of the memory). Candidates are rescored with the stored
+   * codes, so scores are the storage's own.
+   */
+  graphScalar?: VectorStorage;
+  /** Threads building the graph (0 = all cores). */
+  threads?: number;
+}
+
+export interface VectorSearchOptions {
+  /** Brute force even where there is a graph (the reference the graph is measured against). */
+  exact?: boolean;
+  /** Candidates asked of the graph per wanted hit, before the deleted share is accounted for. */
+  oversample?: number;
+}
+
+export function checkDimension(dimension: number): void {
+  if (!Number.isInteger(dimension) || dimension < 1 || dimension > MAX_VECTOR_DIMENSION) {
+    throw new RangeError(
+      `vector dimension must be an integer in 1 … ${MAX_VECTOR_DIMENSION}, got ${dimension}`,
+    );
+  }
+}
+
+/** The query as every search takes it: checked against the dimension and normalised. */
+export function prepareQuery(vector: ArrayLike<number>, dimension: number): Float32Array {
+  return normalized(vector, dimension, "query vector");
+}
+
+export class SegmentVectors {
+  /** Set when the segment is large enough to have a graph (built, or loaded from its bytes). */
+  graph: AnnGraph | null = null;
+
+  /** Use `build`, `merge` or the codec. */
+  constructor(
+    readonly dimension: number,
+    readonly storage: VectorStorage,
+    /** count × dimension codes, row d = document d. */
+    readonly codes: VectorCodes,
+    /** i8: the scale of each row; null otherwise. */
+    readonly scales: Float32Array | null,
+  ) {
+    checkDimension(dimension);
+    if (codes.length % dimension !== 0) throw new RangeError("vector codes are not whole rows");
+    if ((storage === "i8") !== (scales !== null)) throw new RangeError("i8 vectors need one scale per row");
+    if (scales !== null && scales.length !== codes.length / dimension) {
+      throw new RangeError("i8 vectors need one scale per row");
+    }
+  }
+
+  /** Normalises, quantises and (at `graphThreshold` or more vectors) builds the graph. */
+  static build(
+    dimension: number,
+    vectors: readonly ArrayLike<number>[],
+    options: VectorSetOptions,
+  ): SegmentVectors {
+    checkDimension(dimension);
+    const { storage } = options;
+    const codes = allocateCodes(storage, vectors.length * dimension);
+    const scales = storage === "i8" ? new Float32Array(vectors.length) : null;
+    vectors.forEach((vector, d) =>
+      encodeRow(storage, normalized(vector, dimension, `vector ${d}`), codes, scales, d),
+    );
+    const set = new SegmentVectors(dimension, storage, codes, scales);
+    set.buildGraphIfLarge(options);
+    return set;
+  }
+
+  get count(): number {
+    return this.codes.length / this.dimension;
+  }
+
+  /** Bytes held: codes and scales (the graph's own memory is USearch's; see `graphBytes` in the codec). */
+  get byteSize(): number {
+    return this.count * this.dimension * bytesPerDimension(this.storage) + (this.scales?.byteLength ?? 0);
+  }
+
+  /** Builds the graph when the set is at least `graphThreshold` long (a no-op below it). */
+  buildGraphIfLarge(options: Omit<VectorSetOptions, "storage">): void {
+    const threshold = options.graphThreshold ?? DEFAULT_GRAPH_THRESHOLD;
+    if (this.count < Math.max(1, threshold)) return;
+    this.graph = AnnGraph.build(
+      this.storage,
+      options.graphScalar ?? DEFAULT_GRAPH_SCALAR,
+      this.dimension,
+      this.codes,
+      f16Table16(),
+      options.hnsw ?? DEFAULT_HNSW,
+      options.threads ?? 0,
+    );
+  }
+
+  /** Document d's stored vector, decoded (unit length up to quantisation). */
+  vector(doc: number): Float32Array {
+    this.checkDoc(doc);
+    const { dimension, codes } = this;
+    const base = doc * dimension;
+    const out = new Float32Array(dimension);
+    if (this.storage === "f32") out.set((codes as Float32Array).subarray(base, base + dimension));
+    else if (this.storage === "f16") {
+      const table = f16Table16();
+      for (let i = 0; i < dimension; i++) out[i] = table[codes[base + i] ?? 0] ?? 0;
+    } else {
+      const scale = this.scales?.[doc] ?? 0;
+      for (let i = 0; i < dimension; i++) out[i] = (codes[base + i] ?? 0) * scale;
+    }
+    return out;
+  }
+
+  /** Cosine of document d to a unit query (prepareQuery). */
+  score(doc: number, unitQuery: Float32Array): number {
+    const { dimension, codes } = this;
+    const base = doc * dimension;
+    let sum = 0;
+    if (this.storage === "f32") {
+      for (let i = 0; i < dimension; i++) sum += (unitQuery[i] ?? 0) * (codes[base + i] ?? 0);
+      return sum;
+    }
+    if (this.storage === "f16") {
+      const table = f16Table16();
+      for (let i = 0; i < dimension; i++) sum += (unitQuery[i] ?? 0) * (table[codes[base + i] ?? 0] ?? 0);
+      return sum;
+    }
+    for (let i = 0; i < dimension; i++) sum += (unitQuery[i] ?? 0) * (codes[base + i] ?? 0);
+    return sum * (this.scales?.[doc] ?? 0);
+  }
+
+  /** The k best live documents, by brute force. */
+  exactSearch(unitQuery: Float32Array, k: number, live: LiveDocs | null): VectorHit[] {
+    this.checkQuery(unitQuery);
+    const count = this.count;
+    if (k < 1 || count === 0) return [];
+    const top = new TopK(Math.min(k, count));
+    for (let d = 0; d < count; d++) {
+      if (live !== null && live.isDeleted(d)) continue;
+      const score = this.score(d, unitQuery);
+      if (top.wouldAccept(d, score)) top.offer(d, score);
+    }
+    return top.drain().map((hit) => ({ doc: hit.key, score: hit.score }));
+  }
+
+  /** The k best live documents: exactly, or through the graph where there is one (module comment). */
+  search(
+    unitQuery: Float32Array,
+    k: number,
+    live: LiveDocs | null,
+    options: VectorSearchOptions = {},
+  ): VectorHit[] {
+    this.checkQuery(unitQuery);
+    if (live !== null && live.documentCount !== this.count) {
+      throw new RangeError(`live docs cover ${live.documentCount} documents, the vectors ${this.count}`);
+    }
+    const count = this.count;
+    const liveCount = live === null ? count : live.liveCount;
+    if (k < 1 || liveCount === 0) return [];
+    const graph = this.graph;
+    if (graph === null || options.exact === true) return this.exactSearch(unitQuery, k, live);
+    const oversample = Math.max(1, options.oversample ?? 2);
+    let wanted = Math.ceil((k * oversample * count) / liveCount);
+    for (;;) {
+      if (wanted > count / 2) return this.exactSearch(unitQuery, k, live);
+      const matches = graph.search(unitQuery, wanted);
+      const top = new TopK(k);
+      let found = 0;
+      for (const { doc } of matches) {
+        if (live !== null && live.isDeleted(doc)) continue;
+        found++;
+        top.offer(doc, this.score(doc, unitQuery));
+      }
+      if (found >= Math.min(liveCount, k * oversample)) {
+        return top.drain().map((hit) => ({ doc: hit.key, score: hit.score }));
+      }
+      // The walk found fewer than asked for (a sparse corner of the graph): never answer short.
+      if (matches.length < wanted) return this.exactSearch(unitQuery, k, live);
+      wanted *= 2;
+    }
+  }
+
+  private checkQuery(unitQuery: Float32Array): void {
+    if (unitQuery.length !== this.dimension) {
+      throw new RangeError(`query vector has ${unitQuery.length} dimensions, the index ${this.dimension}`);
+    }
+  }
+
+  private checkDoc(doc: number): void {
+    if (!Number.isInteger(doc) || doc < 0 || doc >= this.count) {
+      throw new RangeError(`document ${doc} is outside the vector set (0 … ${this.count - 1})`);
+    }
+  }
+}
+
+/**
+ * A merged segment's vectors: every input document whose `docMaps[i][doc]` is a new ordinal (−1: dropped,
+ * a deleted one), at that ordinal. Codes and scales are copied as stored, so a document's score is the
+ * same before and after the merge; the graph is built anew for the merged set (graphs are not merged).
+ */
+export function mergeSegmentVectors(
+  inputs: readonly SegmentVectors[],
+  docMaps: readonly Int32Array[],
+  options: Omit<VectorSetOptions, "storage">,
+): SegmentVectors {
+  if (inputs.length === 0) throw new RangeError("vector merge: no inputs");
+  if (docMaps.length !== inputs.length) throw new RangeError("vector merge: one doc map per input");
+  const { dimension, storage } = inputs[0] as SegmentVectors;
+  let total = 0;
+  inputs.forEach((input, i) => {
+    if (input.dimension !== dimension || input.storage !== storage) {
+      throw new RangeError(
+        `vector merge: input ${i} is ${input.dimension}-d ${input.storage}, input 0 ${dimension}-d ${storage}`,
+      );
+    }
+    const map = docMaps[i] as Int32Array;
+    if (map.length !== input.count)
+      throw new RangeError(`vector merge: doc map ${i} does not cover its input`);
+    for (const ordinal of map) if (ordinal >= 0) total++;
+  });
+  const codes = allocateCodes(storage, total * dimension);
+  const scales = storage === "i8" ? new Float32Array(total) : null;
+  const filled = new Uint8Array(total);
+  inputs.forEach((input, i) => {
+    const map = docMaps[i] as Int32Array;
+    for (let doc = 0; doc < map.length; doc++) {
+      const to = map[doc] ?? -1;
+      if (to < 0) continue;
+      if (to >= total || filled[to] === 1)
+        throw new RangeError(`vector merge: new ordinal ${to} is not a permutation`);
+      filled[to] = 1;
+      codes.set(input.codes.subarray(doc * dimension, (doc + 1) * dimension), to * dimension);
+      if (scales !== null) scales[to] = input.scales?.[doc] ?? 0;
+    }
+  });
+  const merged = new SegmentVectors(dimension, storage, codes, scales);
+  merged.buildGraphIfLarge(options);
+  return merged;
+}
