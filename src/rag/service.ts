@@ -23,6 +23,7 @@ import { ServiceStats } from "./service/stats.js";
 import type {
   BuildInput,
   BuildOutput,
+  DocumentChange,
   DocumentInput,
   IndexStats,
   LoadedIndex,
@@ -31,6 +32,7 @@ import type {
   QueryResult,
   RagServiceOptions,
   SegmentCounters,
+  WriteEmbedding,
 } from "./service/types.js";
 import { WriteCoordinator } from "./service/write-coordinator.js";
 import { WriteExclusion } from "./service/write-exclusion.js";
@@ -103,18 +105,15 @@ export class RagService {
   }
 
   /** Adds documents to an existing index, replacing those whose id is already there. */
-  upsertDocuments(key: IndexKey, inputs: DocumentInput[]): Promise<BuildOutput> {
-    return this.writes.applyDocumentChanges(key, { upsert: inputs, deleteIds: [] });
+  upsertDocuments(key: IndexKey, inputs: DocumentInput[], embedding?: WriteEmbedding): Promise<BuildOutput> {
+    return this.writes.applyDocumentChanges(key, { upsert: inputs, deleteIds: [], embedding });
   }
 
   /**
    * Upserts and deletes documents of an existing index in one atomic write (folder sync). Deleting an
    * id the index does not hold is a no-op; an id both upserted and deleted is upserted.
    */
-  applyDocumentChanges(
-    key: IndexKey,
-    change: { upsert: DocumentInput[]; deleteIds: string[] },
-  ): Promise<BuildOutput> {
+  applyDocumentChanges(key: IndexKey, change: DocumentChange): Promise<BuildOutput> {
     return this.writes.applyDocumentChanges(key, change);
   }
 

@@ -33,6 +33,35 @@ export interface SearchIndexOptions {
   bm25?: Partial<Bm25Parameters>;
   /** Analyzer of documents and queries (default: stemming and English stop words). */
   analyzer?: AnalyzerOptions;
+  /**
+   * One embedding per document, kept per segment beside the postings (vectors/): every write then
+   * gives one vector per added document, and `searchDense` ranks by cosine. Left out: a lexical index.
+   */
+  vectors?: VectorIndexOptions;
+}
+
+/** How an index keeps its vectors (see vectors/segment-vectors.ts). */
+export interface VectorIndexOptions {
+  dimension: number;
+  storage: "f32" | "f16" | "i8";
+  /** Segments with at least this many vectors get an HNSW graph (default 10 000); smaller: exact search. */
+  graphThreshold?: number;
+}
+
+export interface DenseSearchOptions {
+  /** How many hits at most, ≥ 1. */
+  topK: number;
+  /** Only documents for which this returns true are collected (metadata filters; searched exactly). */
+  accept?: (key: number) => boolean;
+  /** Brute force even where a segment has a graph. */
+  exact?: boolean;
+}
+
+/** What an index holds of vectors: live ones, their dimension, the bytes of every stored code. */
+export interface VectorStats {
+  count: number;
+  dimension: number;
+  bytes: number;
 }
 
 export interface SearchOptions {
@@ -77,6 +106,8 @@ export interface SegmentRecord {
   id: number;
   documentCount: number;
   bytes: Uint8Array;
+  /** The segment's vectors (vectors/vector-codec.ts), one per document; absent in a lexical index. */
+  vectors?: Uint8Array | null;
 }
 
 /** A deleted document: its segment and local ordinal there. */
@@ -89,4 +120,6 @@ export interface Tombstone {
 export interface StoredSegment {
   bytes: Uint8Array;
   deleted: Iterable<number>;
+  /** Its vectors' bytes (an index with vectors has them on every segment). */
+  vectors?: Uint8Array | null;
 }

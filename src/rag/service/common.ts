@@ -1,6 +1,6 @@
 /** Small facts the service's parts share: how an index is named in maps, its settings and state. */
 import { notFound } from "../../core/errors.js";
-import type { IndexState, PreparedWrite } from "../search/index.js";
+import type { IndexState, PreparedWrite, SearchIndexOptions } from "../search/index.js";
 import type { IndexKey, IndexMeta, IndexSettings } from "../store/types.js";
 import type { ServiceLog } from "./types.js";
 
@@ -22,6 +22,13 @@ export const engineStateOf = (meta: IndexMeta): IndexState => ({
 /** The engine state a write stores: the engine's counters after it, and the live length total. */
 export function writtenState(prepared: PreparedWrite) {
   return { ...prepared.state, totalLength: prepared.totalLength };
+}
+
+/** The engine options of an index: its scorer and, where it has an embedding space, its vectors. */
+export function engineOptionsOf(meta: Pick<IndexMeta, "scorer" | "vectors">): SearchIndexOptions {
+  return meta.vectors === null
+    ? { scorer: meta.scorer }
+    : { scorer: meta.scorer, vectors: { dimension: meta.vectors.dimension, storage: meta.vectors.storage } };
 }
 
 export function settingsOf(meta: IndexMeta): IndexSettings {

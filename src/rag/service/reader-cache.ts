@@ -20,7 +20,7 @@ import { KeyedMutex } from "../../core/keyed-mutex.js";
 import { SegmentedIndex, type PreparedMerge, type PreparedWrite } from "../search/index.js";
 import { StaleVersionError, internal } from "../store/common.js";
 import type { ChangeFeed, IndexChange, IndexKey, IndexMeta, IndexStore } from "../store/types.js";
-import { cacheKey, engineStateOf, indexNotFound } from "./common.js";
+import { cacheKey, engineOptionsOf, engineStateOf, indexNotFound } from "./common.js";
 import { commitLegacyReindex, isLegacy } from "./legacy.js";
 import type { ServiceStats } from "./stats.js";
 import type { LoadedIndex, ServiceLog } from "./types.js";
@@ -200,11 +200,12 @@ export class ReaderCache {
     const cached = this.cache.get(cacheKey(key));
     if (cached && cached.loaded.meta.version >= meta.version) return cached.loaded;
     // Not when it was recreated since (deleted and built again: its segment ids and keys may repeat
-    // the old ones) or replaced with another scorer (the engine index's own setting).
+    // the old ones) or replaced with another scorer or embedding space (the engine index's own settings).
     if (
       cached &&
       cached.loaded.meta.createdAt === meta.createdAt &&
-      cached.loaded.meta.scorer === meta.scorer
+      cached.loaded.meta.scorer === meta.scorer &&
+      sameSpace(cached.loaded.meta.vectors, meta.vectors)
     ) {
       const caughtUp = await this.catchUpLocked(key, cached.loaded, validity);
       if (caughtUp) return caughtUp;
@@ -263,12 +264,13 @@ export class ReaderCache {
     }
     if (isLegacy(stored)) return LEGACY;
     const engine = SegmentedIndex.load(
-      { scorer: stored.meta.scorer },
+      engineOptionsOf(stored.meta),
       stored.segments,
       engineStateOf(stored.meta),
     );
     let bytes = 0;
-    for (const segment of stored.segments) bytes += segment.bytes.byteLength;
+    for (const segment of stored.segments)
+      bytes += segment.bytes.byteLength + (segment.vectors?.byteLength ?? 0);
     this.options.stats.countSegments(key, { segmentsLoaded: stored.segments.length, bytesLoaded: bytes });
     const loaded: LoadedIndex = { meta: stored.meta, engine };
     this.remember(indexId, loaded, validity);
@@ -290,4 +292,10 @@ export class ReaderCache {
     const { engine, prepared, meta } = await commitLegacyReindex(this.store, key, stored);
     return this.applyCommitted(key, engine, prepared, meta, validity);
   }
+}
+
+/** Whether two embedding spaces are the same (both absent included). */
+function sameSpace(a: IndexMeta["vectors"], b: IndexMeta["vectors"]): boolean {
+  if (a === null || b === null) return a === b;
+  return a.model === b.model && a.dimension === b.dimension && a.storage === b.storage;
 }

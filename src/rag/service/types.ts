@@ -1,6 +1,7 @@
 /** What the RAG service takes and gives: the types its façade (../service.ts) and its parts share. */
 import type { ScorerName, SegmentInfo, SegmentedIndex, TieredMergePolicy } from "../search/index.js";
-import type { IndexKey, IndexMeta, Metadata } from "../store/types.js";
+import type { Embedder } from "../retrieval/embedder.js";
+import type { IndexKey, IndexMeta, Metadata, VectorStorage } from "../store/types.js";
 
 export interface DocumentInput {
   id?: string;
@@ -14,6 +15,23 @@ export interface DocumentInput {
   pageStarts?: number[];
 }
 
+/**
+ * Embeddings for a write: every new chunk's engine text (title and text) is embedded with `embedder`
+ * (`embedFor`, in the embedder's batches) before anything is committed; an embedder error (503
+ * unavailable, 409 another model or dimension than the index's) fails the write and commits nothing.
+ * - create / replace: the index records the embedder's model and the vectors' dimension
+ *   (`IndexMeta.vectors`), stored as `storage` (default f32). Without `embedding`: a lexical index.
+ * - append / upsert to an index with vectors: `embedding` is required (a 409 without it, naming the
+ *   index's model) and must be the index's model and dimension (409 otherwise); `storage` is ignored.
+ *   A write that only deletes needs none.
+ * - append / upsert to a lexical index: `embedding` is ignored (the index has no vectors to add to;
+ *   rebuild it with mode "replace" to give it some).
+ */
+export interface WriteEmbedding {
+  embedder: Embedder;
+  storage?: VectorStorage;
+}
+
 export interface BuildInput {
   key: IndexKey;
   documents: DocumentInput[];
@@ -23,6 +41,16 @@ export interface BuildInput {
   mode: "create" | "replace" | "append";
   /** Create the index even with no text (an OpenAI vector store starts empty). */
   allowEmpty?: boolean;
+  /** Embeddings for the chunks (see WriteEmbedding). */
+  embedding?: WriteEmbedding;
+}
+
+/** Documents upserted and deleted in one atomic write (folder sync, the document routes). */
+export interface DocumentChange {
+  upsert: DocumentInput[];
+  deleteIds: string[];
+  /** Embeddings for the upserted documents' chunks (see WriteEmbedding). */
+  embedding?: WriteEmbedding;
 }
 
 export interface BuildOutput {

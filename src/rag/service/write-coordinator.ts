@@ -6,6 +6,8 @@
  * run under the writer exclusion (write-exclusion.ts), retried when their base was stale.
  */
 import { badRequest, conflict, notFound } from "../../core/errors.js";
+import { embedFor } from "../retrieval/embedder.js";
+import { retrieverUnavailable } from "../retrieval/upstream.js";
 import { IndexWriter, SegmentedIndex } from "../search/index.js";
 import type {
   DocumentRecord,
@@ -14,13 +16,14 @@ import type {
   IndexSettings,
   IndexStore,
   StoredChunk,
+  VectorSpace,
 } from "../store/types.js";
-import { engineStateOf, indexNotFound, round, settingsOf, writtenState } from "./common.js";
+import { engineOptionsOf, engineStateOf, indexNotFound, round, settingsOf, writtenState } from "./common.js";
 import { chunkDocuments, engineText, normaliseDocuments } from "./documents.js";
 import type { MergeScheduler } from "./merge-scheduler.js";
 import type { ReaderCache } from "./reader-cache.js";
 import type { ServiceStats } from "./stats.js";
-import type { BuildInput, BuildOutput, DocumentInput } from "./types.js";
+import type { BuildInput, BuildOutput, DocumentChange, WriteEmbedding } from "./types.js";
 import type { WriteExclusion } from "./write-exclusion.js";
 
 type CommitMode = "create" | "replace" | "update";
@@ -34,6 +37,9 @@ interface WriteRequest {
   documents: DocumentRecord[];
   deleteDocumentIds: string[];
   allowEmpty?: boolean;
+  embedding?: WriteEmbedding;
+  /** Vectors already computed for engine texts (kept across a write's retries: embedding is slow). */
+  embedded: Map<string, Float32Array>;
 }
 
 export interface WriteCoordinatorOptions {
@@ -65,6 +71,7 @@ export class WriteCoordinator {
       chunkSize: input.chunkSize,
       overlap: input.overlap,
     };
+    const embedded = new Map<string, Float32Array>();
     const output = await this.options.exclusion.withRetries(input.key, async () => {
       const existing = await this.store.getMeta(input.key);
       if (input.mode === "create" && existing) {
@@ -83,6 +90,8 @@ export class WriteCoordinator {
         documents,
         deleteDocumentIds: [],
         allowEmpty: input.allowEmpty,
+        embedding: input.embedding,
+        embedded,
       });
     });
     this.options.stats.countActivity(input.key.tenantId, "builds");
@@ -93,20 +102,22 @@ export class WriteCoordinator {
    * Upserts and deletes documents of an existing index in one atomic write (folder sync). Deleting an
    * id the index does not hold is a no-op; an id both upserted and deleted is upserted.
    */
-  async applyDocumentChanges(
-    key: IndexKey,
-    change: { upsert: DocumentInput[]; deleteIds: string[] },
-  ): Promise<BuildOutput> {
+  async applyDocumentChanges(key: IndexKey, change: DocumentChange): Promise<BuildOutput> {
     const started = performance.now();
     const documents = normaliseDocuments(change.upsert);
     const upserted = new Set(documents.map((document) => document.id));
     const deleteIds = [...new Set(change.deleteIds)].filter((id) => !upserted.has(id));
+    const embedded = new Map<string, Float32Array>();
     const output = await this.options.exclusion.withRetries(key, async () => {
       const existing = await this.requireMeta(key);
       if (documents.length === 0 && deleteIds.length === 0) {
         return { meta: existing, documentsCount: 0, chunksCount: 0 };
       }
-      return this.commit(this.update(key, existing, documents, deleteIds));
+      return this.commit({
+        ...this.update(key, existing, documents, deleteIds),
+        embedding: change.embedding,
+        embedded,
+      });
     });
     this.options.stats.countActivity(key.tenantId, "documentWrites");
     return { ...output, buildMs: round(performance.now() - started) };
@@ -138,7 +149,15 @@ export class WriteCoordinator {
     documents: DocumentRecord[],
     deleteDocumentIds: string[],
   ): WriteRequest {
-    return { key, mode: "update", settings: settingsOf(existing), existing, documents, deleteDocumentIds };
+    return {
+      key,
+      mode: "update",
+      settings: settingsOf(existing),
+      existing,
+      documents,
+      deleteDocumentIds,
+      embedded: new Map(),
+    };
   }
 
   /**
@@ -152,11 +171,17 @@ export class WriteCoordinator {
     if (mode !== "update" && engineTexts.length === 0 && !request.allowEmpty) {
       throw badRequest("The documents contain no text to index");
     }
+    // Embedded before anything is locked or written: an embedder error leaves the index as it was.
+    const { space, vectors } = await this.embed(request, engineTexts);
     const { readers } = this.options;
     const output = await readers.mutate(key, async () => {
       const validity = readers.validity(key);
-      const base = await this.baseLocked(request);
-      const prepared = new IndexWriter(base.engine).prepare({ add: engineTexts, delete: base.deleted });
+      const base = await this.baseLocked(request, space);
+      const prepared = new IndexWriter(base.engine).prepare({
+        add: engineTexts,
+        delete: base.deleted,
+        vectors: space === null ? undefined : vectors,
+      });
       let next = 0;
       const upsert = chunked.map(({ document, chunks }) => ({
         document,
@@ -172,6 +197,7 @@ export class WriteCoordinator {
         tombstones: [...prepared.tombstones],
         engine: writtenState(prepared),
         vocabularySize: prepared.vocabularySize,
+        vectors: space,
         expectedVersion: base.expectedVersion,
       });
       readers.applyCommitted(key, base.engine, prepared, meta, validity);
@@ -185,7 +211,10 @@ export class WriteCoordinator {
    * What a write is prepared against (under the mutation lock): for an update, the cached index at the
    * store's current version and the chunks it subtracts; for a create or replace, a new engine index.
    */
-  private async baseLocked(request: WriteRequest): Promise<{
+  private async baseLocked(
+    request: WriteRequest,
+    space: VectorSpace | null,
+  ): Promise<{
     engine: SegmentedIndex;
     expectedVersion: number | null;
     deleted: Array<{ key: number; text: string }>;
@@ -204,9 +233,56 @@ export class WriteCoordinator {
     }
     // A replaced index goes on numbering keys and segments where the old one stopped, so that a
     // replica holding the old one can catch up (drop every old segment, add the new one).
+    const options = engineOptionsOf({ scorer: settings.scorer, vectors: space });
     const engine = existing
-      ? SegmentedIndex.load({ scorer: settings.scorer }, [], engineStateOf(existing))
-      : SegmentedIndex.create({ scorer: settings.scorer });
+      ? SegmentedIndex.load(options, [], engineStateOf(existing))
+      : SegmentedIndex.create(options);
     return { engine, expectedVersion: existing && mode !== "create" ? existing.version : null, deleted: [] };
+  }
+
+  /**
+   * The write's embedding space and its new chunks' vectors (see WriteEmbedding in types.ts): an
+   * update keeps the index's space and must embed with its model; a create or replace takes the
+   * embedder's (or none). Vectors already embedded by an earlier attempt of this write are reused.
+   */
+  private async embed(
+    request: WriteRequest,
+    texts: readonly string[],
+  ): Promise<{ space: VectorSpace | null; vectors: Float32Array[] }> {
+    const { mode, existing, embedding, embedded, key } = request;
+    const indexSpace = mode === "update" ? (existing?.vectors ?? null) : null;
+    if (mode === "update" && indexSpace === null) return { space: null, vectors: [] };
+    if (embedding === undefined) {
+      if (indexSpace !== null && texts.length > 0) {
+        throw conflict(
+          `Index "${key.name}" holds embeddings of model ${indexSpace.model} (${indexSpace.dimension} dimensions): ` +
+            "documents added to it must be embedded with that model, and this write has no embedder",
+        );
+      }
+      return { space: indexSpace, vectors: [] };
+    }
+    const { embedder } = embedding;
+    const missing = [...new Set(texts.filter((text) => !embedded.has(text)))];
+    // A new index with no text yet still records its space: one probe tells the dimension.
+    const probe = indexSpace === null && texts.length === 0 && embedder.dimension === undefined;
+    const asked = probe ? ["dimension probe"] : missing;
+    let probed: number | undefined;
+    if (asked.length > 0) {
+      const answered = await embedFor(embedder, asked, indexSpace);
+      if (answered.length !== asked.length) {
+        throw retrieverUnavailable(
+          "embedder",
+          `it gave ${answered.length} vectors for ${asked.length} texts`,
+        );
+      }
+      if (probe) probed = answered[0]?.length;
+      else missing.forEach((text, i) => embedded.set(text, answered[i]!));
+    }
+    const vectors = texts.map((text) => embedded.get(text)!);
+    if (indexSpace !== null) return { space: indexSpace, vectors };
+    const dimension = vectors[0]?.length ?? probed ?? embedder.dimension;
+    if (dimension === undefined || dimension < 1) throw retrieverUnavailable("embedder", "it gave no vector");
+    const space: VectorSpace = { model: embedder.model, dimension, storage: embedding.storage ?? "f32" };
+    return { space, vectors };
   }
 }

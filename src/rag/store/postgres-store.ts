@@ -28,6 +28,7 @@
  *   REPEATABLE READ transaction, so a replica never mixes two versions.
  */
 import pg from "pg";
+import { fromParts, toParts } from "../search/vectors/vector-codec.js";
 
 import { badRequest, conflict, DomainError, notReady } from "../../core/errors.js";
 import {
@@ -51,6 +52,7 @@ import {
   indexAfterWrite,
   planMerge,
   planWrite,
+  segmentBytes,
   toMeta,
   type IndexRowOf,
   type IndexUpdate,
@@ -66,8 +68,10 @@ import type {
   IndexMeta,
   IndexStore,
   IndexWrite,
+  LoadedSegment,
   MergeWrite,
   Metadata,
+  SegmentRecord,
   StoredIndex,
   Tombstone,
 } from "./types.js";
@@ -210,6 +214,30 @@ export const PG_MIGRATIONS: ReadonlyArray<{ name: string; sql: string }> = [
     );
     -- What a replica asks for: the tombstones created after the version it holds.
     CREATE INDEX lectern_tombstones_by_version ON lectern_tombstones (tenant_id, index_id, created_version);
+    `,
+  },
+  {
+    name: "vectors",
+    sql: `
+    -- The index's embedding space (all null: a lexical-only index).
+    ALTER TABLE lectern_indices
+      ADD COLUMN vector_model text,
+      ADD COLUMN vector_dimension integer,
+      ADD COLUMN vector_storage text CHECK (vector_storage IN ('f32', 'f16', 'i8'));
+
+    -- A segment's vectors (vectors/vector-codec.ts), cut in parts (toParts): written and dropped with it.
+    CREATE TABLE lectern_segment_vectors (
+      tenant_id text COLLATE "C" NOT NULL,
+      index_id bigint NOT NULL,
+      segment_id integer NOT NULL,
+      part integer NOT NULL,
+      bytes bytea NOT NULL,
+      PRIMARY KEY (tenant_id, index_id, segment_id, part),
+      FOREIGN KEY (tenant_id, index_id, segment_id)
+        REFERENCES lectern_segments (tenant_id, index_id, segment_id) ON DELETE CASCADE
+    );
+    -- Quantised floats compress poorly: uncompressed, out of line, as segment bytes are.
+    ALTER TABLE lectern_segment_vectors ALTER COLUMN bytes SET STORAGE EXTERNAL;
     `,
   },
 ];
@@ -482,7 +510,9 @@ export class PostgresIndexStore implements IndexStore {
          ORDER BY segment_id, ordinal`,
         args,
       );
-      return { meta: toMeta(row), segments: withDeleted(segments.rows, tombstones.rows) };
+      const loaded = withDeleted(segments.rows, tombstones.rows);
+      await attachVectors(client, key.tenantId, row.id, loaded);
+      return { meta: toMeta(row), segments: loaded };
     });
   }
 
@@ -519,15 +549,17 @@ export class PostgresIndexStore implements IndexStore {
          ORDER BY segment_id, ordinal`,
         [...args, sinceVersion, addedIds],
       );
+      const addedSegments = withDeleted(added.rows, addedTombstones);
+      await attachVectors(client, key.tenantId, row.id, addedSegments);
       return {
         meta: toMeta(row),
-        addedSegments: withDeleted(added.rows, addedTombstones),
+        addedSegments,
         liveSegmentIds: live.rows.map((segment) => segment.segment_id),
         tombstones: newTombstones.rows.map((t): Tombstone => ({
           segmentId: t.segment_id,
           ordinal: t.ordinal,
         })),
-        bytesLoaded: added.rows.reduce((sum, segment) => sum + segment.bytes.byteLength, 0),
+        bytesLoaded: addedSegments.reduce((sum, segment) => sum + segmentBytes(segment), 0),
       };
     });
   }
@@ -751,18 +783,7 @@ export class PostgresIndexStore implements IndexStore {
       await client.query("DELETE FROM lectern_documents WHERE tenant_id = $1 AND index_id = $2", args);
     }
     const removedDocuments = await removeDocuments(client, tenant, id, plan.removeDocumentIds);
-    if (plan.segment !== null) {
-      const { segment } = plan;
-      await insertSegment(
-        client,
-        tenant,
-        id,
-        segment.id,
-        segment.documentCount,
-        version,
-        asBuffer(segment.bytes),
-      );
-    }
+    if (plan.segment !== null) await insertSegment(client, tenant, id, plan.segment, version);
     await insertTombstones(client, tenant, id, plan.tombstones, version);
     const inserted = await insertDocuments(client, tenant, id, plan.upsert);
     const total = await client.query<{ documents: string }>(
@@ -797,26 +818,24 @@ export class PostgresIndexStore implements IndexStore {
           args,
         )
       ).rowCount ?? 0;
-    const removed = await client.query<{ doc_count: number; size: number }>(
-      `DELETE FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2 AND segment_id = ANY($3::integer[])
-       RETURNING doc_count, octet_length(bytes) AS size`,
+    // Vector parts go with their segment (ON DELETE CASCADE); their bytes count in the segment's size.
+    const removed = await client.query<{ doc_count: number; size: string }>(
+      `DELETE FROM lectern_segments AS s WHERE tenant_id = $1 AND index_id = $2 AND segment_id = ANY($3::integer[])
+       RETURNING doc_count, octet_length(bytes) + coalesce((SELECT sum(octet_length(v.bytes))
+         FROM lectern_segment_vectors AS v
+         WHERE v.tenant_id = s.tenant_id AND v.index_id = s.index_id AND v.segment_id = s.segment_id), 0) AS size`,
       args,
     );
     const update = indexAfterMerge(plan, {
-      removedSegments: removed.rows.map((row) => ({ documentCount: row.doc_count, sizeBytes: row.size })),
+      removedSegments: removed.rows.map((row) => ({
+        documentCount: row.doc_count,
+        sizeBytes: Number(row.size),
+      })),
       removedTombstones,
       version,
       now: new Date().toISOString(),
     });
-    await insertSegment(
-      client,
-      tenant,
-      id,
-      segment.id,
-      segment.documentCount,
-      version,
-      asBuffer(segment.bytes),
-    );
+    await insertSegment(client, tenant, id, segment, version);
     await insertTombstones(client, tenant, id, change.tombstones, version);
     const meta = await updateIndex(client, tenant, id, update);
     await notify(client, { tenantId: tenant, name: key.name, version });
@@ -856,7 +875,7 @@ async function updateIndex(
     `UPDATE lectern_indices SET scorer = $3, chunk_size = $4, overlap = $5, documents_count = $6,
        chunks_count = $7, vocabulary_size = $8, size_bytes = $9, version = $10, updated_at = $11,
        next_key = $12, next_segment_id = $13, total_length = $14, segments_count = $15,
-       deleted_chunks_count = $16
+       deleted_chunks_count = $16, vector_model = $17, vector_dimension = $18, vector_storage = $19
      WHERE tenant_id = $1 AND id = $2
      RETURNING ${META_COLUMNS}`,
     [
@@ -876,6 +895,9 @@ async function updateIndex(
       update.totalLength,
       update.segmentsCount,
       update.deletedChunksCount,
+      update.vectorModel,
+      update.vectorDimension,
+      update.vectorStorage,
     ],
   );
   return toMeta(updated.rows[0]!);
@@ -894,20 +916,47 @@ async function nextVersion(client: pg.PoolClient): Promise<number> {
   return Number(next.rows[0]!.version);
 }
 
+/** A segment row and its vector parts. */
 async function insertSegment(
   client: pg.PoolClient,
   tenant: string,
   indexId: string,
-  segmentId: number,
-  documentCount: number,
+  segment: SegmentRecord,
   version: number,
-  bytes: Buffer,
 ): Promise<void> {
   await client.query(
     `INSERT INTO lectern_segments (tenant_id, index_id, segment_id, doc_count, created_version, bytes)
      VALUES ($1, $2, $3, $4, $5, $6)`,
-    [tenant, indexId, segmentId, documentCount, version, bytes],
+    [tenant, indexId, segment.id, segment.documentCount, version, asBuffer(segment.bytes)],
   );
+  if (segment.vectors == null) return;
+  for (const [part, bytes] of toParts(segment.vectors).entries()) {
+    await client.query(
+      `INSERT INTO lectern_segment_vectors (tenant_id, index_id, segment_id, part, bytes)
+       VALUES ($1, $2, $3, $4, $5)`,
+      [tenant, indexId, segment.id, part, asBuffer(bytes)],
+    );
+  }
+}
+
+/** Loaded segments with their vectors (one statement per segment: a part is up to 64 MB). */
+async function attachVectors(
+  client: pg.PoolClient,
+  tenant: string,
+  indexId: string,
+  segments: LoadedSegment[],
+): Promise<void> {
+  for (const segment of segments) {
+    const { rows } = await client.query<{ bytes: Buffer }>(
+      `SELECT bytes FROM lectern_segment_vectors
+       WHERE tenant_id = $1 AND index_id = $2 AND segment_id = $3 ORDER BY part`,
+      [tenant, indexId, segment.id],
+    );
+    if (rows.length === 0) continue;
+    segment.vectors = fromParts(
+      rows.map(({ bytes }) => new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)),
+    );
+  }
 }
 
 /** Checks each tombstone's segment (it exists, the ordinal is in it), then inserts them in one statement. */

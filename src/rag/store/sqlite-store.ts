@@ -21,6 +21,7 @@ import fs from "node:fs";
 import path from "node:path";
 
 import Database from "better-sqlite3";
+import { fromParts, toParts } from "../search/vectors/vector-codec.js";
 import { StorageReserve } from "./reserve.js";
 
 import type {
@@ -33,8 +34,10 @@ import type {
   IndexMeta,
   IndexStore,
   IndexWrite,
+  LoadedSegment,
   MergeWrite,
   Metadata,
+  SegmentRecord,
   StoredChunk,
   StoredIndex,
   Tombstone,
@@ -60,6 +63,7 @@ import {
   indexAfterWrite,
   planMerge,
   planWrite,
+  segmentBytes,
   toMeta,
   type IndexRowOf,
   type IndexUpdate,
@@ -185,6 +189,22 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
   -- What a replica asks for: the tombstones created after the version it holds.
   CREATE INDEX tombstones_by_version ON tombstones (index_id, created_version);
   `,
+  `
+  -- The index's embedding space (all null: a lexical-only index).
+  ALTER TABLE indices ADD COLUMN vector_model TEXT;
+  ALTER TABLE indices ADD COLUMN vector_dimension INTEGER;
+  ALTER TABLE indices ADD COLUMN vector_storage TEXT CHECK (vector_storage IN ('f32', 'f16', 'i8'));
+
+  -- A segment's vectors (vectors/vector-codec.ts), cut in parts (toParts): written and dropped with it.
+  CREATE TABLE segment_vectors (
+    index_id INTEGER NOT NULL,
+    segment_id INTEGER NOT NULL,
+    part INTEGER NOT NULL,
+    bytes BLOB NOT NULL,
+    PRIMARY KEY (index_id, segment_id, part),
+    FOREIGN KEY (index_id, segment_id) REFERENCES segments (index_id, segment_id) ON DELETE CASCADE
+  );
+  `,
 ];
 
 /** SQLite gives integers as numbers and keeps timestamps as ISO text. */
@@ -216,7 +236,8 @@ function prepareStatements(db: Database.Database) {
          documents_count = @documentsCount, chunks_count = @chunksCount, vocabulary_size = @vocabularySize,
          size_bytes = @sizeBytes, version = @version, updated_at = @now, next_key = @nextKey,
          next_segment_id = @nextSegmentId, total_length = @totalLength, segments_count = @segmentsCount,
-         deleted_chunks_count = @deletedChunksCount
+         deleted_chunks_count = @deletedChunksCount, vector_model = @vectorModel,
+         vector_dimension = @vectorDimension, vector_storage = @vectorStorage
        WHERE id = @id
        RETURNING ${META_COLUMNS}`,
     ),
@@ -244,6 +265,19 @@ function prepareStatements(db: Database.Database) {
     insertSegment: db.prepare<[number, number, number, number, Buffer]>(
       `INSERT INTO segments (index_id, segment_id, doc_count, created_version, bytes) VALUES (?, ?, ?, ?, ?)`,
     ),
+    insertVectorPart: db.prepare<[number, number, number, Buffer]>(
+      "INSERT INTO segment_vectors (index_id, segment_id, part, bytes) VALUES (?, ?, ?, ?)",
+    ),
+    vectorParts: db
+      .prepare<[number, number], Buffer>(
+        "SELECT bytes FROM segment_vectors WHERE index_id = ? AND segment_id = ? ORDER BY part",
+      )
+      .pluck(),
+    vectorBytes: db
+      .prepare<[number, number], number>(
+        "SELECT coalesce(sum(length(bytes)), 0) FROM segment_vectors WHERE index_id = ? AND segment_id = ?",
+      )
+      .pluck(),
     deleteSegment: db.prepare<[number, number], { doc_count: number; size: number }>(
       "DELETE FROM segments WHERE index_id = ? AND segment_id = ? RETURNING doc_count, length(bytes) AS size",
     ),
@@ -387,7 +421,10 @@ export class SqliteIndexStore implements IndexStore {
       if (row === undefined) return undefined;
       return {
         meta: toMeta(row),
-        segments: withDeleted(this.stmt.segments.all(row.id), this.stmt.tombstones.iterate(row.id)),
+        segments: this.withVectors(
+          row.id,
+          withDeleted(this.stmt.segments.all(row.id), this.stmt.tombstones.iterate(row.id)),
+        ),
       };
     });
     this.changesTransaction = db.transaction((key: IndexKey, sinceVersion: number) => {
@@ -395,16 +432,19 @@ export class SqliteIndexStore implements IndexStore {
       if (row === undefined) return undefined;
       const liveSegmentIds = this.stmt.segmentIds.all(row.id);
       const added = this.stmt.segmentsSince.all(row.id, sinceVersion);
-      const addedSegments = added.map(
-        (segment) =>
-          withDeleted([segment], this.stmt.segmentTombstones.iterate(row.id, segment.segment_id))[0]!,
+      const addedSegments = this.withVectors(
+        row.id,
+        added.map(
+          (segment) =>
+            withDeleted([segment], this.stmt.segmentTombstones.iterate(row.id, segment.segment_id))[0]!,
+        ),
       );
       const addedIds = new Set(added.map((segment) => segment.segment_id));
       const tombstones: Tombstone[] = [];
       for (const t of this.stmt.tombstonesSince.iterate(row.id, sinceVersion)) {
         if (!addedIds.has(t.segment_id)) tombstones.push({ segmentId: t.segment_id, ordinal: t.ordinal });
       }
-      const bytesLoaded = added.reduce((sum, segment) => sum + segment.bytes.byteLength, 0);
+      const bytesLoaded = addedSegments.reduce((sum, segment) => sum + segmentBytes(segment), 0);
       return { meta: toMeta(row), addedSegments, liveSegmentIds, tombstones, bytesLoaded };
     });
   }
@@ -584,10 +624,7 @@ export class SqliteIndexStore implements IndexStore {
       if (removed !== undefined)
         removedDocuments.push({ chunksCount: removed.chunks_count, sizeBytes: removed.size_bytes });
     }
-    if (plan.segment !== null) {
-      const { segment } = plan;
-      stmt.insertSegment.run(id, segment.id, segment.documentCount, version, asBuffer(segment.bytes));
-    }
+    if (plan.segment !== null) this.insertSegment(id, plan.segment, version);
     this.insertTombstones(id, plan.tombstones, version);
     let insertedBytes = 0;
     for (const { document, chunks } of plan.upsert)
@@ -608,15 +645,37 @@ export class SqliteIndexStore implements IndexStore {
     const removedSegments: Array<{ documentCount: number; sizeBytes: number }> = [];
     for (const segmentId of change.removedSegmentIds) {
       removedTombstones += stmt.deleteSegmentTombstones.run(id, segmentId).changes;
+      const vectorBytes = stmt.vectorBytes.get(id, segmentId) ?? 0;
       const removed = stmt.deleteSegment.get(id, segmentId);
       if (removed !== undefined)
-        removedSegments.push({ documentCount: removed.doc_count, sizeBytes: removed.size });
+        removedSegments.push({ documentCount: removed.doc_count, sizeBytes: removed.size + vectorBytes });
     }
     const now = new Date().toISOString();
     const update = indexAfterMerge(plan, { removedSegments, removedTombstones, version, now });
-    stmt.insertSegment.run(id, segment.id, segment.documentCount, version, asBuffer(segment.bytes));
+    this.insertSegment(id, segment, version);
     this.insertTombstones(id, change.tombstones, version);
     return toMeta(stmt.updateIndex.get({ id, ...update })!);
+  }
+
+  /** A segment row and its vector parts. */
+  private insertSegment(indexId: number, segment: SegmentRecord, version: number): void {
+    this.stmt.insertSegment.run(indexId, segment.id, segment.documentCount, version, asBuffer(segment.bytes));
+    if (segment.vectors == null) return;
+    toParts(segment.vectors).forEach((part, i) =>
+      this.stmt.insertVectorPart.run(indexId, segment.id, i, asBuffer(part)),
+    );
+  }
+
+  /** Loaded segments with their vectors (read per segment: a part is up to 64 MB). */
+  private withVectors(indexId: number, segments: LoadedSegment[]): LoadedSegment[] {
+    for (const segment of segments) {
+      const parts = this.stmt.vectorParts.all(indexId, segment.id);
+      if (parts.length > 0)
+        segment.vectors = fromParts(
+          parts.map((part) => new Uint8Array(part.buffer, part.byteOffset, part.byteLength)),
+        );
+    }
+    return segments;
   }
 
   /** Checks each tombstone's segment (it exists, the ordinal is in it), then inserts them all at once. */

@@ -4,6 +4,19 @@
  * index as it was before the write.
  */
 import type { ScorerName, SegmentRecord, Tombstone } from "../search/types.js";
+import type { VectorStorage } from "../search/vectors/quantize.js";
+
+export type { VectorStorage };
+
+/**
+ * The embedding space of an index with vectors: the model that made them, their dimension and how
+ * the engine stores them. Every segment of such an index carries one vector per chunk.
+ */
+export interface VectorSpace {
+  model: string;
+  dimension: number;
+  storage: VectorStorage;
+}
 
 /** The engine's segment and tombstone rows, as the stores keep them (one definition, in search/types). */
 export type { SegmentRecord, Tombstone };
@@ -74,7 +87,9 @@ export interface IndexMeta extends IndexKey, IndexSettings {
   /** Tombstones the index holds (deleted chunks still present in a segment until a merge drops them). */
   deletedChunksCount: number;
   engine: EngineState;
-  /** Bytes the index occupies in the store (documents, chunks and segment bytes). */
+  /** The index's embedding space; null for a lexical-only index. */
+  vectors: VectorSpace | null;
+  /** Bytes the index occupies in the store (documents, chunks, segment and vector bytes). */
   sizeBytes: number;
   /** ISO 8601. */
   createdAt: string;
@@ -118,6 +133,12 @@ export interface IndexWrite {
   tombstones: Tombstone[];
   engine: EngineState;
   vocabularySize: number;
+  /**
+   * The index's embedding space after the write. Left out: an update keeps the index's, a create or
+   * replace makes a lexical index. When it is not null, the write's segment must carry `vectors` (one
+   * per document, of this dimension and storage), and must not otherwise (a 500 changing nothing).
+   */
+  vectors?: VectorSpace | null;
   /**
    * Version the writer read (0: the index was absent); the write fails with a 409
    * StaleVersionError (an ApiError "conflict", see common.ts) if the stored one differs. null: no check.
@@ -169,7 +190,7 @@ export interface IndexDelta {
   liveSegmentIds: number[];
   /** Tombstones created after sinceVersion on segments NOT in addedSegments. */
   tombstones: Tombstone[];
-  /** Segment bytes in this delta (for stats/metrics). */
+  /** Segment bytes in this delta, their vectors' included (for stats/metrics). */
   bytesLoaded: number;
 }
 

@@ -11,12 +11,15 @@ import type { ScorerName } from "../search/types.js";
 import { StaleVersionError, checkLiveCount, internal, label } from "./common.js";
 import type {
   DocumentRecord,
+  IndexKey,
   IndexMeta,
   IndexWrite,
   MergeWrite,
   SegmentRecord,
   StoredChunk,
   Tombstone,
+  VectorSpace,
+  VectorStorage,
 } from "./types.js";
 
 /**
@@ -42,13 +45,16 @@ export interface IndexRowOf<Big extends number | string, Time extends string | D
   total_length: Big;
   segments_count: number;
   deleted_chunks_count: number;
+  vector_model: string | null;
+  vector_dimension: number | null;
+  vector_storage: string | null;
 }
 
 /** The columns of an IndexRowOf, for SELECT and RETURNING lists. */
 export const META_COLUMNS =
   "id, tenant_id, name, scorer, chunk_size, overlap, documents_count, chunks_count, vocabulary_size, " +
   "size_bytes, version, created_at, updated_at, next_key, next_segment_id, total_length, segments_count, " +
-  "deleted_chunks_count";
+  "deleted_chunks_count, vector_model, vector_dimension, vector_storage";
 
 /** An index row of either store. */
 export type AnyIndexRow = IndexRowOf<number | string, string | Date>;
@@ -72,6 +78,14 @@ export function toMeta(row: AnyIndexRow): IndexMeta {
       nextSegmentId: row.next_segment_id,
       totalLength: Number(row.total_length),
     },
+    vectors:
+      row.vector_model === null || row.vector_dimension === null
+        ? null
+        : {
+            model: row.vector_model,
+            dimension: row.vector_dimension,
+            storage: row.vector_storage as VectorStorage,
+          },
     sizeBytes: Number(row.size_bytes),
     createdAt: isoTime(row.created_at),
     updatedAt: isoTime(row.updated_at),
@@ -96,6 +110,33 @@ export interface IndexUpdate {
   totalLength: number;
   segmentsCount: number;
   deletedChunksCount: number;
+  vectorModel: string | null;
+  vectorDimension: number | null;
+  vectorStorage: VectorStorage | null;
+}
+
+/** The vector columns of an index row holding `space`. */
+function vectorColumns(space: VectorSpace | null) {
+  return {
+    vectorModel: space?.model ?? null,
+    vectorDimension: space?.dimension ?? null,
+    vectorStorage: space?.storage ?? null,
+  };
+}
+
+/** A segment's bytes in the store: its postings and its vectors. */
+export const segmentBytes = (segment: SegmentRecord) =>
+  segment.bytes.byteLength + (segment.vectors?.byteLength ?? 0);
+
+/** A 500 when a segment's vectors do not match the index's space (carried iff it has one). */
+function checkSegmentVectors(change: { key: IndexKey }, segment: SegmentRecord, space: VectorSpace | null) {
+  if ((space !== null) !== (segment.vectors != null)) {
+    throw internal(
+      space === null
+        ? `segment ${segment.id} carries vectors, but ${label(change.key)} has no embedding space`
+        : `segment ${segment.id} carries no vectors, but ${label(change.key)} keeps ${space.model} vectors`,
+    );
+  }
 }
 
 type Counts = Pick<
@@ -126,6 +167,8 @@ export interface WritePlan<Row extends AnyIndexRow = AnyIndexRow> {
   upsert: ReadonlyArray<{ document: DocumentRecord; chunks: StoredChunk[] }>;
   /** The counters the write starts from: the index's own for an update, zeros for a new or replaced one. */
   base: Counts;
+  /** The index's embedding space after the write. */
+  vectors: VectorSpace | null;
 }
 
 /**
@@ -142,7 +185,10 @@ export function planWrite<Row extends AnyIndexRow>(change: IndexWrite, row: Row 
     throw new StaleVersionError(key, existing?.version, change.expectedVersion);
   }
   const update = existing !== undefined && mode !== "replace";
+  const vectors = change.vectors !== undefined ? change.vectors : update ? existing.vectors : null;
+  if (change.segment !== null) checkSegmentVectors(change, change.segment, vectors);
   return {
+    vectors,
     change,
     row,
     clearIndex: existing !== undefined && mode === "replace",
@@ -182,7 +228,7 @@ export function indexAfterWrite(plan: WritePlan, outcome: WriteOutcome): IndexUp
   }
   if (plan.segment !== null) {
     counts.segmentsCount++;
-    counts.sizeBytes += plan.segment.bytes.byteLength;
+    counts.sizeBytes += segmentBytes(plan.segment);
   }
   counts.deletedChunksCount += plan.tombstones.length;
   for (const { chunks } of plan.upsert) {
@@ -197,6 +243,7 @@ export function indexAfterWrite(plan: WritePlan, outcome: WriteOutcome): IndexUp
     overlap: change.settings.overlap,
     ...counts,
     vocabularySize: change.vocabularySize,
+    ...vectorColumns(plan.vectors),
     version: outcome.version,
     now: outcome.now,
     nextKey: change.engine.nextKey,
@@ -223,6 +270,7 @@ export function planMerge<Row extends AnyIndexRow>(change: MergeWrite, row: Row 
   if (existing.version !== change.expectedVersion) {
     throw new StaleVersionError(change.key, existing.version, change.expectedVersion);
   }
+  checkSegmentVectors(change, change.segment, existing.vectors);
   return { change, row, existing };
 }
 
@@ -264,7 +312,8 @@ export function indexAfterMerge(plan: MergePlan, outcome: MergeOutcome): IndexUp
     documentsCount: existing.documentsCount,
     chunksCount: existing.chunksCount,
     vocabularySize: existing.vocabularySize,
-    sizeBytes: existing.sizeBytes - removedBytes + segment.bytes.byteLength,
+    sizeBytes: existing.sizeBytes - removedBytes + segmentBytes(segment),
+    ...vectorColumns(existing.vectors),
     version: outcome.version,
     now: outcome.now,
     nextKey: change.engine.nextKey,

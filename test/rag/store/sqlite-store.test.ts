@@ -48,7 +48,15 @@ describe("SqliteIndexStore", () => {
       .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
       .pluck()
       .all();
-    assert.deepEqual(tables, ["chunks", "documents", "indices", "segments", "store_state", "tombstones"]);
+    assert.deepEqual(tables, [
+      "chunks",
+      "documents",
+      "indices",
+      "segment_vectors",
+      "segments",
+      "store_state",
+      "tombstones",
+    ]);
     db.close();
   });
 

@@ -45,6 +45,9 @@ const sqliteRow: IndexRowOf<number, string> = {
   total_length: 90,
   segments_count: 2,
   deleted_chunks_count: 3,
+  vector_model: null,
+  vector_dimension: null,
+  vector_storage: null,
 };
 
 /** The same index as PostgreSQL gives it: bigints as strings, timestamps as Dates. */
@@ -57,6 +60,9 @@ const postgresRow: IndexRowOf<string, Date> = {
   total_length: "90",
   created_at: new Date(CREATED),
   updated_at: new Date(UPDATED),
+  vector_model: null,
+  vector_dimension: null,
+  vector_storage: null,
 };
 
 function isDomainError(status: number, code: string, message?: RegExp) {
@@ -132,6 +138,7 @@ describe("write plan: index rows", () => {
       deletedChunksCount: 3,
       engine: { nextKey: 8, nextSegmentId: 2, totalLength: 90 },
       sizeBytes: 1000,
+      vectors: null,
       createdAt: CREATED,
       updatedAt: UPDATED,
       version: 12,
@@ -220,6 +227,9 @@ describe("write plan: indexAfterWrite", () => {
       segmentsCount: 3,
       deletedChunksCount: 6,
       vocabularySize: 55,
+      vectorModel: null,
+      vectorDimension: null,
+      vectorStorage: null,
       version: 13,
       now: UPDATED,
       nextKey: 11,
@@ -289,6 +299,9 @@ describe("write plan: merges", () => {
       chunksCount: 4,
       vocabularySize: 40,
       sizeBytes: 1000 - 400 + 100,
+      vectorModel: null,
+      vectorDimension: null,
+      vectorStorage: null,
       version: 13,
       now: UPDATED,
       nextKey: 8,

@@ -10,13 +10,17 @@ import { Segment, type SegmentDerived } from "./segment.js";
 import { indexOfSorted } from "./sorted.js";
 import type { TermDictionary } from "./term-dictionary.js";
 import type { ScorerParameters } from "../scoring.js";
-import type { IndexState, SegmentRecord, Tombstone } from "../types.js";
+import type { IndexState, SegmentRecord, Tombstone, VectorIndexOptions } from "../types.js";
+import { mergeSegmentVectors, type SegmentVectors } from "../vectors/segment-vectors.js";
+import { encodeVectors } from "../vectors/vector-codec.js";
+import { vectorSetOptions } from "./dense.js";
 
 /**
  * What a merge reads of and writes to the index: segmented-index.ts's SegmentedIndex, named by its
  * shape so that this file and segmented-index.ts (which calls prepareMerge) do not import each other.
  */
 export interface MergeableIndex {
+  readonly options: { readonly vectors: Readonly<VectorIndexOptions> | null };
   readonly dictionary: TermDictionary;
   readonly scorerParameters: ScorerParameters;
   readonly liveDocumentCount: number;
@@ -92,10 +96,18 @@ export function prepareMerge(index: MergeableIndex, result: MergeResult): Prepar
   for (const ordinal of carried) live.delete(ordinal);
   const segment = new Segment(id, data, result.derived, live, bytes.byteLength);
   segment.markFrontiersStale(carried);
+  const vectorOptions = index.options.vectors;
+  segment.vectors =
+    vectorOptions === null ? null : mergedVectors(vectorOptions, sources, result.snapshotDeleted, data.keys);
   const state: IndexState = { nextKey: before.nextKey, nextSegmentId: id + 1 };
   let applied = false;
   return {
-    segment: { id, documentCount: data.keys.length, bytes },
+    segment: {
+      id,
+      documentCount: data.keys.length,
+      bytes,
+      ...(segment.vectors === null ? {} : { vectors: encodeVectors(segment.vectors) }),
+    },
     removedSegmentIds: [...result.sourceIds],
     tombstones: carried.map((ordinal) => ({ segmentId: id, ordinal })),
     state,
@@ -112,4 +124,34 @@ export function prepareMerge(index: MergeableIndex, result: MergeResult): Prepar
       sources = []; // a PreparedMerge kept by the caller must not keep the old segments alive
     },
   };
+}
+
+/**
+ * The merged segment's vectors, in its document order: each source document live at snapshot time goes
+ * to the ordinal its key has in the merged segment (keys ascending), the others are dropped. Codes are
+ * copied as stored, so scores do not change; a large result gets a new graph (built here, on the event
+ * loop: graphs are not merged).
+ */
+function mergedVectors(
+  options: VectorIndexOptions,
+  sources: readonly Segment[],
+  snapshotDeleted: readonly Uint32Array[],
+  mergedKeys: Uint32Array,
+): SegmentVectors {
+  const docMaps = sources.map((source, s) => {
+    const map = new Int32Array(source.documentCount).fill(-1);
+    const atSnapshot = new Set(snapshotDeleted[s] ?? []);
+    for (let d = 0; d < source.documentCount; d++) {
+      if (atSnapshot.has(d)) continue;
+      const merged = indexOfSorted(mergedKeys, source.keys[d] ?? 0);
+      if (merged < 0) throw new Error(`merge result does not hold key ${source.keys[d] ?? 0}`);
+      map[d] = merged;
+    }
+    return map;
+  });
+  const inputs = sources.map((source) => {
+    if (source.vectors === null) throw new Error(`merge: segment ${source.id} has no vectors`);
+    return source.vectors;
+  });
+  return mergeSegmentVectors(inputs, docMaps, vectorSetOptions(options));
 }

@@ -11,6 +11,7 @@
  * No strings (terms live once, in the index-wide {@link TermDictionary}).
  */
 
+import type { SegmentVectors } from "../vectors/segment-vectors.js";
 import { BLOCK_SHIFT, BLOCK_SIZE, factorOf, lengthNorm, type ScorerParameters } from "../scoring.js";
 import { LiveDocs } from "./live-docs.js";
 import { indexOfSorted } from "./sorted.js";
@@ -314,6 +315,11 @@ export class Segment {
   /** Long terms whose frontier lost a point to a delete (recomputed when next needed), and recomputed ones. */
   private readonly staleFrontiers = new Set<number>();
   private readonly recomputedFrontiers = new Map<number, Frontier>();
+  /**
+   * The segment's embeddings, document d's at row d (an index with vectors sets them right after
+   * building the segment; immutable like the postings, filtered by the same `live`).
+   */
+  vectors: SegmentVectors | null = null;
 
   /** A segment from its data: tombstones applied, derived arrays computed. */
   static build(

@@ -22,6 +22,9 @@ import {
 } from "../scoring.js";
 import type {
   Bm25Parameters,
+  DenseSearchOptions,
+  VectorIndexOptions,
+  VectorStats,
   IndexState,
   ScorerName,
   SearchHit,
@@ -31,6 +34,7 @@ import type {
   StoredSegment,
   Tombstone,
 } from "../types.js";
+import { decodeSegmentVectors, resolveVectorOptions, searchDense, vectorStatsOf } from "./dense.js";
 import { prepareMerge, type MergeResult, type PreparedMerge } from "./merge-commit.js";
 import { decodeStoredSegment, type StoredTerms } from "./segment-codec.js";
 import { Segment, type SegmentData } from "./segment.js";
@@ -44,6 +48,8 @@ export interface ResolvedSearchIndexOptions {
   /** The BM25 parameters (resolved even for tfidf indexes, where they are unused). */
   readonly bm25: Readonly<Bm25Parameters>;
   readonly analyzer: Readonly<ResolvedAnalyzerOptions>;
+  /** The index's vectors (null: lexical only). */
+  readonly vectors: Readonly<VectorIndexOptions> | null;
 }
 
 export function resolveIndexOptions(options: SearchIndexOptions): ResolvedSearchIndexOptions {
@@ -57,6 +63,7 @@ export function resolveIndexOptions(options: SearchIndexOptions): ResolvedSearch
     scorer: options.scorer,
     bm25: resolveBm25(options.bm25),
     analyzer: resolveAnalyzerOptions(options.analyzer),
+    vectors: resolveVectorOptions(options.vectors),
   };
 }
 
@@ -242,6 +249,21 @@ export class SegmentedIndex {
     return this.searchQuery({ boosted: true, terms }, options);
   }
 
+  /**
+   * Ranks live documents by cosine similarity of their vectors to `query` (an embedding of the index's
+   * dimension): at most `topK` hits, best first, equal scores by ascending key. Segments below the graph
+   * threshold are searched exactly; larger ones through their HNSW graph (approximate) unless `exact`.
+   * Throws a RangeError on an index without vectors or a query of another dimension.
+   */
+  searchDense(query: ArrayLike<number>, options: DenseSearchOptions): SearchHit[] {
+    return searchDense(this.options.vectors, this.segmentList, query, options);
+  }
+
+  /** Live vectors, their dimension and the bytes their codes take in memory; null without vectors. */
+  vectorStats(): VectorStats | null {
+    return vectorStatsOf(this.options.vectors, this.segmentList);
+  }
+
   private searchQuery(query: QueryTerms, options: SearchOptions): SearchHit[] {
     const resolved = validateSearchOptions(options);
     if (this.live === 0 || this.total === 0) return [];
@@ -293,11 +315,15 @@ export class SegmentedIndex {
   }): void {
     const state = validateState(change.state);
     // Decode everything first, so that corrupt bytes change nothing.
-    const decoded = change.addSegments.map(({ bytes, deleted }) => ({
-      ...decodeStoredSegment(bytes),
-      deleted: [...deleted],
-      byteLength: bytes.byteLength,
-    }));
+    const decoded = change.addSegments.map(({ bytes, deleted, vectors }) => {
+      const segment = decodeStoredSegment(bytes);
+      return {
+        ...segment,
+        deleted: [...deleted],
+        byteLength: bytes.byteLength,
+        vectors: decodeSegmentVectors(this.options.vectors, segment.id, segment.data.keys.length, vectors),
+      };
+    });
     for (const id of change.removeSegmentIds) {
       if (this.segmentById(id) === undefined) throw new RangeError(`segment ${id} is not in the index`);
     }
@@ -311,8 +337,8 @@ export class SegmentedIndex {
       if (!ids.has(segmentId)) throw new RangeError(`tombstone for segment ${segmentId}, not in the index`);
     }
     for (const id of change.removeSegmentIds) this.detachSegment(this.segmentById(id) as Segment);
-    for (const { id, data, terms, deleted, byteLength } of decoded)
-      this.attachSegment(id, data, terms, deleted, byteLength);
+    for (const { id, data, terms, deleted, byteLength, vectors } of decoded)
+      this.attachSegment(id, data, terms, deleted, byteLength).vectors = vectors;
     const bySegment = new Map<number, number[]>();
     for (const { segmentId, ordinal } of change.tombstones) {
       const list = bySegment.get(segmentId) ?? [];

@@ -8,6 +8,28 @@ import { encodeSegment } from "../core/segment-codec.js";
 import type { DocumentDeletion, SegmentedIndex } from "../core/segmented-index.js";
 import type { IndexState, SegmentRecord, Tombstone } from "../types.js";
 import { SegmentWriter } from "./segment-writer.js";
+import { buildSegmentVectors } from "../core/dense.js";
+import type { SegmentVectors } from "../vectors/segment-vectors.js";
+import { encodeVectors } from "../vectors/vector-codec.js";
+
+/** The added documents' vectors, built (checked against the index's options first, before any work). */
+function vectorsOf(
+  index: SegmentedIndex,
+  added: number,
+  vectors: ReadonlyArray<ArrayLike<number>> | undefined,
+): SegmentVectors | null {
+  const options = index.options.vectors;
+  if (options === null) {
+    if (vectors !== undefined && vectors.length > 0) throw new RangeError("the index keeps no vectors");
+    return null;
+  }
+  if (vectors === undefined || vectors.length !== added) {
+    throw new RangeError(
+      `the index keeps vectors: ${added} texts need ${added} vectors, got ${vectors?.length ?? 0}`,
+    );
+  }
+  return added === 0 ? null : buildSegmentVectors(options, vectors);
+}
 
 export interface PreparedWrite {
   /** Keys given to `add`, in order. */
@@ -29,12 +51,16 @@ export class IndexWriter {
   constructor(readonly index: SegmentedIndex) {}
 
   /**
+   * `vectors`: one embedding per text of `add`, in order, of the index's dimension; required when the
+   * index keeps vectors (options.vectors), refused when it does not. They are normalised, quantised to
+   * the index's storage and encoded with the segment (`segment.vectors`).
    * `delete`: live documents by key, each with the exact text it was added with (re-analysed to subtract
    * its terms; its stored length and term frequencies are checked). Unknown or deleted key: RangeError.
    */
   prepare(batch: {
     add?: readonly string[];
     delete?: ReadonlyArray<{ key: number; text: string }>;
+    vectors?: ReadonlyArray<ArrayLike<number>>;
   }): PreparedWrite {
     const index = this.index;
     const dictionary = index.dictionary;
@@ -42,6 +68,7 @@ export class IndexWriter {
     const before = index.state;
     const texts = batch.add ?? [];
     const deletes = batch.delete ?? [];
+    const segmentVectors = vectorsOf(index, texts.length, batch.vectors);
 
     // Deletions: find and check every document first.
     const deletions: DocumentDeletion[] = [];
@@ -129,6 +156,7 @@ export class IndexWriter {
       segmentData = writer.finish(segmentKeys, reference);
       const id = before.nextSegmentId;
       segment = { id, documentCount: texts.length, bytes: encodeSegment(id, segmentData) };
+      if (segmentVectors !== null) segment.vectors = encodeVectors(segmentVectors);
       state.nextKey = before.nextKey + texts.length;
       state.nextSegmentId = id + 1;
     }
@@ -159,7 +187,7 @@ export class IndexWriter {
             segment.bytes.byteLength,
             true,
             knownIds,
-          );
+          ).vectors = segmentVectors;
         }
         for (const deletion of deletions) index.deleteDocument(deletion);
         index.setState(state);
