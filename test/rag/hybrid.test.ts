@@ -7,7 +7,7 @@
  * (no embedder, another model, an embedder dying mid-append) leave the index as it was.
  */
 import assert from "node:assert/strict";
-import { copyFileSync, mkdtempSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
@@ -16,7 +16,8 @@ import { after, before, describe, it } from "node:test";
 import { freePort } from "../../scripts/lib/free-port.js";
 import { syntheticModel, type SyntheticShape } from "../../scripts/lib/synthetic-gguf.js";
 import { maxFusedScore, reciprocalRankFusion } from "../../src/rag/retrieval/fusion.js";
-import { testModelPath } from "../helpers/env.js";
+import { buildRagApp } from "../../src/rag/app.js";
+import { testConfig, testModelPath } from "../helpers/env.js";
 import { makeTempDir, openRagApp, ragClient, removeTempDirs, type RagApp } from "../helpers/rag-http.js";
 import { sseEvents, startTextgen, type RunningTextgen } from "../helpers/servers.js";
 
@@ -320,6 +321,78 @@ describe("hybrid retrieval over HTTP", () => {
     }
     ({ app } = await openRagApp(ragEnv({ DATA_DIR: dataDir })));
     rag = ragClient(app);
+  });
+});
+
+describe("folder sync keeps an index's embeddings", () => {
+  it("a sync creates the index with vectors, and the next one embeds the new file", async () => {
+    const files = makeTempDir("rag-hybrid-files");
+    mkdirSync(path.join(files, "notes"));
+    writeFileSync(path.join(files, "notes", "birds.txt"), DOCUMENTS[0]!.text);
+    writeFileSync(path.join(files, "notes", "cats.txt"), DOCUMENTS[1]!.text);
+    const { app } = await openRagApp(ragEnv({ RAG_FILES_DIR: files }));
+    const rag = ragClient(app);
+    try {
+      const sync = () => rag.send("POST", "/rag/indices/synced/sync", { folder: "notes" });
+      const first = await sync();
+      assert.equal(first.statusCode, 200, first.body);
+      assert.equal((await rag.indexStats("synced")).json().vectors.count, 2);
+      writeFileSync(path.join(files, "notes", "snow.txt"), DOCUMENTS[2]!.text);
+      const second = await sync();
+      assert.equal(second.statusCode, 200, second.body);
+      assert.equal(second.json().added, 1);
+      assert.equal((await rag.indexStats("synced")).json().vectors.count, 3);
+      const dense = await rag.query({
+        index_name: "synced",
+        query: DOCUMENTS[2]!.text,
+        retrieval: "dense",
+        answer: "none",
+      });
+      assert.equal((dense.json() as QueryBody).results.length, 3);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe("both apps in one process: embeddings and reranking without an HTTP hop", () => {
+  it("builds with the process's embedding model by default, searches dense and reranks in-process", async () => {
+    const dataDir = makeTempDir("rag-hybrid-local");
+    // No EMBEDDING_URL / RERANK_URL: the text generation service of this process embeds and reranks.
+    const config = testConfig({ DATA_DIR: dataDir, EMBEDDING_MODEL: "embed", RERANK_MODEL: "rerank" });
+    const app = await buildRagApp({ config, textgenService: textgen.app.textgenService });
+    const rag = ragClient(app);
+    try {
+      assert.match(app.retrieval.join("\n"), /embeddings from the model embed of this process/);
+      assert.equal((await rag.build({ index_name: "local", documents: DOCUMENTS })).statusCode, 201);
+      assert.equal((await rag.indexStats("local")).json().vectors.model, "embed");
+      const res = await rag.query({
+        index_name: "local",
+        query: QUERY,
+        retrieval: "dense",
+        top_k: DOCUMENTS.length,
+        answer: "none",
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      const expected = await bruteForce(DOCUMENTS, QUERY);
+      const body = res.json() as QueryBody;
+      assert.deepEqual(
+        body.results.map((r) => r.document_id),
+        expected.map((e) => e.id),
+      );
+      body.results.forEach((result, i) => close(result.score, expected[i]!.score, result.document_id));
+      const reranked = (
+        await rag.query({ index_name: "local", query: QUERY, rerank: true, answer: "none" })
+      ).json();
+      const scores = (reranked as QueryBody).results.map((r) => r.scores!.rerank!);
+      assert.ok(scores.length > 0);
+      assert.deepEqual(
+        scores,
+        [...scores].sort((a, b) => b - a),
+      );
+    } finally {
+      await app.close();
+    }
   });
 });
 
