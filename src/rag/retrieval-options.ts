@@ -28,7 +28,8 @@ export function retrievalInput(
 ): Pick<QueryInput, "retrieval" | "fusion" | "rerank" | "embedderFor" | "signal"> {
   const { rerank } = fields;
   return {
-    retrieval: fields.retrieval,
+    // Without any embedder configured, an index with vectors is searched by keywords unless asked.
+    retrieval: fields.retrieval ?? (retrievers.embedder === null ? "lexical" : undefined),
     fusion: fusionOptions(fields.fusion),
     // A query is embedded only when its index holds vectors; no embedder is then its 503.
     embedderFor: (model) => retrievers.embedderFor(model),

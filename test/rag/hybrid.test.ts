@@ -165,6 +165,8 @@ describe("hybrid retrieval over HTTP", () => {
       { model: "embed", dimension: TINY.embedding },
     );
     assert.equal((await rag.indexStats("plain")).json().vectors, null);
+    const whole = (await rag.stats()).json();
+    assert.deepEqual(whole.vectors, { indices_count: 1, count: DOCUMENTS.length, models: ["embed"] });
     const listed = (await rag.indices()).json().indices as Array<{ name: string; embeddings: unknown }>;
     assert.equal(listed.find((index) => index.name === "plain")!.embeddings, null);
   });
@@ -318,6 +320,17 @@ describe("hybrid retrieval over HTTP", () => {
       assert.equal(lexical.statusCode, 200);
     } finally {
       await other.app.close();
+    }
+    // No embedder at all: keywords by default (dense when asked is a 503).
+    const bare = await openRagApp({ DATA_DIR: dataDir });
+    try {
+      const plain = await ragClient(bare.app).query({ index_name: "h", query: QUERY, answer: "none" });
+      assert.equal(plain.statusCode, 200, plain.body);
+      assert.equal(plain.json().retrieval, undefined);
+      const dense = await ragClient(bare.app).query({ index_name: "h", query: QUERY, retrieval: "dense" });
+      assert.equal(dense.statusCode, 503, dense.body);
+    } finally {
+      await bare.app.close();
     }
     ({ app } = await openRagApp(ragEnv({ DATA_DIR: dataDir })));
     rag = ragClient(app);
