@@ -103,9 +103,12 @@ export class Queries {
     const dense: CandidateSearch = (n) => engine.searchDense(vector!, { topK: n });
     if (retrieval === "dense") {
       const hits = await this.acceptedTop(input.key, wanted, dense, filter);
-      return hits
-        .filter(({ score }) => score >= input.minScore)
-        .map(({ chunk, score }) => ({ chunk, score, scores: { dense: score } }));
+      return (
+        hits
+          // min_score 0 (the default) keeps every hit, negative cosines included.
+          .filter(({ score }) => input.minScore === 0 || score >= input.minScore)
+          .map(({ chunk, score }) => ({ chunk, score, scores: { dense: score } }))
+      );
     }
     const pool = Math.max(wanted, candidatePool(input.topK));
     const [lexicalHits, denseHits] = await Promise.all([
