@@ -243,6 +243,17 @@ function vectorsSection(result: Json): string[] {
     "",
   );
   for (const run of (result.runs as Json[] | undefined) ?? []) {
+    for (const ours of (run.ours as Json[] | undefined) ?? []) {
+      const byOversample = ours.recallByOversample as Record<string, number> | undefined;
+      if (byOversample)
+        out.push(
+          `- ${fmt(num(run.size))} ${String(ours.storage)}: recall@10 by candidates asked of the graph per wanted hit: ` +
+            Object.entries(byOversample)
+              .map(([oversample, recall]) => `${oversample} → ${fmt(recall)}`)
+              .join(", ") +
+            ".",
+        );
+    }
     const serving = run.serving as Json | null;
     if (serving)
       out.push(

@@ -14,6 +14,7 @@ import type {
   SegmentRecord,
   StoredChunk,
   Tombstone,
+  VectorSpace,
 } from "../../src/rag/store/types.js";
 import { makeProse, seededRandom } from "./text-fixtures.js";
 
@@ -64,11 +65,18 @@ export interface WriteOptions {
   expectedVersion?: number | null;
   settings?: IndexSettings;
   vocabularySize?: number;
+  /** The write's `vectors` (the index's embedding space after it); left out: not given. */
+  vectors?: VectorSpace | null;
 }
 
 /** Opaque stand-in bytes of a segment (the store never parses them): they name its id and keys. */
 export function fakeSegmentBytes(id: number, keys: readonly number[]): Uint8Array {
   return new TextEncoder().encode(JSON.stringify({ fakeSegment: id, keys }));
+}
+
+/** Opaque stand-in bytes of a segment's vectors (the store never parses them either). */
+export function fakeVectorBytes(id: number, keys: readonly number[]): Uint8Array {
+  return new TextEncoder().encode(JSON.stringify({ fakeVectors: id, keys }));
 }
 
 interface ModelSegment {
@@ -90,6 +98,8 @@ export interface Prepared<T> {
  * must hold, not of the store: tests compare what the store returns with it.
  */
 export class IndexModel {
+  /** Whether its segments carry (fake) vectors: set for an index with an embedding space. */
+  withVectors = false;
   engine: EngineState = { nextKey: 0, nextSegmentId: 0, totalLength: 0 };
   segments = new Map<number, ModelSegment>();
   /** Live chunks by key, with their document. */
@@ -121,6 +131,7 @@ export class IndexModel {
     if (keys.length > 0) {
       const id = next.engine.nextSegmentId++;
       segment = { id, documentCount: keys.length, bytes: fakeSegmentBytes(id, keys) };
+      if (this.withVectors) segment.vectors = fakeVectorBytes(id, keys);
       next.segments.set(id, { keys, deleted: new Set() });
       for (const e of stored) {
         next.keysByDocument.set(
@@ -144,6 +155,7 @@ export class IndexModel {
       engine: { ...next.engine },
       vocabularySize: options.vocabularySize ?? 42,
       expectedVersion: options.expectedVersion ?? null,
+      ...(options.vectors === undefined ? {} : { vectors: options.vectors }),
     };
     return { change, apply: () => this.take(next) };
   }
@@ -174,7 +186,12 @@ export class IndexModel {
           key,
           expectedVersion,
           removedSegmentIds: segmentIds,
-          segment: { id, documentCount: merged.length, bytes: fakeSegmentBytes(id, merged) },
+          segment: {
+            id,
+            documentCount: merged.length,
+            bytes: fakeSegmentBytes(id, merged),
+            ...(this.withVectors ? { vectors: fakeVectorBytes(id, merged) } : {}),
+          },
           tombstones: [...deleted].map((ordinal) => ({ segmentId: id, ordinal })),
           engine: { ...next.engine },
         };
@@ -196,6 +213,7 @@ export class IndexModel {
         id,
         documentCount: segment.keys.length,
         bytes: fakeSegmentBytes(id, segment.keys),
+        ...(this.withVectors ? { vectors: fakeVectorBytes(id, segment.keys) } : {}),
         deleted: [...segment.deleted].sort((a, b) => a - b),
       }));
   }
@@ -235,6 +253,7 @@ export class IndexModel {
 
   private clone(): IndexModel {
     const copy = new IndexModel();
+    copy.withVectors = this.withVectors;
     copy.engine = { ...this.engine };
     for (const [id, s] of this.segments) copy.segments.set(id, { keys: s.keys, deleted: new Set(s.deleted) });
     copy.chunks = new Map(this.chunks);

@@ -4,6 +4,9 @@
  * racing the merge) / persist-and-load / replica catch-up on both scorers; after every step every query's
  * hits and scores (compared with ===) must equal those of a fresh one-segment index built from the live
  * texts in key order, pruned and exhaustive alike, for several topK and minScore values.
+ * The index also keeps a vector per document (made from its text by a hash embedder, in f32, f16 or i8):
+ * exact dense search and hybrid RRF fusion of the two rankings must equal the fresh build's too, and
+ * the RRF scores a reference sum written out here.
  *
  * The run is deterministic (fixed seed, override with FC_SEED=…); fast-check prints the seed and the
  * shrunk counterexample on failure.
@@ -13,6 +16,7 @@ import { describe, it } from "node:test";
 
 import fc from "fast-check";
 
+import { reciprocalRankFusion } from "../../../src/rag/retrieval/fusion.js";
 import {
   IndexWriter,
   mergeNow,
@@ -25,7 +29,16 @@ import {
   type SearchHit,
   type StoredSegment,
   type Tombstone,
+  type VectorIndexOptions,
 } from "../../../src/rag/search/index.js";
+import { hashVector } from "../../helpers/hash-embedder.js";
+
+const DIMENSION = 8;
+const embed = (texts: readonly string[]) => texts.map((text) => hashVector(text, DIMENSION));
+/** Dense queries: some words' vectors, so that ties and near ties happen. */
+const DENSE_QUERIES = ["apple", "banana cherry", "fig fig grape", "unknown", "the"].map((text) =>
+  hashVector(text, DIMENSION),
+);
 
 /** A small vocabulary, so that terms repeat and ties happen; stop words make some texts empty. */
 const WORDS = ["apple", "apples", "banana", "cherry", "date", "elder", "fig", "grape", "the", "and", "of"];
@@ -82,12 +95,14 @@ const queryArbitrary = fc
 /** What a store would hold: segment bytes by id and tombstones; persisted on every apply. */
 class Store {
   segments = new Map<number, Uint8Array>();
+  vectors = new Map<number, Uint8Array>();
   tombstones = new Map<number, Set<number>>();
   state: IndexState = { nextKey: 0, nextSegmentId: 0 };
 
   commitWrite(write: PreparedWrite): void {
     if (write.segment !== null) {
       this.segments.set(write.segment.id, write.segment.bytes);
+      if (write.segment.vectors != null) this.vectors.set(write.segment.id, write.segment.vectors);
       this.tombstones.set(write.segment.id, new Set());
     }
     this.addTombstones(write.tombstones);
@@ -97,9 +112,11 @@ class Store {
   commitMerge(merge: PreparedMerge): void {
     for (const id of merge.removedSegmentIds) {
       this.segments.delete(id);
+      this.vectors.delete(id);
       this.tombstones.delete(id);
     }
     this.segments.set(merge.segment.id, merge.segment.bytes);
+    if (merge.segment.vectors != null) this.vectors.set(merge.segment.id, merge.segment.vectors);
     this.tombstones.set(merge.segment.id, new Set());
     this.addTombstones(merge.tombstones);
     this.state = merge.state;
@@ -118,6 +135,7 @@ class Store {
     return order.map((id) => ({
       bytes: this.segments.get(id) as Uint8Array,
       deleted: this.tombstones.get(id) ?? [],
+      vectors: this.vectors.get(id) ?? null,
     }));
   }
 }
@@ -127,8 +145,8 @@ class Replica {
   index: SegmentedIndex;
   private known = new Map<number, Set<number>>();
 
-  constructor(private readonly scorer: ScorerName) {
-    this.index = SegmentedIndex.create({ scorer });
+  constructor(private readonly options: IndexOptions) {
+    this.index = SegmentedIndex.create(options);
   }
 
   catchUp(store: Store, order: readonly number[]): void {
@@ -150,15 +168,71 @@ class Replica {
   }
 
   reset(): void {
-    this.index = SegmentedIndex.create({ scorer: this.scorer });
+    this.index = SegmentedIndex.create(this.options);
     this.known.clear();
   }
 }
 
-function freshIndex(scorer: ScorerName, texts: readonly string[]): SegmentedIndex {
-  const index = SegmentedIndex.create({ scorer });
-  if (texts.length > 0) new IndexWriter(index).prepare({ add: texts }).apply();
+interface IndexOptions {
+  scorer: ScorerName;
+  vectors: VectorIndexOptions;
+}
+
+function freshIndex(options: IndexOptions, texts: readonly string[]): SegmentedIndex {
+  const index = SegmentedIndex.create(options);
+  if (texts.length > 0) new IndexWriter(index).prepare({ add: texts, vectors: embed(texts) }).apply();
   return index;
+}
+
+/** RRF written out (k = 60, weights 1): Σ 1 / (60 + rank) over the lists holding the key. */
+function referenceRrf(lexical: readonly SearchHit[], dense: readonly SearchHit[]): SearchHit[] {
+  const sums = new Map<number, number>();
+  for (const list of [lexical, dense]) {
+    list.forEach(({ key }, i) => sums.set(key, (sums.get(key) ?? 0) + 1 / (60 + i + 1)));
+  }
+  return [...sums].map(([key, score]) => ({ key, score })).sort((a, b) => b.score - a.score || a.key - b.key);
+}
+
+/** Exact dense search and hybrid RRF fusion equal the fresh build's (keys mapped back), at several k. */
+function checkDense(
+  index: SegmentedIndex,
+  fresh: SegmentedIndex,
+  toOriginal: (hits: SearchHit[]) => SearchHit[],
+  queries: readonly string[],
+): void {
+  const stats = index.vectorStats();
+  assert.equal(stats?.count, fresh.vectorStats()?.count, "live vectors");
+  assert.equal(stats?.dimension, DIMENSION);
+  for (const [q, vector] of DENSE_QUERIES.entries()) {
+    for (const topK of [1, 3, 10, 1000]) {
+      const expected = toOriginal(fresh.searchDense(vector, { topK, exact: true }));
+      assert.deepStrictEqual(
+        index.searchDense(vector, { topK, exact: true }),
+        expected,
+        `dense ${q} topK ${topK}`,
+      );
+      // What the graph would answer is the exact answer here (segments are below its threshold).
+      assert.deepStrictEqual(
+        index.searchDense(vector, { topK }),
+        expected,
+        `dense ${q} topK ${topK} (default)`,
+      );
+      const query = queries[(q + topK) % queries.length] ?? "";
+      const lexical = index.search(query, { topK });
+      const dense = index.searchDense(vector, { topK });
+      const fused = reciprocalRankFusion({ lexical, dense });
+      const freshFused = reciprocalRankFusion({
+        lexical: toOriginal(fresh.search(query, { topK })),
+        dense: expected,
+      });
+      assert.deepStrictEqual(fused, freshFused, `hybrid ${JSON.stringify(query)} / ${q} topK ${topK}`);
+      assert.deepStrictEqual(
+        fused.map(({ key, score }) => ({ key, score })),
+        referenceRrf(lexical, dense),
+        "rrf scores",
+      );
+    }
+  }
 }
 
 function checkAgainstFresh(
@@ -168,7 +242,7 @@ function checkAgainstFresh(
 ): void {
   const keys = [...live.keys()].sort((a, b) => a - b);
   const fresh = freshIndex(
-    index.scorer,
+    { scorer: index.scorer, vectors: index.options.vectors as VectorIndexOptions },
     keys.map((key) => live.get(key) ?? ""),
   );
   assert.equal(index.liveDocumentCount, fresh.liveDocumentCount, "live document count");
@@ -197,6 +271,7 @@ function checkAgainstFresh(
       }
     }
   }
+  checkDense(index, fresh, toOriginal, queries);
 }
 
 function pickKeys(live: ReadonlyMap<number, string>, picks: readonly number[]): number[] {
@@ -205,12 +280,12 @@ function pickKeys(live: ReadonlyMap<number, string>, picks: readonly number[]): 
   return [...new Set(picks.map((p) => keys[p % keys.length] as number))];
 }
 
-function runScenario(scorer: ScorerName, steps: readonly Step[], randomQueries: readonly string[]): void {
+function runScenario(options: IndexOptions, steps: readonly Step[], randomQueries: readonly string[]): void {
   const queries = [...WORDS, ...randomQueries];
-  let index = SegmentedIndex.create({ scorer });
+  let index = SegmentedIndex.create(options);
   let writer = new IndexWriter(index);
   let store = new Store();
-  const replica = new Replica(scorer);
+  const replica = new Replica(options);
   const live = new Map<number, string>();
   const policy = new TieredMergePolicy({ segmentsPerTier: 2, maxMergeAtOnce: 3, floorSegmentDocuments: 1 });
 
@@ -218,6 +293,7 @@ function runScenario(scorer: ScorerName, steps: readonly Step[], randomQueries: 
     const prepared = writer.prepare({
       add,
       delete: deleteKeys.map((key) => ({ key, text: live.get(key) ?? "" })),
+      vectors: embed(add),
     });
     assert.equal(prepared.keys.length, add.length);
     store.commitWrite(prepared);
@@ -236,7 +312,7 @@ function runScenario(scorer: ScorerName, steps: readonly Step[], randomQueries: 
         write(step.texts, []);
         break;
       case "replace":
-        index = SegmentedIndex.create({ scorer });
+        index = SegmentedIndex.create(options);
         writer = new IndexWriter(index);
         store = new Store();
         replica.reset();
@@ -269,7 +345,7 @@ function runScenario(scorer: ScorerName, steps: readonly Step[], randomQueries: 
       }
       case "reload": {
         const order = index.segments().map(({ id }) => id);
-        const loaded = SegmentedIndex.load({ scorer }, store.stored(order), store.state);
+        const loaded = SegmentedIndex.load(options, store.stored(order), store.state);
         assert.deepStrictEqual(loaded.segments(), index.segments());
         assert.deepStrictEqual(loaded.state, index.state);
         index = loaded;
@@ -290,13 +366,18 @@ function runScenario(scorer: ScorerName, steps: readonly Step[], randomQueries: 
 const seed = process.env["FC_SEED"] === undefined ? 20261124 : Number(process.env["FC_SEED"]);
 
 describe("segmented index equals a fresh build over its live documents", () => {
-  for (const scorer of ["bm25", "tfidf"] as const) {
-    it(`${scorer}: after every build / append / replace / delete / merge / reload step`, () => {
+  for (const [scorer, storage] of [
+    ["bm25", "f32"],
+    ["tfidf", "f16"],
+    ["bm25", "i8"],
+  ] as const) {
+    it(`${scorer}, ${storage} vectors: after every build / append / replace / delete / merge / reload step`, () => {
+      const options: IndexOptions = { scorer, vectors: { dimension: DIMENSION, storage } };
       fc.assert(
         fc.property(
           fc.array(stepArbitrary, { minLength: 1, maxLength: 12 }),
           fc.array(queryArbitrary, { minLength: 1, maxLength: 4 }),
-          (steps, randomQueries) => runScenario(scorer, steps, randomQueries),
+          (steps, randomQueries) => runScenario(options, steps, randomQueries),
         ),
         { numRuns: 60, seed },
       );

@@ -15,11 +15,13 @@ import type {
   IndexMeta,
   IndexStore,
   IndexWrite,
+  LoadedSegment,
   MergeWrite,
 } from "../../../src/rag/store/types.js";
 import {
   IndexModel,
   SETTINGS,
+  fakeVectorBytes,
   entry,
   makeDocument,
   makeEntries,
@@ -104,10 +106,12 @@ export function storeContract(name: string, makeHarness: () => Promise<StoreHarn
       const stored = await store.loadIndex(key);
       assert.ok(stored, "the index exists");
       const expected = model.expectedSegments();
-      assert.deepEqual(
-        stored.segments.map((s) => ({ ...s, bytes: Buffer.from(s.bytes) })),
-        expected.map((s) => ({ ...s, bytes: Buffer.from(s.bytes) })),
-      );
+      const comparable = (s: LoadedSegment) => ({
+        ...s,
+        bytes: Buffer.from(s.bytes),
+        ...(s.vectors == null ? {} : { vectors: Buffer.from(s.vectors) }),
+      });
+      assert.deepEqual(stored.segments.map(comparable), expected.map(comparable));
       assert.equal(stored.meta.segmentsCount, expected.length);
       assert.equal(stored.meta.deletedChunksCount, model.deletedCount);
       assert.equal(stored.meta.chunksCount, model.chunks.size);
@@ -699,6 +703,70 @@ export function storeContract(name: string, makeHarness: () => Promise<StoreHarn
       assert.deepEqual(hit!.metadata, document.metadata);
       assert.equal((await store.getDocumentChunks(KEY, ["ünï-😀"])).get("ünï-😀")!.title, "Tïtle");
       assert.equal(await store.hasDocument(KEY, "ünï-😀"), true);
+    });
+
+    it("keeps a segment's vectors and the index's space: written, loaded, caught up, merged, dropped with it", async () => {
+      const space = { model: "m-1", dimension: 384, storage: "i8" } as const;
+      const model = new IndexModel();
+      model.withVectors = true;
+      const vectorBytes = (m: IndexModel) =>
+        m.expectedSegments().reduce((sum, x) => sum + x.bytes.byteLength + (x.vectors?.byteLength ?? 0), 0);
+      const created = await write(model, "create", makeEntries(3, { prefix: "a-" }), { vectors: space });
+      assert.deepEqual(created.vectors, space);
+      await assertMatches(model);
+      // An update keeps the space without naming it; its segment's vectors come with it to a replica.
+      const appended = await write(model, "update", makeEntries(2, { prefix: "b-" }), {
+        deleteDocumentIds: ["a-0"],
+      });
+      assert.deepEqual(appended.vectors, space);
+      const delta = await store.loadChanges(KEY, created.version);
+      assert.equal(delta!.addedSegments.length, 1);
+      const added = delta!.addedSegments[0]!;
+      assert.ok(
+        Buffer.from(added.vectors!).equals(Buffer.from(fakeVectorBytes(1, model.segments.get(1)!.keys))),
+      );
+      assert.equal(delta!.bytesLoaded, added.bytes.byteLength + added.vectors!.byteLength);
+      const documentBytes = appended.sizeBytes - vectorBytes(model);
+      // A merge: the merged segment's vectors replace theirs, and the size follows.
+      const merged = await merge(model, [0, 1]);
+      assert.deepEqual(merged.vectors, space);
+      assert.equal(merged.sizeBytes, documentBytes + vectorBytes(model));
+      await assertMatches(model);
+      await reopen();
+      assert.deepEqual((await store.getMeta(KEY))!.vectors, space);
+      await assertMatches(model);
+      // A replace without vectors makes the index lexical; its old vectors go with their segments.
+      const lexical = new IndexModel();
+      lexical.engine = { ...model.engine };
+      const replaced = await write(lexical, "replace", makeEntries(1, { prefix: "c-" }), {
+        expectedVersion: merged.version,
+      });
+      assert.equal(replaced.vectors, null);
+      await assertMatches(lexical);
+    });
+
+    it("refuses a segment whose vectors do not match the index's space, changing nothing", async () => {
+      const space = { model: "m-1", dimension: 8, storage: "f32" } as const;
+      const model = new IndexModel();
+      model.withVectors = true;
+      await write(model, "create", makeEntries(2), { vectors: space });
+      const before = await observe(store, KEY);
+      // A segment without vectors in an index that keeps them.
+      const bare = new IndexModel();
+      bare.engine = { ...model.engine };
+      const change = bare.prepare(KEY, "update", makeEntries(1, { prefix: "x-" })).change;
+      await assert.rejects(store.write(change), isApiError(500, "internal_error"));
+      // Vectors in a lexical index.
+      const other: IndexKey = { tenantId: KEY.tenantId, name: "lexical" };
+      const withVectors = model.prepare(other, "create", makeEntries(1, { prefix: "y-" }), { vectors: null });
+      await assert.rejects(store.write(withVectors.change), isApiError(500, "internal_error"));
+      assert.equal(await store.getMeta(other), undefined);
+      // A merge whose segment lacks them.
+      const version = (await store.getMeta(KEY))!.version;
+      const mergeChange = model.merge(KEY, [0], version).change;
+      delete mergeChange.segment.vectors;
+      await assert.rejects(store.commitMerge(mergeChange), isApiError(500, "internal_error"));
+      assert.deepEqual(await observe(store, KEY), before);
     });
 
     it("round-trips segment bytes of any value exactly", async () => {

@@ -30,6 +30,12 @@ import {
 
 export const DEFAULT_GRAPH_THRESHOLD = 10_000;
 export const DEFAULT_GRAPH_SCALAR: VectorStorage = "i8";
+/**
+ * Candidates asked of the graph per wanted hit. The walk compares coarse i8 codes, so near neighbours
+ * tie; asking for more and rescoring them on the stored codes buys the recall back (at 1M × 384-d,
+ * asking 2 per hit gave recall@10 0.84).
+ */
+export const DEFAULT_OVERSAMPLE = 5;
 export const MAX_VECTOR_DIMENSION = 8192;
 
 export interface VectorHit {
@@ -201,7 +207,7 @@ export class SegmentVectors {
     if (k < 1 || liveCount === 0) return [];
     const graph = this.graph;
     if (graph === null || options.exact === true) return this.exactSearch(unitQuery, k, live);
-    const oversample = Math.max(1, options.oversample ?? 2);
+    const oversample = Math.max(1, options.oversample ?? DEFAULT_OVERSAMPLE);
     let wanted = Math.ceil((k * oversample * count) / liveCount);
     for (;;) {
       if (wanted > count / 2) return this.exactSearch(unitQuery, k, live);

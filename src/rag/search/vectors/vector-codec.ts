@@ -8,7 +8,7 @@
  * | 4       | u32 format version (1)                                            |
  * | 4       | u32 vector count N                                                |
  * | 4       | u32 dimension D                                                   |
- * | 4       | u32 storage (low byte) and graph codes (next byte): 0 f32, 1 f16, 2 i8 |
+ * | 4       | u32 storage: 0 f32, 1 f16, 2 i8; + 256 × (graph codes' form + 1)    |
  * | 4       | u32 HNSW connectivity                                             |
  * | 4       | u32 HNSW expansion at build                                       |
  * | 4       | u32 HNSW expansion at search                                      |
@@ -59,7 +59,7 @@ export function encodeVectors(set: SegmentVectors): Uint8Array {
     VECTOR_FORMAT_VERSION,
     set.count,
     set.dimension,
-    STORAGES.indexOf(set.storage) | (STORAGES.indexOf(set.graph?.scalar ?? set.storage) << 8),
+    STORAGES.indexOf(set.storage) | ((STORAGES.indexOf(set.graph?.scalar ?? set.storage) + 1) << 8),
     params?.connectivity ?? 0,
     params?.expansionAdd ?? 0,
     params?.expansionSearch ?? 0,
@@ -111,7 +111,8 @@ export function decodeVectors(bytes: Uint8Array, options: DecodeVectorOptions = 
   const count = u32(2);
   const dimension = u32(3);
   const storage = STORAGES[u32(4) & 0xff];
-  const graphScalar = STORAGES[u32(4) >>> 8];
+  const graphByte = u32(4) >>> 8; // 0: the graph's codes are of the storage's form
+  const graphScalar = graphByte === 0 ? storage : STORAGES[graphByte - 1];
   if (storage === undefined || graphScalar === undefined) throw corrupt(`unknown storage ${u32(4)}`);
   try {
     checkDimension(dimension);
