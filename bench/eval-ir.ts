@@ -5,6 +5,7 @@
  *                                    [--no-stemming] [--no-stop-words] [--expand]
  *                                    [--retrieval lexical|dense|hybrid] [--embedding-url <url>]
  *                                    [--embedding-model <name>] [--embedding-batch-size <n>]
+ *                                    [--embed-max-chars <n>]
  *                                    [--storage f32|f16|i8] [--rerank-url <url>]
  *                                    [--rerank-model <name>] [--rerank-top-n <n>]
  *
@@ -27,7 +28,12 @@ import { existsSync, statSync } from "node:fs";
 import type { ScorerName, SearchIndexOptions } from "../src/rag/search/index.js";
 import { RM3_DEFAULTS } from "../src/rag/search/rm3.js";
 import { loadBeir, runEngine, type EngineRun } from "../scripts/lib/ir-eval.js";
-import { runRetrieval, type Retrieval, type RetrievalRun } from "../scripts/lib/ir-retrieval.js";
+import {
+  DEFAULT_EMBED_MAX_CHARS,
+  runRetrieval,
+  type Retrieval,
+  type RetrievalRun,
+} from "../scripts/lib/ir-retrieval.js";
 import { HttpEmbedder } from "../src/rag/retrieval/embedder.js";
 import { HttpReranker } from "../src/rag/retrieval/reranker.js";
 import { VECTOR_STORAGES, type VectorStorage } from "../src/rag/search/vectors/quantize.js";
@@ -35,7 +41,8 @@ import { VECTOR_STORAGES, type VectorStorage } from "../src/rag/search/vectors/q
 const USAGE =
   "usage: tsx bench/eval-ir.ts <BEIR folder> [--json] [--scorer tfidf|bm25] [--k1 <n>] [--b <n>] " +
   "[--no-stemming] [--no-stop-words] [--expand] [--retrieval lexical|dense|hybrid] " +
-  "[--embedding-url <url>] [--embedding-model <name>] [--embedding-batch-size <n>] [--storage f32|f16|i8] " +
+  "[--embedding-url <url>] [--embedding-model <name>] [--embedding-batch-size <n>] [--embed-max-chars <n>] " +
+  "[--storage f32|f16|i8] " +
   "[--rerank-url <url>] [--rerank-model <name>] [--rerank-top-n <n>]";
 
 interface Arguments {
@@ -55,6 +62,7 @@ interface Arguments {
   rerankUrl: string | null;
   rerankModel: string | null;
   rerankTopN: number;
+  embedMaxChars: number;
 }
 
 function fail(message: string): never {
@@ -80,6 +88,7 @@ function parseArguments(argv: string[]): Arguments {
     rerankUrl: null,
     rerankModel: null,
     rerankTopN: 100,
+    embedMaxChars: DEFAULT_EMBED_MAX_CHARS,
   };
   const text = (flag: string, value: string | undefined): string => {
     if (value === undefined || value === "" || value.startsWith("--")) fail(`${flag} needs a value`);
@@ -104,6 +113,7 @@ function parseArguments(argv: string[]): Arguments {
     else if (arg === "--rerank-url") parsed.rerankUrl = text(arg, argv[++i]);
     else if (arg === "--rerank-model") parsed.rerankModel = text(arg, argv[++i]);
     else if (arg === "--rerank-top-n") parsed.rerankTopN = number(arg, argv[++i]);
+    else if (arg === "--embed-max-chars") parsed.embedMaxChars = number(arg, argv[++i]);
     else if (arg === "--retrieval") {
       const retrieval = argv[++i];
       if (retrieval !== "lexical" && retrieval !== "dense" && retrieval !== "hybrid")
@@ -184,6 +194,7 @@ async function retrievalMain(args: Arguments): Promise<void> {
         storage: args.storage,
         reranker,
         rerankTopN: args.rerankTopN,
+        embedMaxChars: args.embedMaxChars,
       });
       const { rankings: _rankings, ...figures } = run;
       results.push({ ...figures, scorer: retrieval === "dense" ? "-" : scorer });

@@ -30,6 +30,12 @@ export interface RetrievalRunOptions {
   rerankTopN?: number;
   /** Results kept per query (default 100, for Recall@100). */
   topK?: number;
+  /**
+   * Characters of a document embedded (default 2000, at a word boundary): embedding models read 512
+   * tokens or so and servers refuse longer inputs (ours, TEI) or cut them (Ollama). /rag/query never
+   * meets this, since it embeds chunks of at most chunk_size characters.
+   */
+  embedMaxChars?: number;
 }
 
 export interface RetrievalRun extends RunMetrics {
@@ -44,6 +50,16 @@ export interface RetrievalRun extends RunMetrics {
   documentCount: number;
   /** Each query's ranking (document ids, best first) as evaluated. */
   rankings: Map<string, RankedDocument[]>;
+}
+
+export const DEFAULT_EMBED_MAX_CHARS = 2000;
+
+/** The first `limit` characters of `text`, cut at a word boundary when one is in the second half. */
+export function cutAtWord(text: string, limit: number): string {
+  if (text.length <= limit) return text;
+  const cut = text.slice(0, limit);
+  const space = cut.lastIndexOf(" ");
+  return space > limit / 2 ? cut.slice(0, space) : cut;
 }
 
 /** Runs every judged query of `collection` the way `options` says, and evaluates the run. */
@@ -67,7 +83,10 @@ export async function runRetrieval(
   if (needsDense) {
     if (!options.embedder) throw new Error(`${options.retrieval} retrieval needs --embedding-url`);
     const started = performance.now();
-    const embedded = await options.embedder.embed(documents.map((document) => document.text));
+    const limit = options.embedMaxChars ?? DEFAULT_EMBED_MAX_CHARS;
+    const embedded = await options.embedder.embed(
+      documents.map((document) => cutAtWord(document.text, limit)),
+    );
     embedCorpusMs = performance.now() - started;
     const dimension = embedded[0]?.length ?? 0;
     vectors = SegmentVectors.build(dimension, embedded, { storage: options.storage ?? "f32" });
