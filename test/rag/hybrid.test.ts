@@ -266,7 +266,7 @@ describe("hybrid retrieval over HTTP", () => {
     const answer = (await direct.json()) as { results: Array<{ index: number; relevance_score: number }> };
     for (const { index, relevance_score } of answer.results)
       close(scores[index]!, relevance_score, `rerank ${index}`);
-    // Lexical with a reranker too; and a reranker that cannot be reached is a 503.
+    // Lexical with a reranker too.
     const lexical = await query({ retrieval: "lexical", top_k: 3, rerank: true });
     assert.ok(lexical.results.every((r) => typeof r.scores?.rerank === "number"));
   });
@@ -302,6 +302,27 @@ describe("hybrid retrieval over HTTP", () => {
     const openapi = (await rag.send("GET", "/openapi.json")).body;
     for (const field of ["retrieval", "fusion", "rerank", "embeddings"])
       assert.ok(openapi.includes(`"${field}"`), field);
+  });
+
+  it("the OpenAI routes search an index with embeddings by hybrid retrieval; extractive answers on it", async () => {
+    const search = await rag.send("POST", "/v1/vector_stores/h/search", { query: QUERY, max_num_results: 3 });
+    assert.equal(search.statusCode, 200, search.body);
+    const data = search.json().data as Array<{ file_id: string; score: number }>;
+    assert.equal(data.length, 3);
+    // The fused scores of /rag/query's default path, in its order.
+    const hybrid = await query({ top_k: 3 });
+    assert.deepEqual(
+      data.map((d) => [d.file_id, d.score]),
+      hybrid.results.map((r) => [r.document_id, r.score]),
+    );
+    const completion = await rag.send("POST", "/v1/chat/completions", {
+      model: "h",
+      messages: [{ role: "user", content: QUERY }],
+    });
+    assert.equal(completion.statusCode, 200, completion.body);
+    const extractive = await query({ top_k: 3, answer: "extractive" });
+    assert.equal(extractive.retrieval, "hybrid");
+    assert.equal(typeof extractive.answer, "string");
   });
 
   it("a query through a server pinned to another embedding model is a 409 naming both", async () => {
@@ -446,9 +467,8 @@ describe("the embedder down: 503, nothing committed", () => {
     const before = await snapshot(ragClient(good.app), "kept");
     await good.app.close();
 
-    const down = await openRagApp(
-      ragEnv({ DATA_DIR: dataDir, EMBEDDING_URL: `http://127.0.0.1:${await freePort()}/v1` }),
-    );
+    const closed = `http://127.0.0.1:${await freePort()}/v1`;
+    const down = await openRagApp(ragEnv({ DATA_DIR: dataDir, EMBEDDING_URL: closed, RERANK_URL: closed }));
     const rag = ragClient(down.app);
     try {
       const built = await rag.build({ index_name: "new", documents: DOCUMENTS });
@@ -460,6 +480,15 @@ describe("the embedder down: 503, nothing committed", () => {
       const added = await rag.addDocuments("kept", { documents: MORE });
       assert.equal(added.statusCode, 503, added.body);
       assert.deepEqual(await snapshot(rag, "kept"), before);
+      // A reranker that cannot be reached is a 503 too; keywords alone still answer.
+      const reranked = await rag.query({
+        index_name: "kept",
+        query: QUERY,
+        retrieval: "lexical",
+        rerank: true,
+      });
+      assert.equal(reranked.statusCode, 503, reranked.body);
+      assert.match(reranked.json().error.message, /reranker unavailable/);
     } finally {
       await down.app.close();
     }
