@@ -3,7 +3,8 @@
  *   node --import tsx test/helpers/sqlite-crash-writer.ts <dataDir> <operation> <kill>
  * <dataDir> holds the crash template (see `crashTemplate`); <operation> is `append` (a new segment,
  * documents, and the tombstones of a re-upserted document), `delete` (tombstones only) or `merge`
- * (three segments into one). <kill> is `statement:<n>`: the process SIGKILLs itself right after the
+ * (three segments into one); `append-vectors` and `merge-vectors` are the same on an index whose
+ * segments carry vectors (the segment's vector rows are part of the write). <kill> is `statement:<n>`: the process SIGKILLs itself right after the
  * n-th SQLite statement of the operation (BEGIN is the first, COMMIT the last), printing
  * "killing at statement <n>" first; or `none`: it runs the operation and prints
  * "done <version> <statements>".
@@ -17,8 +18,22 @@ import { IndexModel, entry, makeDocument, makeEntries, type Prepared } from "./s
 /** The index the SIGKILL tests write to. */
 export const CRASH_KEY: IndexKey = { tenantId: "crash", name: "segments" };
 
-export type CrashOperation = "append" | "delete" | "merge";
-export const CRASH_OPERATIONS: readonly CrashOperation[] = ["append", "delete", "merge"];
+/** The index with vectors the `*-vectors` operations write to, and its embedding space. */
+export const CRASH_VECTOR_KEY: IndexKey = { tenantId: "crash", name: "vectors" };
+const CRASH_SPACE = { model: "crash-model", dimension: 8, storage: "f32" } as const;
+
+export type CrashOperation = "append" | "delete" | "merge" | "append-vectors" | "merge-vectors";
+export const CRASH_OPERATIONS: readonly CrashOperation[] = [
+  "append",
+  "delete",
+  "merge",
+  "append-vectors",
+  "merge-vectors",
+];
+
+/** The index an operation writes to. */
+export const crashKeyOf = (operation: CrashOperation): IndexKey =>
+  operation.endsWith("-vectors") ? CRASH_VECTOR_KEY : CRASH_KEY;
 
 /** Short documents (one chunk each), so that an operation has few statements and every one is a kill point. */
 const shortEntries = (count: number, prefix: string, seed: number) =>
@@ -29,29 +44,38 @@ const shortEntries = (count: number, prefix: string, seed: number) =>
  * tombstones. The parent writes them; a child replays them on a model only (they are deterministic)
  * to know the state it starts from.
  */
-export function crashTemplate(): { model: IndexModel; writes: IndexWrite[] } {
-  const model = new IndexModel();
+export function crashTemplate(): { model: IndexModel; vectorModel: IndexModel; writes: IndexWrite[] } {
   const writes: IndexWrite[] = [];
   const take = (prepared: Prepared<IndexWrite>) => {
     writes.push(prepared.change);
     prepared.apply();
   };
-  take(model.prepare(CRASH_KEY, "create", shortEntries(6, "a-", 1)));
-  take(model.prepare(CRASH_KEY, "update", shortEntries(4, "b-", 2)));
-  take(model.prepare(CRASH_KEY, "update", shortEntries(3, "c-", 3), { deleteDocumentIds: ["a-2"] }));
-  return { model, writes };
+  const build = (key: IndexKey, withVectors: boolean) => {
+    const model = new IndexModel();
+    model.withVectors = withVectors;
+    take(model.prepare(key, "create", shortEntries(6, "a-", 1), withVectors ? { vectors: CRASH_SPACE } : {}));
+    take(model.prepare(key, "update", shortEntries(4, "b-", 2)));
+    take(model.prepare(key, "update", shortEntries(3, "c-", 3), { deleteDocumentIds: ["a-2"] }));
+    return model;
+  };
+  const model = build(CRASH_KEY, false);
+  const vectorModel = build(CRASH_VECTOR_KEY, true);
+  return { model, vectorModel, writes };
 }
 
 /** The operation as prepared from the template's state (`meta`: the stored meta of the index). */
 export function crashChange(
-  model: IndexModel,
+  template: { model: IndexModel; vectorModel: IndexModel },
   operation: CrashOperation,
   meta: IndexMeta,
 ): Prepared<IndexWrite> | Prepared<MergeWrite> {
+  const key = crashKeyOf(operation);
+  const model = key === CRASH_KEY ? template.model : template.vectorModel;
   switch (operation) {
     case "append":
+    case "append-vectors":
       return model.prepare(
-        CRASH_KEY,
+        key,
         "update",
         [entry(makeDocument("a-1", "A new version of a-1.")), ...shortEntries(3, "d-", 4)],
         { expectedVersion: meta.version },
@@ -62,7 +86,8 @@ export function crashChange(
         expectedVersion: meta.version,
       });
     case "merge":
-      return model.merge(CRASH_KEY, [0, 1, 2], meta.version);
+    case "merge-vectors":
+      return model.merge(key, [0, 1, 2], meta.version);
   }
 }
 
@@ -113,12 +138,14 @@ if (isMain) {
     !CRASH_OPERATIONS.includes(operation as CrashOperation) ||
     kill === undefined
   ) {
-    throw new Error("usage: sqlite-crash-writer.ts <dataDir> append|delete|merge statement:<n>|none");
+    throw new Error(
+      `usage: sqlite-crash-writer.ts <dataDir> ${CRASH_OPERATIONS.join("|")} statement:<n>|none`,
+    );
   }
   const killAt = /^statement:(\d+)$/.exec(kill);
   const store = SqliteIndexStore.open(dataDir);
-  const { model } = crashTemplate();
-  const prepared = crashChange(model, operation as CrashOperation, (await store.getMeta(CRASH_KEY))!);
+  const key = crashKeyOf(operation as CrashOperation);
+  const prepared = crashChange(crashTemplate(), operation as CrashOperation, (await store.getMeta(key))!);
   const counter = installStatementCounter((count) => {
     if (killAt && count === Number(killAt[1])) {
       // A synchronous write to a pipe, then the signal: the parent reads the line before the exit.

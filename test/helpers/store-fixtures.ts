@@ -287,7 +287,11 @@ export async function observe(store: IndexStore, key: IndexKey) {
   const allKeys = Array.from({ length: stored.meta.engine.nextKey }, (_, k) => k);
   return {
     meta: stored.meta,
-    segments: stored.segments.map((s) => ({ ...s, bytes: Buffer.from(s.bytes).toString("base64") })),
+    segments: stored.segments.map((s) => ({
+      ...s,
+      bytes: Buffer.from(s.bytes).toString("base64"),
+      vectors: s.vectors == null ? null : Buffer.from(s.vectors).toString("base64"),
+    })),
     documents,
     documentChunks: [
       ...(await store.getDocumentChunks(

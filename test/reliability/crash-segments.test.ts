@@ -4,7 +4,8 @@
  * SIGKILLs itself right after the n-th SQLite statement of it, for every n from BEGIN to COMMIT (the
  * kill points are exact whatever the machine's load). Afterwards the database passes
  * `PRAGMA integrity_check` and the store shows exactly the previous state (killed before COMMIT) or
- * exactly the operation's result (killed right after it), never a mix.
+ * exactly the operation's result (killed right after it), never a mix. The same for an append and a
+ * merge on an index whose segments carry vectors: the vector rows come and go with their segment.
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -18,6 +19,8 @@ import { repoRoot } from "../helpers/env.js";
 import {
   CRASH_KEY,
   CRASH_OPERATIONS,
+  CRASH_VECTOR_KEY,
+  crashKeyOf,
   crashChange,
   crashTemplate,
   installStatementCounter,
@@ -25,6 +28,7 @@ import {
   type CrashOperation,
 } from "../helpers/sqlite-crash-writer.js";
 import { observe } from "../helpers/store-fixtures.js";
+import type { IndexKey } from "../../src/rag/store/types.js";
 
 const CHILD = path.join(repoRoot, "test", "helpers", "sqlite-crash-writer.ts");
 /** Children at once: each is mostly start-up (tsx), and the kill points do not depend on timing. */
@@ -43,11 +47,11 @@ after(() => {
 type Observed = NonNullable<Awaited<ReturnType<typeof observe>>>;
 
 /** What the store shows of the crash index, after checking the database's integrity. */
-async function inspect(dataDir: string): Promise<Observed> {
+async function inspect(dataDir: string, key: IndexKey = CRASH_KEY): Promise<Observed> {
   const store = SqliteIndexStore.open(dataDir);
   try {
     assert.equal(store.integrityCheck(), "ok");
-    const seen = await observe(store, CRASH_KEY);
+    const seen = await observe(store, key);
     assert.ok(seen, "the index exists");
     return seen;
   } finally {
@@ -84,16 +88,20 @@ async function inParallel<T>(items: T[], limit: number, work: (item: T) => Promi
 
 describe("SIGKILL at every statement of a segment write, a delete and a merge (SQLite)", () => {
   let template: string;
-  let previous: Observed;
+  const previousOf = new Map<string, Observed>();
 
   before(async () => {
     template = tempDir();
     const store = SqliteIndexStore.open(template);
     for (const change of crashTemplate().writes) await store.write(change);
     await store.close();
-    previous = await inspect(template);
-    assert.equal(previous.meta.segmentsCount, 3);
-    assert.ok(previous.meta.deletedChunksCount > 0);
+    for (const key of [CRASH_KEY, CRASH_VECTOR_KEY]) {
+      const previous = await inspect(template, key);
+      assert.equal(previous.meta.segmentsCount, 3);
+      assert.ok(previous.meta.deletedChunksCount > 0);
+      previousOf.set(key.name, previous);
+    }
+    assert.ok(previousOf.get(CRASH_VECTOR_KEY.name)!.segments.every((s) => s.vectors != null));
   });
 
   const copyOfTemplate = () => {
@@ -104,25 +112,34 @@ describe("SIGKILL at every statement of a segment write, a delete and a merge (S
 
   for (const operation of CRASH_OPERATIONS) {
     it(`${operation}: the previous state or the whole result, and an intact database`, async (t) => {
+      const key = crashKeyOf(operation);
+      const previous = previousOf.get(key.name)!;
       // The operation uninterrupted, in this process: its result and its statements.
       const dir = copyOfTemplate();
       const store = SqliteIndexStore.open(dir);
       const counter = installStatementCounter(() => undefined);
-      const prepared = crashChange(crashTemplate().model, operation, (await store.getMeta(CRASH_KEY))!);
+      const prepared = crashChange(crashTemplate(), operation, (await store.getMeta(key))!);
       counter.arm();
       await runCrashChange(store, prepared);
       const statements = counter.disarm();
       await store.close();
-      const result = await inspect(dir);
+      const result = await inspect(dir, key);
       assert.notDeepEqual(
         withoutUpdatedAt(result),
         withoutUpdatedAt(previous),
         "the operation changes the index",
       );
-      if (operation === "append") assert.equal(result.meta.segmentsCount, 4);
+      if (operation.startsWith("append")) assert.equal(result.meta.segmentsCount, 4);
       if (operation === "delete")
         assert.ok(result.meta.deletedChunksCount > previous.meta.deletedChunksCount);
-      if (operation === "merge") assert.equal(result.meta.segmentsCount, 1);
+      if (operation.startsWith("merge")) assert.equal(result.meta.segmentsCount, 1);
+      if (key === CRASH_VECTOR_KEY) {
+        assert.ok(
+          result.segments.every((s) => s.vectors != null),
+          "every segment keeps its vectors",
+        );
+        assert.deepEqual(result.meta.vectors, previous.meta.vectors);
+      }
       assert.ok(statements >= 5, `${statements} statements`);
 
       const kills = Array.from({ length: statements }, (_, i) => i + 1);
@@ -132,7 +149,7 @@ describe("SIGKILL at every statement of a segment write, a delete and a merge (S
         const run = await runChild(killed, operation, n);
         assert.equal(run.signal, "SIGKILL", `statement ${n}: the child was not killed: ${run.stderr}`);
         assert.match(run.stdout, new RegExp(`^killing at statement ${n}$`, "m"));
-        const seen = await inspect(killed);
+        const seen = await inspect(killed, key);
         if (n < statements) {
           // Before COMMIT: exactly as before, updatedAt included.
           assert.deepEqual(seen, previous, `${operation}, killed after statement ${n}/${statements}`);
