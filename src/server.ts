@@ -8,6 +8,7 @@ import { SQLITE_FILE_NAME } from "./rag/store/sqlite-store.js";
 import { buildTextgenApp } from "./textgen/app.js";
 import { createGenerator } from "./textgen/create-generator.js";
 import { LlamaGenerator } from "./textgen/llama-generator.js";
+import type { TextgenService } from "./textgen/service.js";
 
 export type Which = "textgen" | "rag" | "all";
 
@@ -65,11 +66,13 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
   const started: Listening[] = [];
   // With both apps here, RAG writes with the loaded model in-process unless GENERATION_URL is set.
   let local: GenerationPort | undefined;
+  let textgenService: TextgenService | undefined;
   try {
     if (which === "textgen" || which === "all") {
       const generator = createGenerator(config);
       const app = await buildTextgenApp({ config, generator });
       local = localGeneration(app.textgenService);
+      textgenService = app.textgenService;
       await listen(app, config, "TEXTGEN_PORT", config.server.textgenPort);
       started.push(app);
       // One line once the model has loaded (or failed to): which model, llama.cpp binary and device.
@@ -96,7 +99,7 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
       }
     }
     if (which === "rag" || which === "all") {
-      const app = await buildRagApp({ config, localGeneration: local });
+      const app = await buildRagApp({ config, localGeneration: local, textgenService });
       await listen(app, config, "RAG_PORT", config.server.ragPort);
       started.push(app);
       app.log.info(
@@ -105,6 +108,7 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
           : `RAG: store SQLite at ${path.join(config.rag.dataDir, SQLITE_FILE_NAME)}`,
       );
       app.log.info(app.answering);
+      for (const line of app.retrieval) app.log.info(line);
     }
   } catch (error) {
     // An app that did start is closed again: the caller exits, and nothing is left half up.

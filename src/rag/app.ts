@@ -11,6 +11,8 @@ import { AnswerWriter, upstreamGeneration, type GenerationPort } from "./generat
 import { ingestFromConfig } from "./ingest/limits.js";
 import { openAiRagRoutes } from "./openai-routes.js";
 import path from "node:path";
+import type { TextgenService } from "../textgen/service.js";
+import { Retrievers } from "./retrieval/retrievers.js";
 
 export interface RagAppDeps {
   config: Config;
@@ -21,6 +23,11 @@ export interface RagAppDeps {
    * conversation rewriting when GENERATION_URL is not set.
    */
   localGeneration?: GenerationPort;
+  /**
+   * The text generation service of the same process: it embeds and reranks for RAG when EMBEDDING_URL
+   * and RERANK_URL are not set, without an HTTP hop.
+   */
+  textgenService?: TextgenService;
 }
 
 /** The port RAG writes with: GENERATION_URL when set, else the in-process model, else none. */
@@ -40,11 +47,11 @@ export function answeringDescription(port: GenerationPort | null): string {
   );
 }
 
-export async function buildRagApp({ config, store, localGeneration }: RagAppDeps) {
+export async function buildRagApp({ config, store, localGeneration, textgenService }: RagAppDeps) {
   const app = await createHttpApp({
     service: RAG_SERVICE_NAME,
     description:
-      "Build TF-IDF/BM25 indices from documents and answer questions from them, offline. Errors are JSON: {error:{code,message,details}}.",
+      "Build TF-IDF/BM25 indices (with embeddings, for dense and hybrid retrieval) from documents and answer questions from them, offline. Errors are JSON: {error:{code,message,details}}.",
     config,
     ui: { service: "rag" },
     tags: [
@@ -66,8 +73,10 @@ export async function buildRagApp({ config, store, localGeneration }: RagAppDeps
   const service = new RagService(indexStore, { log: app.log });
   const generation = generationPortFor(config.generation, localGeneration);
   const answerWriter = generation ? new AnswerWriter(generation, { maxTokens: 256 }) : null;
+  const retrievers = new Retrievers(config.rag, textgenService, config.models.embeddingModelPath);
   const { registry } = registerMetrics(app, "rag");
   const routeDeps = {
+    retrievers,
     metrics: createRagMetrics(registry, indexStore, service),
     service,
     answerWriter,
@@ -88,7 +97,11 @@ export async function buildRagApp({ config, store, localGeneration }: RagAppDeps
     // Merges still running are waited for (and not committed) before the store closes under them.
     await service.close();
     await answerWriter?.close();
+    await retrievers.close();
     await indexStore.close();
   });
-  return Object.assign(app, { answering: answeringDescription(generation) });
+  return Object.assign(app, {
+    answering: answeringDescription(generation),
+    retrieval: retrievers.descriptions,
+  });
 }

@@ -15,6 +15,7 @@ import { ErrorResponse } from "../textgen/schemas.js";
 import { clientGoneSignal, generativeAnswer } from "./answering.js";
 import { lastUserTurn, planSearch, type Turn } from "./conversation.js";
 import type { RagRouteDeps } from "./route-deps.js";
+import { reportedRetrieval, retrievalInput, type RetrievalFields } from "./retrieval-options.js";
 import { ChatRequest, ChatResponse } from "./schemas.js";
 import type { Metadata } from "./store/types.js";
 import type { AnswerMode, QueryResult } from "./service.js";
@@ -31,6 +32,9 @@ export interface ConversationInput {
   min_score: number;
   filter?: Record<string, unknown>;
   expand?: boolean;
+  retrieval?: RetrievalFields["retrieval"];
+  fusion?: RetrievalFields["fusion"];
+  rerank?: RetrievalFields["rerank"];
   answer?: AnswerMode;
   stream?: boolean;
 }
@@ -68,13 +72,14 @@ export async function runConversation(
   const { key, question } = targetOf(request, body);
   const port = deps.answerWriter?.port ?? null;
   const plan = await planSearch(body.messages, question, port, hooks.signal);
-  const { results, elapsedMs, loaded } = await deps.service.query({
+  const { results, elapsedMs, retrieval, loaded } = await deps.service.query({
     key,
     query: plan.searchQuery,
     topK: body.top_k,
     minScore: body.min_score,
     filter: body.filter as Metadata | undefined,
     expand: body.expand,
+    ...retrievalInput(deps.retrievers, body, hooks.signal),
   });
   const mode: AnswerMode = body.answer ?? (deps.answerWriter ? "generative" : "extractive");
   deps.metrics.queries.inc({ answer_mode: mode });
@@ -87,6 +92,7 @@ export async function runConversation(
     ...(plan.rewriteSkippedReason !== undefined && { rewrite_skipped_reason: plan.rewriteSkippedReason }),
     results: results as QueryResult[],
     count: results.length,
+    ...reportedRetrieval(body, retrieval),
     elapsed_ms: elapsedMs,
     answer: null as string | null,
     answer_mode: mode as AnswerMode,

@@ -3,12 +3,15 @@ import type { Ingest } from "./ingest/limits.js";
 import type { AnswerWriter } from "./generative.js";
 import type { RagMetrics } from "./metrics.js";
 import type { RagService } from "./service.js";
+import type { Retrievers } from "./retrieval/retrievers.js";
 
 export interface RagRouteDeps {
   service: RagService;
   metrics: RagMetrics;
   /** Writes generative answers: GENERATION_URL's model, or the one in this process; null without. */
   answerWriter: AnswerWriter | null;
+  /** The embedder and reranker (EMBEDDING_URL / RERANK_URL, or the models of this process). */
+  retrievers: Retrievers;
   ragFilesDir: string | null;
   /** Body limit of the build and document routes. */
   largeBodyLimit: number;

@@ -35,7 +35,9 @@ import { clientGoneSignal, generativeAnswer } from "./answering.js";
 import { answerConversation, chatRoutes } from "./chat-routes.js";
 import type { RagRouteDeps } from "./route-deps.js";
 import { openEventStream } from "../core/sse.js";
+import { reportedRetrieval, retrievalInput, writeEmbedding } from "./retrieval-options.js";
 import type { IndexMeta } from "./store/types.js";
+import type { EmbeddingsField } from "./retrieval/schemas.js";
 import type { Static } from "typebox";
 
 export const RAG_SERVICE_NAME = "RAG";
@@ -96,6 +98,9 @@ export function indexInfo(meta: IndexMeta): Static<typeof IndexInfo> {
     updated_at: meta.updatedAt,
     size_bytes: meta.sizeBytes,
     version: meta.version,
+    embeddings: meta.vectors
+      ? { model: meta.vectors.model, dimension: meta.vectors.dimension, storage: meta.vectors.storage }
+      : null,
   };
 }
 
@@ -185,6 +190,8 @@ const indexRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => 
       }
       checkBuildSize(deps, documents);
       const key = { tenantId: actingTenant(request, body.tenant_id), name: body.index_name };
+      // An append keeps the index as it is (with vectors of its model, or without) unless asked.
+      const existing = body.mode === "append" ? await service.requireMeta(key) : null;
       const built = await service.build({
         key,
         documents,
@@ -192,6 +199,7 @@ const indexRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => 
         overlap,
         scorer: body.scorer,
         mode: body.mode,
+        embedding: writeEmbedding(deps.retrievers, body.embeddings, existing),
       });
       const kind = body.mode === "append" ? "append" : "build";
       deps.metrics.builds.inc({ kind });
@@ -230,13 +238,15 @@ const indexRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => 
         throw badRequest("query and question differ; send one of them");
       }
       const key = { tenantId: actingTenant(request, body.tenant_id), name: body.index_name };
-      const { results, elapsedMs, loaded } = await service.query({
+      const signal = clientGoneSignal(reply);
+      const { results, elapsedMs, retrieval, loaded } = await service.query({
         key,
         query,
         topK: body.top_k,
         minScore: body.min_score,
         filter: body.filter,
         expand: body.expand,
+        ...retrievalInput(deps.retrievers, body, signal),
       });
       const mode = body.answer ?? (deps.answerWriter ? "generative" : "extractive");
       deps.metrics.queries.inc({ answer_mode: mode });
@@ -245,6 +255,7 @@ const indexRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => 
         query,
         results,
         count: results.length,
+        ...reportedRetrieval(body, retrieval),
         elapsed_ms: elapsedMs,
         answer: null as string | null,
         answer_mode: mode,
@@ -257,7 +268,7 @@ const indexRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => 
         deps,
         { question: query, results, loaded },
         {
-          signal: clientGoneSignal(reply),
+          signal,
           onText: events ? (piece) => events.send({ token: piece }) : undefined,
           log: request.log,
         },
@@ -322,6 +333,7 @@ const indexRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => 
     },
     async (request) => {
       let tenant: string | undefined;
+      let embeddings: EmbeddingsField | undefined;
       let documents: DocumentInput[];
       if (request.isMultipart()) {
         const upload = await readMultipart<DocumentsForm>(
@@ -331,15 +343,18 @@ const indexRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => 
           deps.ingest,
         );
         tenant = multipartTenant(request, upload.fields.tenant_id);
+        embeddings = upload.fields.embeddings;
         documents = upload.documents;
       } else {
         const body = request.body as Static<typeof DocumentsRequest>;
         tenant = body.tenant_id;
+        embeddings = body.embeddings;
         documents = toDocumentInputs(body.documents);
       }
       const key = { tenantId: actingTenant(request, tenant), name: request.params.index_name };
       checkBuildSize(deps, documents);
-      const written = await service.upsertDocuments(key, documents);
+      const embedding = writeEmbedding(deps.retrievers, embeddings, await service.requireMeta(key));
+      const written = await service.upsertDocuments(key, documents, embedding);
       deps.metrics.builds.inc({ kind: "documents" });
       deps.metrics.buildDuration.observe({ kind: "documents" }, written.buildMs / 1000);
       return {
@@ -418,6 +433,16 @@ export function indexStats(stats: IndexStats): Static<typeof IndexStatsResponse>
     })),
     segments_count: stats.segments.length,
     deleted_chunks: stats.deletedChunks,
+    vectors:
+      stats.meta.vectors && stats.vectors
+        ? {
+            count: stats.vectors.count,
+            dimension: stats.vectors.dimension,
+            model: stats.meta.vectors.model,
+            storage: stats.meta.vectors.storage,
+            bytes: stats.vectors.bytes,
+          }
+        : null,
     merges: stats.merges,
     loaded: { segments_loaded: stats.loaded.segmentsLoaded, bytes_loaded: stats.loaded.bytesLoaded },
   };

@@ -4,7 +4,14 @@
  */
 import { Type, type Static } from "typebox";
 import { NAME_PATTERN } from "../core/validation.js";
-import { ExpandField } from "./retrieval/schemas.js";
+import {
+  EmbeddingsField,
+  ExpandField,
+  FusionField,
+  RerankField,
+  ResultScores,
+  RetrievalField,
+} from "./retrieval/schemas.js";
 
 export { NAME_PATTERN };
 export const IndexName = Type.String({
@@ -56,6 +63,7 @@ export const BuildRequest = Type.Object(
       default: "create",
       description: "create: 409 if it exists; replace: create or overwrite; append: add to an existing index",
     }),
+    embeddings: Type.Optional(EmbeddingsField),
   },
   {
     ...strict,
@@ -74,7 +82,10 @@ export const BuildForm = Type.Omit(BuildRequest, ["documents", "files"]);
 export type BuildForm = Static<typeof BuildForm>;
 
 /** The text fields of a multipart add-documents request. */
-export const DocumentsForm = Type.Object({ tenant_id: Type.Optional(TenantId) }, strict);
+export const DocumentsForm = Type.Object(
+  { tenant_id: Type.Optional(TenantId), embeddings: Type.Optional(EmbeddingsField) },
+  strict,
+);
 export type DocumentsForm = Static<typeof DocumentsForm>;
 
 export const BuildResponse = Type.Object({
@@ -104,8 +115,16 @@ export const ChatTurns = Type.Array(ChatTurn, {
 /** How many results, how good, which documents, and how to answer: /rag/query and /rag/chat alike. */
 const searchAndAnswerFields = {
   top_k: Type.Integer({ minimum: 1, maximum: 100, default: 5 }),
-  min_score: Type.Number({ minimum: 0, maximum: 1, default: 0 }),
+  min_score: Type.Number({
+    minimum: 0,
+    maximum: 1,
+    default: 0,
+    description: "least first-stage score (lexical, dense cosine, or fused) a result may have",
+  }),
   expand: Type.Optional(ExpandField),
+  retrieval: Type.Optional(RetrievalField),
+  fusion: Type.Optional(FusionField),
+  rerank: Type.Optional(RerankField),
   filter: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "metadata equality" })),
   answer: Type.Optional(
     Type.Union([Type.Literal("none"), Type.Literal("extractive"), Type.Literal("generative")], {
@@ -138,12 +157,20 @@ export type QueryRequest = Static<typeof QueryRequest>;
 
 export const QueryResultSchema = Type.Object({
   text: Type.String(),
-  score: Type.Number({ description: "0 … 1" }),
+  score: Type.Number({
+    description:
+      "what the results are ranked by: the lexical score (0 … 1), the dense cosine, the fused RRF score divided by its maximum (0 … 1), or the reranker's score",
+  }),
   document_id: Type.String(),
   file: Type.String({ description: "source path, or the document id" }),
   chunk_id: Type.String(),
   title: Type.Union([Type.String(), Type.Null()]),
   metadata: Metadata,
+  scores: Type.Optional(
+    Type.Object(ResultScores, {
+      description: "each retriever's own score, where computed (dense, hybrid or reranked queries)",
+    }),
+  ),
 });
 
 /** What a conversation searched: in /rag/chat responses and /rag/query responses given `messages`. */
@@ -164,6 +191,7 @@ export const QueryResponse = Type.Object({
   query: Type.String(),
   results: Type.Array(QueryResultSchema),
   count: Type.Integer(),
+  retrieval: Type.Optional(RetrievalField),
   elapsed_ms: Type.Number(),
   answer: Type.Union([Type.String(), Type.Null()]),
   answer_mode: Type.Union([Type.Literal("none"), Type.Literal("extractive"), Type.Literal("generative")]),
@@ -194,6 +222,17 @@ export const IndexInfo = Type.Object({
   updated_at: Type.String(),
   size_bytes: Type.Integer(),
   version: Type.Integer(),
+  embeddings: Type.Union(
+    [
+      Type.Object({
+        model: Type.String(),
+        dimension: Type.Integer(),
+        storage: Type.String({ description: "f32, f16 or i8" }),
+      }),
+      Type.Null(),
+    ],
+    { description: "the embedding model and dimension of the index's vectors; null: lexical only" },
+  ),
 });
 
 /** GET /rag/stats/{index_name}: the index's info plus its segments and this replica's segment counters. */
@@ -209,6 +248,19 @@ export const IndexStatsResponse = Type.Object({
   ),
   segments_count: Type.Integer(),
   deleted_chunks: Type.Integer(),
+  vectors: Type.Union(
+    [
+      Type.Object({
+        count: Type.Integer({ description: "live chunks' vectors" }),
+        dimension: Type.Integer(),
+        model: Type.String(),
+        storage: Type.String(),
+        bytes: Type.Integer({ description: "bytes the loaded vectors take in this process" }),
+      }),
+      Type.Null(),
+    ],
+    { description: "null: the index holds no embeddings" },
+  ),
   merges: Type.Object({
     completed: Type.Integer({ description: "Merges of this index committed by this process" }),
     running: Type.Integer(),
@@ -241,6 +293,7 @@ export const DocumentsRequest = Type.Object(
   {
     documents: Type.Array(DocumentInput, { minItems: 1, maxItems: 1_000_000 }),
     tenant_id: Type.Optional(TenantId),
+    embeddings: Type.Optional(EmbeddingsField),
   },
   strict,
 );

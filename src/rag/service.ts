@@ -168,6 +168,7 @@ export class RagService {
       // By id (the order segments were written in), whatever order the engine holds them in.
       segments: loaded.engine.segments().sort((a, b) => a.id - b.id),
       deletedChunks: loaded.engine.deletedDocumentCount,
+      vectors: loaded.engine.vectorStats(),
       merges: { completed: counters.mergesCompleted, running: this.merges.runningOf(key) },
       loaded: { segmentsLoaded: counters.segmentsLoaded, bytesLoaded: counters.bytesLoaded },
     };

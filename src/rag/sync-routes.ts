@@ -10,6 +10,7 @@ import { defaultOverlap } from "./ingest/chunker.js";
 import { IndexParams, SyncRequest, SyncResponse } from "./schemas.js";
 import type { RagRouteDeps } from "./route-deps.js";
 import { syncFolder } from "./sync.js";
+import { writeEmbedding } from "./retrieval-options.js";
 
 export const syncRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => {
   const app: TypedApp = instance.withTypeProvider<TypeBoxTypeProvider>();
@@ -47,6 +48,8 @@ export const syncRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, dep
         settings: { scorer: body.scorer ?? "tfidf", chunkSize, overlap },
         limits: { maxDocuments: deps.maxBuildDocuments, maxChars: deps.maxBuildChars },
         ingest: deps.ingest,
+        // As a build: a new index gets vectors when an embedder is configured; an existing one stays as it is.
+        embeddingFor: (existing) => writeEmbedding(deps.retrievers, undefined, existing),
       });
       // A sync that found nothing to change wrote nothing: it is not a write in the metrics.
       if (result.created || result.added + result.updated + result.deleted > 0) {

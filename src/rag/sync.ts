@@ -22,7 +22,7 @@ import { isSupported } from "./ingest/loaders.js";
 import { parseFileBytes } from "./ingest/parse-pool.js";
 import { readRegularFileInside } from "./ingest/safe-open.js";
 import type { ScorerName } from "./search/index.js";
-import type { BuildOutput, DocumentInput, RagService } from "./service.js";
+import type { BuildOutput, DocumentInput, RagService, WriteEmbedding } from "./service.js";
 import type { IndexKey, IndexMeta } from "./store/types.js";
 
 export interface SyncInput {
@@ -37,6 +37,11 @@ export interface SyncInput {
   limits?: { maxDocuments: number; maxChars: number };
   /** The app's file-parsing limits and gate (MAX_EXTRACTED_BYTES, MAX_CONCURRENT_PARSES, …). */
   ingest?: Ingest;
+  /**
+   * The embeddings of a write, given the index as it stands (null: the sync creates it); left out, the
+   * sync stores none (and an index with vectors refuses its changes, 409).
+   */
+  embeddingFor?: (existing: IndexMeta | null) => WriteEmbedding | undefined;
 }
 
 export interface SyncFailure {
@@ -246,6 +251,7 @@ export async function syncFolder(service: RagService, input: SyncInput): Promise
       overlap: input.settings.overlap,
       scorer: input.settings.scorer,
       mode: "create",
+      embedding: input.embeddingFor?.(null),
     });
     meta = built.meta;
     created = true;
@@ -253,7 +259,8 @@ export async function syncFolder(service: RagService, input: SyncInput): Promise
     // Nothing changed: no write at all, so the version stays and caches stay valid.
     meta = await service.requireMeta(key);
   } else {
-    meta = (await service.applyDocumentChanges(key, { upsert, deleteIds })).meta;
+    const embedding = input.embeddingFor?.(await service.requireMeta(key));
+    meta = (await service.applyDocumentChanges(key, { upsert, deleteIds, embedding })).meta;
   }
 
   return {

@@ -18,6 +18,7 @@ import type { OpenAiRagOptions } from "./route-deps.js";
 import { IndexName } from "./schemas.js";
 import type { IndexMeta, Metadata } from "./store/types.js";
 import { readMultipart } from "./uploads.js";
+import { retrievalInput, writeEmbedding } from "./retrieval-options.js";
 
 const strict = { additionalProperties: false } as const;
 const FileId = Type.String({ pattern: "^file-[A-Za-z0-9_-]{1,64}$" });
@@ -122,8 +123,10 @@ function fileShelf(options: OpenAiRagOptions) {
     key: { tenantId: string; name: string },
     files: StoredFile[],
     attributes?: Metadata,
-  ) =>
-    options.service.upsertDocuments(
+  ) => {
+    // Embedded as the store's index is: with vectors of its model, or without.
+    const meta = await options.service.requireMeta(key);
+    return options.service.upsertDocuments(
       key,
       files.map((file) => ({
         id: file.id,
@@ -132,7 +135,9 @@ function fileShelf(options: OpenAiRagOptions) {
         source: file.filename,
         metadata: { ...file.metadata, ...attributes },
       })),
+      writeEmbedding(options.retrievers, undefined, meta),
     );
+  };
 
   return { filesOf, fileAt, readStored, fileObject, addFiles };
 }
@@ -253,6 +258,8 @@ function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fi
         scorer: "bm25",
         mode: "create",
         allowEmpty: true,
+        // A new store gets vectors when an embedder is configured (hybrid search), as /rag/build.
+        embedding: writeEmbedding(options.retrievers, undefined, null),
       });
       const meta = files.length > 0 ? (await addFiles(key, files)).meta : built.meta;
       return vectorStore(meta);
@@ -411,6 +418,8 @@ function registerSearchRoute(app: TypedApp, options: OpenAiRagOptions): void {
         topK: body.max_num_results,
         minScore: body.ranking_options?.score_threshold ?? 0,
         predicate,
+        // Hybrid where the store holds vectors, as /rag/query by default.
+        ...retrievalInput(options.retrievers, {}),
       });
       return {
         object: "vector_store.search_results.page",

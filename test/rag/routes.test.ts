@@ -479,12 +479,13 @@ describe("RAG API routes", () => {
       assert.ok(!Number.isNaN(Date.parse(corpus.created_at)));
       assert.ok(Date.parse(corpus.updated_at) >= Date.parse(corpus.created_at));
       // The stats of an index are its info plus its segments and this process's counters of them.
-      const { segments, segments_count, deleted_chunks, merges, loaded, ...info } = (
+      const { segments, segments_count, deleted_chunks, vectors, merges, loaded, ...info } = (
         await rag.indexStats("corpus")
       ).json();
       assert.deepEqual(corpus, info);
       assert.equal(segments_count, segments.length);
       assert.equal(typeof deleted_chunks, "number");
+      assert.equal(vectors, null, "a build without an embedder stores no vectors");
       assert.equal(typeof merges.completed, "number");
       assert.equal(typeof loaded.bytes_loaded, "number");
     });

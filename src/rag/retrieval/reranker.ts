@@ -26,6 +26,21 @@ export interface Reranker {
   close(): Promise<void>;
 }
 
+/**
+ * Characters of a candidate the reranker reads: cross-encoders take 512 tokens (query included), about
+ * 2000 characters of English; the rest would be cut by the model or refused by the server. Cut at a
+ * word boundary, after the title, since a chunk's start is where its topic is announced.
+ */
+export const RERANK_MAX_CHARS = 2000;
+
+export function rerankText(title: string | null, text: string): string {
+  const whole = title ? `${title}\n${text}` : text;
+  if (whole.length <= RERANK_MAX_CHARS) return whole;
+  const cut = whole.slice(0, RERANK_MAX_CHARS);
+  const space = cut.lastIndexOf(" ");
+  return space > RERANK_MAX_CHARS / 2 ? cut.slice(0, space) : cut;
+}
+
 export interface HttpRerankerOptions {
   /** Base URL with /v1 (Cohere: /v2): requests go to `${baseUrl}/rerank`. */
   baseUrl: string;

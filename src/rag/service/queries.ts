@@ -1,8 +1,13 @@
 /**
- * Queries: the engine's top hits over the served version of an index (reader-cache.ts), their texts
- * and metadata read from the store by engine key, metadata filters applied, and the extractive answer.
+ * Queries: the engine's top hits over the served version of an index (reader-cache.ts) — lexical,
+ * dense, or both fused by RRF, optionally reranked — their texts and metadata read from the store by
+ * engine key, metadata filters applied on every path, and the extractive answer.
  */
 import { extractiveAnswer } from "../answer.js";
+import { badRequest } from "../../core/errors.js";
+import { embedFor } from "../retrieval/embedder.js";
+import { rerankText } from "../retrieval/reranker.js";
+import { maxFusedScore, reciprocalRankFusion, resolveFusion } from "../retrieval/fusion.js";
 import { expandedQuery, FEEDBACK_CHUNKS } from "../retrieval/expansion.js";
 import type { SegmentedIndex } from "../search/index.js";
 import type { ChunkHit, IndexStore, Metadata } from "../store/types.js";
@@ -20,6 +25,16 @@ const FILTER_OVERFETCH = 4;
 
 type Filter = (metadata: Metadata) => boolean;
 
+/** A search of `n` candidates, best first (the engine's lexical or dense top n). */
+type CandidateSearch = (n: number) => ReadonlyArray<{ key: number; score: number }>;
+
+/** A chunk found, its first-stage score, and each retriever's own score. */
+interface Candidate {
+  chunk: ChunkHit;
+  score: number;
+  scores: NonNullable<QueryResult["scores"]>;
+}
+
 export class Queries {
   constructor(
     private readonly store: IndexStore,
@@ -30,19 +45,36 @@ export class Queries {
   async query(input: QueryInput): Promise<QueryOutput> {
     const started = performance.now();
     const loaded = await this.readers.load(input.key);
-    const hits = await this.topChunks(input, loaded.engine, filterOf(input));
-    const results = hits.map(({ chunk, score }): QueryResult => ({
+    const retrieval = retrievalOf(input, loaded.meta);
+    const filter = filterOf(input);
+    // With a reranker, the first stage finds the candidates it rescores, top_n of them.
+    const wanted = input.rerank
+      ? Math.max(input.topK, input.rerank.topN ?? candidatePool(input.topK))
+      : input.topK;
+    let candidates: Candidate[];
+    if (retrieval === "lexical") {
+      const hits = await this.topChunks({ ...input, topK: wanted }, loaded.engine, filter);
+      candidates = hits.map(({ chunk, score }) => ({ chunk, score, scores: { lexical: score } }));
+    } else {
+      candidates = await this.denseOrHybrid(input, retrieval, loaded, filter, wanted);
+    }
+    if (input.rerank)
+      candidates = await rerankCandidates(input.query, candidates, input.rerank, input.signal);
+    // Lexical without a reranker answers as it always has; the other paths say where scores came from.
+    const withScores = retrieval !== "lexical" || input.rerank !== undefined;
+    const results = candidates.slice(0, input.topK).map(({ chunk, score, scores }): QueryResult => ({
       text: chunk.text,
-      score: Math.round(score * 1e6) / 1e6,
+      score: round6(score),
       document_id: chunk.documentId,
       file: chunk.source ?? chunk.documentId,
       chunk_id: chunk.chunkId,
       title: chunk.title,
       metadata: chunk.metadata,
+      ...(withScores && { scores: roundScores(scores) }),
     }));
     const elapsedMs = round(performance.now() - started);
     this.stats.countActivity(input.key.tenantId, "queries", elapsedMs);
-    return { results, elapsedMs, loaded };
+    return { results, elapsedMs, retrieval, loaded };
   }
 
   extractive(query: string, results: QueryResult[], loaded: LoadedIndex): string | null {
@@ -50,10 +82,56 @@ export class Queries {
   }
 
   /**
-   * The top k hits whose chunk the store still holds and that pass the filter, best first. The engine
-   * is asked for more candidates each round until k are accepted or it has none left: the accepted
-   * ones among its top n are then exactly the top k of a search restricted to accepted chunks.
+   * Dense: the chunks nearest the query's embedding (cosine). Hybrid: the lexical and the dense top
+   * `candidatePool` each (filtered alike), fused by weighted RRF, its score divided by the largest
+   * fused score possible so that it stays within 0 … 1 as min_score expects.
    */
+  private async denseOrHybrid(
+    input: QueryInput,
+    retrieval: "dense" | "hybrid",
+    loaded: LoadedIndex,
+    filter: Filter | undefined,
+    wanted: number,
+  ): Promise<Candidate[]> {
+    const { engine, meta } = loaded;
+    const space = meta.vectors;
+    if (!space)
+      throw badRequest(`Index "${meta.name}" holds no embeddings: rebuild it with "embeddings": true`);
+    if (!input.embedderFor) throw badRequest(`${retrieval} retrieval needs an embedder, and none was given`);
+    const embedder = input.embedderFor(space.model);
+    const [vector] = await embedFor(embedder, [input.query], space, input.signal);
+    const dense: CandidateSearch = (n) => engine.searchDense(vector!, { topK: n });
+    if (retrieval === "dense") {
+      const hits = await this.acceptedTop(input.key, wanted, dense, filter);
+      return (
+        hits
+          // min_score 0 (the default) keeps every hit, negative cosines included.
+          .filter(({ score }) => input.minScore === 0 || score >= input.minScore)
+          .map(({ chunk, score }) => ({ chunk, score, scores: { dense: score } }))
+      );
+    }
+    const pool = Math.max(wanted, candidatePool(input.topK));
+    const [lexicalHits, denseHits] = await Promise.all([
+      this.topChunks({ ...input, topK: pool, minScore: 0 }, engine, filter),
+      this.acceptedTop(input.key, pool, dense, filter),
+    ]);
+    const chunks = new Map<number, ChunkHit>();
+    for (const { chunk } of [...lexicalHits, ...denseHits]) chunks.set(chunk.engineKey, chunk);
+    const ranked = (hits: typeof lexicalHits) =>
+      hits.map(({ chunk, score }) => ({ key: chunk.engineKey, score }));
+    const fusion = input.fusion ?? resolveFusion();
+    const scale = maxFusedScore(fusion);
+    return reciprocalRankFusion({ lexical: ranked(lexicalHits), dense: ranked(denseHits) }, fusion)
+      .map(({ key, score, scores }) => ({
+        chunk: chunks.get(key)!,
+        score: scale > 0 ? score / scale : 0,
+        scores,
+      }))
+      .filter(({ score }) => score >= input.minScore)
+      .slice(0, wanted);
+  }
+
+  /** The lexical top k (expanded by RM3 when asked) whose chunk the store holds and that pass the filter. */
   private async topChunks(
     input: QueryInput,
     engine: SegmentedIndex,
@@ -69,29 +147,94 @@ export class Queries {
       }));
       expanded = expandedQuery(engine, input.query, texts);
     }
+    const options = (n: number) => ({ topK: n, minScore: input.minScore });
+    const search: CandidateSearch = expanded
+      ? (n) => engine.searchBoosted(expanded, options(n))
+      : (n) => engine.search(input.query, options(n));
+    return this.acceptedTop(input.key, input.topK, search, filter);
+  }
+
+  /**
+   * The top k hits of `search` whose chunk the store still holds and that pass the filter, best first.
+   * The search is asked for more candidates each round until k are accepted or it has none left: the
+   * accepted ones among its top n are then exactly the top k of a search restricted to accepted chunks.
+   */
+  private async acceptedTop(
+    key: QueryInput["key"],
+    k: number,
+    search: CandidateSearch,
+    filter: Filter | undefined,
+  ): Promise<Array<{ chunk: ChunkHit; score: number }>> {
     const fetched = new Map<number, ChunkHit | null>();
-    let candidates = filter ? input.topK * FILTER_OVERFETCH : input.topK;
+    let candidates = filter ? k * FILTER_OVERFETCH : k;
     for (;;) {
-      const options = { topK: candidates, minScore: input.minScore };
-      const hits = expanded ? engine.searchBoosted(expanded, options) : engine.search(input.query, options);
+      const hits = search(candidates);
       const unread = hits.filter((hit) => !fetched.has(hit.key)).map((hit) => hit.key);
       if (unread.length > 0) {
-        for (const chunk of await this.store.getChunks(input.key, unread))
-          fetched.set(chunk.engineKey, chunk);
+        for (const chunk of await this.store.getChunks(key, unread)) fetched.set(chunk.engineKey, chunk);
         // A key the store no longer has was deleted by a write committed since the search.
-        for (const key of unread) if (!fetched.has(key)) fetched.set(key, null);
+        for (const unknown of unread) if (!fetched.has(unknown)) fetched.set(unknown, null);
       }
       const accepted: Array<{ chunk: ChunkHit; score: number }> = [];
       for (const hit of hits) {
         const chunk = fetched.get(hit.key);
         if (!chunk || (filter && !filter(chunk.metadata))) continue;
         accepted.push({ chunk, score: hit.score });
-        if (accepted.length === input.topK) return accepted;
+        if (accepted.length === k) return accepted;
       }
       if (hits.length < candidates) return accepted;
       candidates *= 2;
     }
   }
+}
+
+/**
+ * Candidates each retriever gives a hybrid query, and a reranker by default: 4 × top_k, at least 50.
+ * RRF only rewards a chunk both lists hold, so each list must reach well below top_k for a chunk ranked
+ * moderately by both to meet itself (Azure AI Search fuses 50 per retriever); both are top-n
+ * searches, so the depth costs little next to the embedding call.
+ */
+export function candidatePool(topK: number): number {
+  return Math.max(topK * 4, 50);
+}
+
+/**
+ * The first `topN` candidates rescored by the reranker, best first (equal scores keep their first-stage
+ * order); the rest follow in their order. The final score is the reranker's.
+ */
+async function rerankCandidates(
+  query: string,
+  candidates: Candidate[],
+  rerank: NonNullable<QueryInput["rerank"]>,
+  signal?: AbortSignal,
+): Promise<Candidate[]> {
+  const head = candidates.slice(0, rerank.topN ?? candidates.length);
+  if (head.length === 0) return candidates;
+  const scores = await rerank.reranker.rerank(
+    query,
+    head.map(({ chunk }) => rerankText(chunk.title, chunk.text)),
+    signal,
+  );
+  const rescored = head
+    .map((candidate, order) => ({ candidate, order, score: scores[order]! }))
+    .sort((a, b) => b.score - a.score || a.order - b.order)
+    .map(({ candidate, score }) => ({ ...candidate, score, scores: { ...candidate.scores, rerank: score } }));
+  return rescored;
+}
+
+/** The retrieval a query runs: as asked, else hybrid where the index has vectors, else lexical. */
+function retrievalOf(input: QueryInput, meta: LoadedIndex["meta"]): "lexical" | "dense" | "hybrid" {
+  if (input.retrieval) return input.retrieval;
+  return meta.vectors && input.embedderFor ? "hybrid" : "lexical";
+}
+
+const round6 = (score: number) => Math.round(score * 1e6) / 1e6;
+
+function roundScores(scores: Candidate["scores"]): Candidate["scores"] {
+  const rounded: Candidate["scores"] = {};
+  for (const [source, value] of Object.entries(scores) as Array<[keyof Candidate["scores"], number]>)
+    rounded[source] = round6(value);
+  return rounded;
 }
 
 /** A query's equality filter and compiled predicate as one filter (both must hold), if any. */

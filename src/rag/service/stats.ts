@@ -139,6 +139,7 @@ export class ServiceStats {
       chunks_count: totals.chunks,
       segments_count: totals.segments,
       deleted_chunks: totals.deletedChunks,
+      vectors: vectorTotals(indices),
       tenants_count: new Set(indices.map((m) => m.tenantId)).size,
       queries_served: counts.queries,
       builds_served: counts.builds,
@@ -157,6 +158,19 @@ export class ServiceStats {
         : {}),
     };
   }
+}
+
+/**
+ * Indices with embeddings, their vectors (one per live chunk) and their models; per index, with
+ * dimension and bytes, in GET /rag/stats/{index_name}.
+ */
+function vectorTotals(indices: IndexMeta[]) {
+  const withVectors = indices.filter((meta) => meta.vectors !== null);
+  return {
+    indices_count: withVectors.length,
+    count: withVectors.reduce((sum, meta) => sum + meta.chunksCount, 0),
+    models: [...new Set(withVectors.map((meta) => meta.vectors!.model))].sort(),
+  };
 }
 
 /** The store's whole size, or the sum of one tenant's indices. */

@@ -1,6 +1,8 @@
 /** What the RAG service takes and gives: the types its façade (../service.ts) and its parts share. */
 import type { ScorerName, SegmentInfo, SegmentedIndex, TieredMergePolicy } from "../search/index.js";
 import type { Embedder } from "../retrieval/embedder.js";
+import type { FusionOptions } from "../retrieval/fusion.js";
+import type { Reranker } from "../retrieval/reranker.js";
 import type { IndexKey, IndexMeta, Metadata, VectorStorage } from "../store/types.js";
 
 export interface DocumentInput {
@@ -72,6 +74,16 @@ export interface QueryInput {
   predicate?: (metadata: Metadata) => boolean;
   /** RM3 pseudo-relevance feedback (src/rag/retrieval/expansion.ts). */
   expand?: boolean;
+  /** How candidates are found (#26): default "hybrid" when the index has vectors, else "lexical". */
+  retrieval?: "lexical" | "dense" | "hybrid";
+  /** Weighted RRF's k and weights for "hybrid" (src/rag/retrieval/fusion.ts). */
+  fusion?: FusionOptions;
+  /** The embedder of the index's model (dense, hybrid); it throws 503 / 409 when there is none. */
+  embedderFor?: (model: string) => Embedder;
+  /** Rescore the first `topN` candidates (default: the candidate pool) with `reranker`. */
+  rerank?: { reranker: Reranker; topN?: number };
+  /** Stops embedding and reranking when the client goes away. */
+  signal?: AbortSignal;
 }
 
 export interface QueryResult {
@@ -82,11 +94,15 @@ export interface QueryResult {
   chunk_id: string;
   title: string | null;
   metadata: Metadata;
+  /** Each retriever's own score, where computed (dense, hybrid or reranked queries). */
+  scores?: { lexical?: number; dense?: number; rerank?: number };
 }
 
 export interface QueryOutput {
   results: QueryResult[];
   elapsedMs: number;
+  /** How candidates were found (the default resolved). */
+  retrieval?: "lexical" | "dense" | "hybrid";
   /** For answer composition. */
   loaded: LoadedIndex;
 }
@@ -113,6 +129,8 @@ export interface IndexStats {
   meta: IndexMeta;
   segments: SegmentInfo[];
   deletedChunks: number;
+  /** The live chunks' vectors as loaded (SegmentedIndex.vectorStats); null without embeddings. */
+  vectors?: { count: number; dimension: number; bytes: number } | null;
   merges: { completed: number; running: number };
   loaded: { segmentsLoaded: number; bytesLoaded: number };
 }
