@@ -250,7 +250,10 @@ class MergeWorker {
       if (this.pending.size === 0) this.becomeIdle(worker);
     });
     const fail = (error: Error): void => {
-      if (this.worker === worker) this.worker = null;
+      // A worker retired when idle has no jobs: every job since went to its successor, whose jobs its
+      // late `exit` must not reject (the idle timer's terminate and the next run can meet in one turn).
+      if (this.worker !== worker) return;
+      this.worker = null;
       for (const { reject } of this.pending.values()) reject(error);
       this.pending.clear();
     };
