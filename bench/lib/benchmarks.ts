@@ -134,8 +134,9 @@ export const benchmarks: readonly Benchmark[] = [
     script: "hybrid.ts",
     compares:
       "hybrid (RRF) query p50/p99 against lexical-only, one-document append with its vector at N against 10k, RSS serving N chunks with 384-d i8 vectors, through RagService on SQLite",
-    // 1M chunks build ten HNSW graphs of 100k and take about an hour on 2 shared cores: measured by
-    // hand, `node --import tsx bench/hybrid.ts --sizes 10000,1000000`.
+    // 1M chunks (ten writes of 100k, each building its segment's HNSW graph) took 16 minutes on the
+    // shared 2-core machine at load average 6-9: measured by hand,
+    // `node --import tsx bench/hybrid.ts --sizes 10000,100000,1000000`.
     args: (quick) => (quick ? ["--quick"] : ["--sizes", "10000,100000"]),
     budget: 1200,
     results: ["hybrid"],
