@@ -11,9 +11,10 @@
  * from the Debian documentation corpus or SciFact; one chunk each, as bench/segments.ts); every chunk
  * carries a 384-d vector stored as i8. At each stage:
  * 1. query latency of lexical, hybrid (lexical + dense fused by RRF, the service's default for an index
- *    with vectors) and dense retrieval, top 10, the collection's queries, interleaved (each query run by
- *    every retrieval back to back, the order rotating, one untimed pass then PASSES timed ones); the
- *    ratio hybrid ÷ lexical is the issue's (≤ 3× at 1M);
+ *    with vectors) and dense retrieval, top 10, and of lexical and dense at the depth hybrid asks each
+ *    for (candidatePool: 50), the collection's queries, interleaved (each query run by every subject
+ *    back to back, the order rotating, one untimed pass then PASSES timed ones); the ratio hybrid ÷
+ *    lexical at top 10 is the issue's (≤ 3× at 1M);
  * 2. one-document appends with their vector, each timed with its commit; the time spent in the embedder
  *    is subtracted (the issue excludes embedding time), and merges the appends start are awaited
  *    between samples, untimed; the p50 at N ÷ the p50 at 10k is the issue's (≤ 2× at 1M);
@@ -37,6 +38,7 @@ import { gaussian } from "../scripts/lib/synthetic-vectors.js";
 import { seededRandom } from "../scripts/lib/seeded-random.js";
 import type { Embedder } from "../src/rag/retrieval/embedder.js";
 import { RagService, type DocumentInput } from "../src/rag/service.js";
+import { candidatePool } from "../src/rag/service/queries.js";
 import { SqliteIndexStore } from "../src/rag/store/sqlite-store.js";
 import type { IndexKey, VectorStorage } from "../src/rag/store/types.js";
 import { repoRoot } from "./lib/bench-env.js";
@@ -70,8 +72,19 @@ const CHUNKING = { chunkSize: 2000, overlap: 128 } as const;
 const PASSES = 2;
 const SERVE_QUERIES = 100;
 const KEY: IndexKey = { tenantId: "default", name: "hybrid" };
-const RETRIEVALS = ["lexical", "hybrid", "dense"] as const;
-type Retrieval = (typeof RETRIEVALS)[number];
+type Retrieval = "lexical" | "hybrid" | "dense";
+/**
+ * What is timed per query: the three retrievals at top 10, and lexical and dense alone at the depth the
+ * hybrid query asks each of them for (candidatePool), which tells where the hybrid query's time goes.
+ */
+const POOL = candidatePool(TOP_K);
+const SUBJECTS: ReadonlyArray<{ name: string; retrieval: Retrieval; topK: number }> = [
+  { name: "lexical", retrieval: "lexical", topK: TOP_K },
+  { name: "hybrid", retrieval: "hybrid", topK: TOP_K },
+  { name: "dense", retrieval: "dense", topK: TOP_K },
+  { name: "lexicalPool", retrieval: "lexical", topK: POOL },
+  { name: "densePool", retrieval: "dense", topK: POOL },
+];
 
 function log(message: string): void {
   process.stderr.write(`[hybrid ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
@@ -191,7 +204,8 @@ interface Stage {
   vectors: unknown;
   /** Embedding time subtracted from the query figures (mean per query, ms). */
   queryEmbedMeanMs: number;
-  query: Record<Retrieval, Latency>;
+  /** By subject (SUBJECTS' names). */
+  query: Record<string, Latency>;
   append: Latency;
   appendEmbedMeanMs: number;
   serving: Record<string, unknown>;
@@ -252,7 +266,8 @@ async function measure(): Promise<void> {
       log(`${stage.toLocaleString("en")}: queries`);
       const { query, queryEmbedMeanMs } = await timeQueries(service, embedder, queries);
       log(
-        `${stage.toLocaleString("en")}: lexical p50 ${fmt(query.lexical.p50)} ms, hybrid p50 ${fmt(query.hybrid.p50)} ms; appends`,
+        `${stage.toLocaleString("en")}: lexical p50 ${fmt(query.lexical?.p50)} ms, hybrid p50 ${fmt(query.hybrid?.p50)} ms, ` +
+          `at depth ${POOL}: lexical ${fmt(query.lexicalPool?.p50)} ms, dense ${fmt(query.densePool?.p50)} ms; appends`,
       );
       // Appended texts come from beyond the largest stage, so none is already in the index.
       const { append, appendEmbedMeanMs } = await timeAppends(service, embedder, appendSamples, (i) => {
@@ -295,6 +310,7 @@ async function measure(): Promise<void> {
     storage: STORAGE,
     embedder: { model: embedder.model, clusters: CLUSTERS, spread: SPREAD, seed: SEED },
     topK: TOP_K,
+    candidatePool: POOL,
     queries: queries.length,
     passes: PASSES,
     appendSamples,
@@ -314,25 +330,26 @@ function get(obj: unknown, ...keys: string[]): unknown {
 }
 
 /**
- * Every query by every retrieval, back to back in a rotating order, one untimed pass then PASSES timed;
+ * Every query by every subject, back to back in a rotating order, one untimed pass then PASSES timed;
  * the time the embedder spent on each query is subtracted from it.
  */
 async function timeQueries(service: RagService, embedder: SyntheticEmbedder, queries: string[]) {
-  const samples = RETRIEVALS.map(() => [] as number[]);
+  const samples = SUBJECTS.map(() => [] as number[]);
   let embedMs = 0;
   let embedded = 0;
   for (let pass = 0; pass <= PASSES; pass++) {
     for (const [q, query] of queries.entries()) {
-      for (let i = 0; i < RETRIEVALS.length; i++) {
-        const r = (i + q + pass) % RETRIEVALS.length;
+      for (let i = 0; i < SUBJECTS.length; i++) {
+        const r = (i + q + pass) % SUBJECTS.length;
+        const subject = SUBJECTS[r]!;
         const embedBefore = embedder.embedMs;
         const t = performance.now();
         await service.query({
           key: KEY,
           query,
-          topK: TOP_K,
+          topK: subject.topK,
           minScore: 0,
-          retrieval: RETRIEVALS[r],
+          retrieval: subject.retrieval,
           embedderFor: () => embedder,
         });
         const elapsed = performance.now() - t;
@@ -346,10 +363,7 @@ async function timeQueries(service: RagService, embedder: SyntheticEmbedder, que
       }
     }
   }
-  const query = Object.fromEntries(RETRIEVALS.map((r, i) => [r, latency(samples[i]!)])) as Record<
-    Retrieval,
-    Latency
-  >;
+  const query = Object.fromEntries(SUBJECTS.map(({ name }, i) => [name, latency(samples[i]!)]));
   return { query, queryEmbedMeanMs: embedded > 0 ? embedMs / embedded : 0 };
 }
 

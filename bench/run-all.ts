@@ -284,7 +284,8 @@ function hybridSection(result: Json): string[] {
       "synthetic embedder in the benchmark (clustered vectors derived from each text): the benchmark's input, " +
       "its time subtracted from every figure (the issue excludes embedding time). Queries: the collection's " +
       `first ${fmt(num(result.queries))}, top ${String(result.topK)}, lexical, hybrid (RRF of the lexical and ` +
-      "dense top 50 each) and dense interleaved, " +
+      "dense top 50 each) and dense, and lexical and dense alone at that depth of 50 (the pool; absent in " +
+      "older results), interleaved, " +
       `${String(result.passes)} timed passes. Appends: ${fmt(num(result.appendSamples))} one-document writes per ` +
       "stage, each timed with its commit. Serving: a fresh process opens the store and serves " +
       `${fmt(num(result.serveQueries))} queries (hybrid and lexical), then its RSS is read from /proc.`,
@@ -300,6 +301,7 @@ function hybridSection(result: Json): string[] {
       `${fmt(q("lexical", "p50"))} / ${fmt(q("lexical", "p99"))}`,
       `${fmt(q("hybrid", "p50"))} / ${fmt(q("hybrid", "p99"))}`,
       `${fmt(q("dense", "p50"))} / ${fmt(q("dense", "p99"))}`,
+      `${fmt(q("lexicalPool", "p50"))} / ${fmt(q("densePool", "p50"))}`,
       `${fmt(ratio("p50"))} / ${fmt(ratio("p99"))}`,
       `${fmt(num(get(stage, "append", "p50")))} / ${fmt(num(get(stage, "append", "p99")))}`,
       fmt(num(get(stage, "serving", "after", "rssMB"))),
@@ -314,6 +316,7 @@ function hybridSection(result: Json): string[] {
         "lexical p50 / p99 ms",
         "hybrid p50 / p99 ms",
         "dense p50 / p99 ms",
+        "at pool depth: lexical / dense p50 ms",
         "hybrid ÷ lexical",
         "append p50 / p99 ms",
         "serving RSS MB",
