@@ -62,6 +62,7 @@ const SUMMARY = [
   "segments",
   "models",
   "vectors",
+  "hybrid",
 ];
 
 interface RunRecord {
@@ -263,6 +264,68 @@ function vectorsSection(result: Json): string[] {
       );
   }
   out.push("");
+  return out;
+}
+
+/** "## Hybrid retrieval": every stage of bench/results/hybrid.json (bench/hybrid.ts). */
+function hybridSection(result: Json): string[] {
+  const load = get(result, "loadAverage") as Json | undefined;
+  const out = [
+    "## Hybrid retrieval",
+    "",
+    `\`${String(result.command)}\` — ${String(result.date)}, ${String(result.cores)} cores, load average ` +
+      `${String((load?.start as number[] | undefined)?.join(" / "))} at the start and ` +
+      `${String((load?.end as number[] | undefined)?.join(" / "))} at the end (1 / 5 / 15 min).`,
+    "",
+    "Through RagService on a SQLite store in a temporary directory. One index grows through the stages " +
+      `(built, then appended to in writes of up to ${fmt(num(result.writeBatch))} documents, merges awaited ` +
+      `untimed); the scale corpus from ${String(result.base)}, one chunk per document, each with a ` +
+      `${String(result.dimension)}-d vector stored as ${String(result.storage)}. The vectors come from a seeded ` +
+      "synthetic embedder in the benchmark (clustered vectors derived from each text): the benchmark's input, " +
+      "its time subtracted from every figure (the issue excludes embedding time). Queries: the collection's " +
+      `first ${fmt(num(result.queries))}, top ${String(result.topK)}, lexical, hybrid (RRF of the lexical and ` +
+      "dense top 50 each) and dense, and lexical and dense alone at that depth of 50 (the pool; absent in " +
+      "older results), interleaved, " +
+      `${String(result.passes)} timed passes. Appends: ${fmt(num(result.appendSamples))} one-document writes per ` +
+      "stage, each timed with its commit. Serving: a fresh process opens the store and serves " +
+      `${fmt(num(result.serveQueries))} queries (hybrid and lexical), then its RSS is read from /proc.`,
+    "",
+  ];
+  const rows: string[][] = [];
+  for (const stage of (result.stages as Json[] | undefined) ?? []) {
+    const q = (r: string, p: string) => num(get(stage, "query", r, p));
+    const ratio = (p: string) => (q("hybrid", p) ?? NaN) / (q("lexical", p) ?? NaN);
+    rows.push([
+      fmt(num(stage.chunks)),
+      fmt(num(stage.segments)),
+      `${fmt(q("lexical", "p50"))} / ${fmt(q("lexical", "p99"))}`,
+      `${fmt(q("hybrid", "p50"))} / ${fmt(q("hybrid", "p99"))}`,
+      `${fmt(q("dense", "p50"))} / ${fmt(q("dense", "p99"))}`,
+      `${fmt(q("lexicalPool", "p50"))} / ${fmt(q("densePool", "p50"))}`,
+      `${fmt(ratio("p50"))} / ${fmt(ratio("p99"))}`,
+      `${fmt(num(get(stage, "append", "p50")))} / ${fmt(num(get(stage, "append", "p99")))}`,
+      fmt(num(get(stage, "serving", "after", "rssMB"))),
+      fmt((num(get(stage, "serving", "firstQueryMs")) ?? NaN) / 1000),
+    ]);
+  }
+  out.push(
+    markdownTable(
+      [
+        "chunks",
+        "segments",
+        "lexical p50 / p99 ms",
+        "hybrid p50 / p99 ms",
+        "dense p50 / p99 ms",
+        "at pool depth: lexical / dense p50 ms",
+        "hybrid ÷ lexical",
+        "append p50 / p99 ms",
+        "serving RSS MB",
+        "load + first query s",
+      ],
+      rows,
+    ),
+    "",
+  );
   return out;
 }
 
@@ -924,6 +987,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
   const synthetic = readDetails("generation-synthetic");
   const segments = readDetails("segments");
   const vectors = readDetails("vectors");
+  const hybrid = readDetails("hybrid");
   const llamaServer = readDetails("llama-server");
   const llamaServerLarger = readDetails("llama-server-1.5b");
   const models = readDetails("models");
@@ -953,6 +1017,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
     "segments",
     "models",
     "vectors",
+    "hybrid",
     "run-all",
   ]);
   const others = existsSync(resultsDir)
@@ -984,6 +1049,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
     llamaServer,
     llamaServerLarger,
     models,
+    hybrid,
   ]
     .map((r) => (typeof r?.date === "string" ? r.date : null))
     .filter((d): d is string => d !== null)
@@ -1031,6 +1097,7 @@ async function writeReport(runs: RunRecord[], suiteSeconds: number | null, selec
     ...(segments ? segmentsSection(segments) : []),
     ...(models ? modelsSection(models) : []),
     ...(vectors ? vectorsSection(vectors) : []),
+    ...(hybrid ? hybridSection(hybrid) : []),
     ...(others.length > 0 ? ["## Other results", "", `Also in this run: ${others.join(", ")}.`, ""] : []),
     ...(runs.length > 0
       ? [

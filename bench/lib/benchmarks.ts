@@ -130,6 +130,18 @@ export const benchmarks: readonly Benchmark[] = [
     results: ["vectors"],
   },
   {
+    name: "hybrid",
+    script: "hybrid.ts",
+    compares:
+      "hybrid (RRF) query p50/p99 against lexical-only, one-document append with its vector at N against 10k, RSS serving N chunks with 384-d i8 vectors, through RagService on SQLite",
+    // 1M chunks (ten writes of 100k, each building its segment's HNSW graph) take 9 minutes on the
+    // shared 2-core machine at load average ~4 (16 at 6-9): measured by hand,
+    // `node --import tsx bench/hybrid.ts --sizes 10000,100000,1000000`.
+    args: (quick) => (quick ? ["--quick"] : ["--sizes", "10000,100000"]),
+    budget: 1200,
+    results: ["hybrid"],
+  },
+  {
     name: "merge-blocking",
     script: "merge-blocking.ts",
     compares:

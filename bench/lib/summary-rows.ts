@@ -355,6 +355,56 @@ function vectorsRows(details: Json): ResultRow[] {
   return rows;
 }
 
+/** bench/hybrid.ts: per stage, hybrid ÷ lexical query latency, append at N ÷ at 10k, serving RSS. */
+function hybridRows(details: Json): ResultRow[] {
+  const rows: ResultRow[] = [];
+  const stages = (details.stages as Json[] | undefined) ?? [];
+  const referenceSize = num(details.referenceSize) ?? 10_000;
+  const reference = stages.find((s) => (num(s.chunks) ?? 0) >= referenceSize);
+  const size = (n: number | undefined) =>
+    n === undefined ? "?" : n >= 1_000_000 ? `${fmt(n / 1_000_000)}M` : `${fmt(n / 1000)}k`;
+  for (const stage of stages) {
+    const chunks = num(stage.chunks);
+    const label = `${size(chunks)} chunks, 384-d ${String(details.storage)}`;
+    for (const q of ["p50", "p99"]) {
+      const hybrid = num(get(stage, "query", "hybrid", q));
+      const lexical = num(get(stage, "query", "lexical", q));
+      if (hybrid === undefined || lexical === undefined) continue;
+      rows.push({
+        metric: `hybrid query ${q} (RRF, top 10) vs lexical-only, ${label}, interleaved`,
+        value: `${fmt(hybrid)} ms`,
+        reference: `${fmt(lexical)} ms`,
+        ratio: `${(hybrid / lexical).toFixed(2)}×`,
+        target: "≤ 3×",
+        held: hybrid / lexical <= 3,
+      });
+    }
+    const append = num(get(stage, "append", "p50"));
+    const appendRef = num(get(reference, "append", "p50"));
+    if (append !== undefined && appendRef !== undefined && stage !== reference)
+      rows.push({
+        metric: `one-document append with its vector p50 (commit included, embedding excluded), ${size(chunks)} vs ${size(num(reference?.chunks))} chunks`,
+        value: `${fmt(append)} ms`,
+        reference: `${fmt(appendRef)} ms`,
+        ratio: `${(append / appendRef).toFixed(2)}×`,
+        target: "≤ 2×",
+        held: append / appendRef <= 2,
+      });
+    const rss = num(get(stage, "serving", "after", "rssMB"));
+    const big = chunks !== undefined && chunks >= 1_000_000;
+    if (rss !== undefined)
+      rows.push({
+        metric: `RSS of a fresh process serving ${label} (store loaded, queries served)`,
+        value: `${Math.round(rss)} MB`,
+        reference: "",
+        ratio: "",
+        target: big ? "≤ 1.2 GB" : "",
+        ...(big ? { held: rss <= 1200 } : {}),
+      });
+  }
+  return rows;
+}
+
 const rowsByKind: ReadonlyArray<[prefix: string, rows: (details: Json) => ResultRow[]]> = [
   ["generation", generationRows],
   ["llama-server", llamaServerRows],
@@ -368,6 +418,7 @@ const rowsByKind: ReadonlyArray<[prefix: string, rows: (details: Json) => Result
   ["run-all", runAllRows],
   ["models", modelsRows],
   ["vectors", vectorsRows],
+  ["hybrid", hybridRows],
 ];
 
 /** bench/models.ts: RSS over load/unload cycles, and cold start to first token against llama-server's router. */

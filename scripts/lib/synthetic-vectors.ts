@@ -1,7 +1,7 @@
 /**
  * Clustered synthetic embeddings, seeded: `clusters` random unit centres, each vector a centre plus
  * Gaussian noise of norm ≈ `spread` (so neighbours are mostly, not only, in the own cluster, as in real
- * embedding sets). The vector tests and bench/vectors.ts share it.
+ * embedding sets). The vector tests, bench/vectors.ts and bench/hybrid.ts share it.
  */
 import { seededRandom } from "./seeded-random.js";
 
@@ -13,7 +13,8 @@ export interface SyntheticVectorOptions {
   spread?: number;
 }
 
-function gaussian(random: () => number): () => number {
+/** Standard normal draws from a uniform source (Box–Muller, the spare kept). */
+export function gaussian(random: () => number): () => number {
   let spare: number | null = null;
   return () => {
     if (spare !== null) {
