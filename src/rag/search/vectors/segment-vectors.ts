@@ -37,14 +37,17 @@ export const DEFAULT_GRAPH_SCALAR: VectorStorage = "i8";
 export const DEFAULT_OVERSAMPLE = 5;
 
 /**
- * The default candidates per wanted hit for a segment of `count` vectors: 5 up to ~60k, growing with
- * the square root of the size to 20 at 1M. Asking for more widens the walk (USearch's ef is at least the
- * count asked for), and a bigger graph needs a wider walk for the same recall: at 1M × 384-d (i8 walk),
- * recall@10 was 0.81 asking 5 per hit, 0.90 asking 10, 0.97 asking 20 (bench/vectors.ts).
+ * The fewest candidates a search of a segment of `count` vectors asks the graph for: 200 × √(count / 1M)
+ * (200 at 1M, 63 at 100k). Asking for more widens the walk (USearch's ef is at least the count asked
+ * for), and a bigger graph needs a wider walk for the same recall: at 1M × 384-d (i8 walk, top 10),
+ * recall@10 was 0.81 asking 50 candidates, 0.90 asking 100, 0.99 asking 200 (bench/vectors.ts). A floor
+ * per segment rather than per wanted hit: a deeper search (hybrid asks each side for 50) needs no wider
+ * walk per hit than a top 10 does.
  */
-export function defaultOversample(count: number): number {
-  return Math.max(DEFAULT_OVERSAMPLE, Math.ceil(20 * Math.sqrt(count / 1_000_000)));
+export function minimumCandidates(count: number): number {
+  return Math.ceil(200 * Math.sqrt(count / 1_000_000));
 }
+
 export const MAX_VECTOR_DIMENSION = 8192;
 
 export interface VectorHit {
@@ -72,8 +75,8 @@ export interface VectorSearchOptions {
   /** Brute force even where there is a graph (the reference the graph is measured against). */
   exact?: boolean;
   /**
-   * Candidates asked of the graph per wanted hit, before the deleted share is accounted for (default
-   * `defaultOversample(count)`).
+   * Candidates asked of the graph per wanted hit, before the deleted share is accounted for. Unset: 5 per
+   * hit and at least `minimumCandidates(count)`; set: exactly this many per hit (what the benchmark varies).
    */
   oversample?: number;
 }
@@ -219,8 +222,11 @@ export class SegmentVectors {
     if (k < 1 || liveCount === 0) return [];
     const graph = this.graph;
     if (graph === null || options.exact === true) return this.exactSearch(unitQuery, k, live);
-    const oversample = Math.max(1, options.oversample ?? defaultOversample(count));
-    let wanted = Math.ceil((k * oversample * count) / liveCount);
+    const breadth =
+      options.oversample === undefined
+        ? Math.max(k * DEFAULT_OVERSAMPLE, minimumCandidates(count))
+        : k * Math.max(1, options.oversample);
+    let wanted = Math.ceil((breadth * count) / liveCount);
     for (;;) {
       if (wanted > count / 2) return this.exactSearch(unitQuery, k, live);
       const matches = graph.search(unitQuery, wanted);
@@ -231,7 +237,7 @@ export class SegmentVectors {
         found++;
         top.offer(doc, this.score(doc, unitQuery));
       }
-      if (found >= Math.min(liveCount, k * oversample)) {
+      if (found >= Math.min(liveCount, breadth)) {
         return top.drain().map((hit) => ({ doc: hit.key, score: hit.score }));
       }
       // The walk found fewer than asked for (a sparse corner of the graph): never answer short.
