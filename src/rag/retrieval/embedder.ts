@@ -10,15 +10,9 @@
  * unavailable"): the write or query that needed it does nothing.
  */
 import type { Config } from "../../core/config.js";
-import { conflict, corrupt, DomainError } from "../../core/errors.js";
+import { conflict, corrupt, type DomainError } from "../../core/errors.js";
 import type { TextgenService } from "../../textgen/service.js";
-import {
-  malformedAnswer,
-  newAgent,
-  postJson,
-  retrieverUnavailable,
-  type UpstreamTarget,
-} from "./upstream.js";
+import { malformedAnswer, newAgent, postJson, localModelFailure, type UpstreamTarget } from "./upstream.js";
 
 export interface Embedder {
   /** The model's name, as an index records it (known once the first batch is answered, at the latest). */
@@ -250,15 +244,7 @@ export class LocalEmbedder implements Embedder {
     try {
       ({ vectors } = await served.embed(batch, signal));
     } catch (error) {
-      if (signal?.aborted) throw error;
-      if (error instanceof DomainError) {
-        // An input the model cannot take is the document's problem, not the server's.
-        if (error.kind === "invalid")
-          throw new DomainError("unprocessable", `embedder refused the input: ${error.message}`);
-        if (error.kind === "not_ready") throw retrieverUnavailable("embedder", error.message);
-        throw error;
-      }
-      throw retrieverUnavailable("embedder", (error as Error).message ?? String(error));
+      throw localModelFailure("embedder", error, signal);
     }
     this.resolvedName ??= served.name;
     this.knownDimension = batchDimension(vectors, batch.length, this.knownDimension, served.name, (why) =>

@@ -6,15 +6,8 @@
  * candidates' order (higher is more relevant); failures map as the embedder's do (upstream.ts).
  */
 import type { Config } from "../../core/config.js";
-import { DomainError } from "../../core/errors.js";
 import type { TextgenService } from "../../textgen/service.js";
-import {
-  malformedAnswer,
-  newAgent,
-  postJson,
-  retrieverUnavailable,
-  type UpstreamTarget,
-} from "./upstream.js";
+import { malformedAnswer, newAgent, postJson, localModelFailure, type UpstreamTarget } from "./upstream.js";
 
 export interface Reranker {
   /** The model's name ("" until known, for a server asked without one). */
@@ -144,15 +137,7 @@ export class LocalReranker implements Reranker {
       this.resolvedName ??= served.name;
       return scores;
     } catch (error) {
-      if (signal?.aborted) throw error;
-      if (error instanceof DomainError) {
-        // An input the model cannot take (too many tokens) is the candidates' problem, not the server's.
-        if (error.kind === "invalid")
-          throw new DomainError("unprocessable", `reranker refused the input: ${error.message}`);
-        if (error.kind === "not_ready") throw retrieverUnavailable("reranker", error.message);
-        throw error;
-      }
-      throw retrieverUnavailable("reranker", (error as Error).message ?? String(error));
+      throw localModelFailure("reranker", error, signal);
     }
   }
 

@@ -18,6 +18,23 @@ export function retrieverUnavailable(role: RetrieverRole, why: string): DomainEr
   });
 }
 
+/**
+ * What an in-process model's failure means to RAG: an input it cannot take (too many tokens) is the
+ * document's or the candidates' problem (422), a model that is not ready is a 503 like an unreachable
+ * server, other domain errors stand; anything else is the retriever being unavailable. A client that
+ * left gets its own error back.
+ */
+export function localModelFailure(role: RetrieverRole, error: unknown, signal?: AbortSignal): unknown {
+  if (signal?.aborted) return error;
+  if (error instanceof DomainError) {
+    if (error.kind === "invalid")
+      return new DomainError("unprocessable", `${role} refused the input: ${error.message}`);
+    if (error.kind === "not_ready") return retrieverUnavailable(role, error.message);
+    return error;
+  }
+  return retrieverUnavailable(role, (error as Error).message ?? String(error));
+}
+
 /** 502: the retriever answered, but not with what its API promises. */
 export function malformedAnswer(role: RetrieverRole, url: string, why: string): DomainError {
   return new DomainError("upstream", `${role} at ${url} answered malformed JSON: ${why}`);
