@@ -7,22 +7,18 @@
  * (no embedder, another model, an embedder dying mid-append) leave the index as it was.
  */
 import assert from "node:assert/strict";
-import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import http from "node:http";
-import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 
 import { freePort } from "../../scripts/lib/free-port.js";
-import { syntheticModel, type SyntheticShape } from "../../scripts/lib/synthetic-gguf.js";
 import { maxFusedScore, reciprocalRankFusion } from "../../src/rag/retrieval/fusion.js";
 import { buildRagApp } from "../../src/rag/app.js";
-import { testConfig, testModelPath } from "../helpers/env.js";
+import { testConfig } from "../helpers/env.js";
+import { modelsDirOf, retrievalModels, TINY } from "../helpers/retrieval-models.js";
 import { makeTempDir, openRagApp, ragClient, removeTempDirs, type RagApp } from "../helpers/rag-http.js";
 import { sseEvents, startTextgen, type RunningTextgen } from "../helpers/servers.js";
-
-const TINY: SyntheticShape = { embedding: 64, feedForward: 128, layers: 2, heads: 4, kvHeads: 4 };
-const cacheDir = path.join(os.tmpdir(), "lectern-test-models");
 
 /** One chunk each (short, no title), so that a chunk's embedded text is its document's text. */
 const DOCUMENTS = [
@@ -62,17 +58,8 @@ let textgen: RunningTextgen;
 let v1: string;
 
 before(async () => {
-  const files = {
-    embed: await syntheticModel(testModelPath, TINY, {
-      dir: cacheDir,
-      tag: "embed",
-      metadata: { "llama.pooling_type": 1 },
-    }),
-    rerank: await syntheticModel(testModelPath, TINY, { dir: cacheDir, rankHead: {} }),
-  };
-  const dir = mkdtempSync(path.join(os.tmpdir(), "lectern-models-"));
-  for (const [name, file] of Object.entries(files)) copyFileSync(file, path.join(dir, `${name}.gguf`));
-  copyFileSync(files.embed, path.join(dir, "embed2.gguf"));
+  const files = await retrievalModels();
+  const dir = modelsDirOf({ ...files, embed2: files.embed });
   textgen = await startTextgen({ MODELS_DIR: dir, MAX_CONCURRENT: "2" });
   v1 = `${textgen.url}/v1`;
 });

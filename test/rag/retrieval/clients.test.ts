@@ -5,15 +5,12 @@
  * over HTTP and in-process; a closed port and a server that never answers for the 503s.
  */
 import assert from "node:assert/strict";
-import { copyFileSync, mkdtempSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
-import os from "node:os";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
 
 import { freePort } from "../../../scripts/lib/free-port.js";
-import { syntheticModel, type SyntheticShape } from "../../../scripts/lib/synthetic-gguf.js";
+import { syntheticModel } from "../../../scripts/lib/synthetic-gguf.js";
 import { loadConfig } from "../../../src/core/config.js";
 import { DomainError } from "../../../src/core/errors.js";
 import { toApiError } from "../../../src/core/http.js";
@@ -26,10 +23,8 @@ import {
 } from "../../../src/rag/retrieval/embedder.js";
 import { HttpReranker, LocalReranker, rerankerFor } from "../../../src/rag/retrieval/reranker.js";
 import { testModelPath } from "../../helpers/env.js";
+import { modelCacheDir, modelsDirOf, retrievalModels, TINY } from "../../helpers/retrieval-models.js";
 import { startTextgen, type RunningTextgen } from "../../helpers/servers.js";
-
-const TINY: SyntheticShape = { embedding: 64, feedForward: 128, layers: 2, heads: 4, kvHeads: 4 };
-const cacheDir = path.join(os.tmpdir(), "lectern-test-models");
 
 const TEXTS = ["The cat sat.", "A big red ball", "Once upon a time", "lily", "the dog ran far away"];
 const DOCUMENTS = ["the cat sat on the mat", "a dog ran far away", "once upon a time", "lily"];
@@ -51,16 +46,10 @@ let base: string;
 
 before(async () => {
   const files = {
-    embed: await syntheticModel(testModelPath, TINY, {
-      dir: cacheDir,
-      tag: "embed",
-      metadata: { "llama.pooling_type": 1 },
-    }),
-    rerank: await syntheticModel(testModelPath, TINY, { dir: cacheDir, rankHead: {} }),
-    swapped: await syntheticModel(testModelPath, TINY, { dir: cacheDir, rankHead: { swapped: true } }),
+    ...(await retrievalModels()),
+    swapped: await syntheticModel(testModelPath, TINY, { dir: modelCacheDir, rankHead: { swapped: true } }),
   };
-  const dir = mkdtempSync(path.join(os.tmpdir(), "lectern-models-"));
-  for (const [name, file] of Object.entries(files)) copyFileSync(file, path.join(dir, `${name}.gguf`));
+  const dir = modelsDirOf(files);
   // Two inputs per /v1/embeddings request at most: a client that did not batch would be refused.
   server = await startTextgen({ MODELS_DIR: dir, MAX_CONCURRENT: "2", EMBEDDING_MAX_INPUTS: "2" });
   base = `${server.url}/v1`;

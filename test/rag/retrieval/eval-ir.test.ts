@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -16,16 +16,12 @@ import { after, before, describe, it } from "node:test";
 
 import { loadBeir, ndcgAt } from "../../../scripts/lib/ir-eval.js";
 import { runRetrieval } from "../../../scripts/lib/ir-retrieval.js";
-import { syntheticModel, type SyntheticShape } from "../../../scripts/lib/synthetic-gguf.js";
 import { HttpEmbedder } from "../../../src/rag/retrieval/embedder.js";
 import { reciprocalRankFusion } from "../../../src/rag/retrieval/fusion.js";
 import { HttpReranker } from "../../../src/rag/retrieval/reranker.js";
 import { SegmentedIndex, IndexWriter } from "../../../src/rag/search/index.js";
-import { testModelPath } from "../../helpers/env.js";
+import { modelsDirOf, retrievalModels, TINY } from "../../helpers/retrieval-models.js";
 import { startTextgen, type RunningTextgen } from "../../helpers/servers.js";
-
-const TINY: SyntheticShape = { embedding: 64, feedForward: 128, layers: 2, heads: 4, kvHeads: 4 };
-const cacheDir = path.join(os.tmpdir(), "lectern-test-models");
 
 const CORPUS = [
   { _id: "d1", title: "Birds", text: "Many birds migrate south in winter to find food." },
@@ -45,16 +41,8 @@ let base: string;
 let dir: string;
 
 before(async () => {
-  const files = {
-    embed: await syntheticModel(testModelPath, TINY, {
-      dir: cacheDir,
-      tag: "embed",
-      metadata: { "llama.pooling_type": 1 },
-    }),
-    rerank: await syntheticModel(testModelPath, TINY, { dir: cacheDir, rankHead: {} }),
-  };
-  const models = mkdtempSync(path.join(os.tmpdir(), "lectern-models-"));
-  for (const [name, file] of Object.entries(files)) copyFileSync(file, path.join(models, `${name}.gguf`));
+  const files = await retrievalModels();
+  const models = modelsDirOf(files);
   server = await startTextgen({ MODELS_DIR: models, MAX_CONCURRENT: "2" });
   base = `${server.url}/v1`;
   dir = mkdtempSync(path.join(os.tmpdir(), "lectern-beir-"));
