@@ -237,6 +237,42 @@ function measureSize(size: number, storages: VectorStorage[], queryCount: number
   };
 }
 
+type SizeRun = {
+  size: number;
+  command?: string;
+  ours: Array<Record<string, unknown>>;
+  serving: unknown;
+  reference: unknown;
+};
+
+/**
+ * `--merge`: the runs already there, with this run's measurements in place of theirs — per storage type,
+ * so that a long size can be measured one storage per invocation. A run that measured some storages of a
+ * size keeps the others' figures (and the serving and reference figures it did not measure); its command
+ * then names both invocations.
+ */
+function mergeRuns(kept: SizeRun[], measured: SizeRun[]): SizeRun[] {
+  const bySize = new Map(kept.map((run) => [run.size, run]));
+  for (const run of measured) {
+    const old = bySize.get(run.size);
+    if (old === undefined) {
+      bySize.set(run.size, run);
+      continue;
+    }
+    const storages = new Set(run.ours.map((o) => o.storage));
+    bySize.set(run.size, {
+      ...run,
+      command: old.ours.some((o) => !storages.has(o.storage)) ? `${old.command}; ${run.command}` : run.command,
+      ours: [...old.ours.filter((o) => !storages.has(o.storage)), ...run.ours].sort((a, b) =>
+        String(a.storage).localeCompare(String(b.storage)),
+      ),
+      serving: run.serving ?? old.serving,
+      reference: run.reference ?? old.reference,
+    });
+  }
+  return [...bySize.values()];
+}
+
 function main(): void {
   if (args.serve !== undefined) return void serve(args.serve, args["query-file"] ?? "");
   const sizes = (args.sizes ?? (args.quick ? "20000" : "100000,1000000")).split(",").map(Number);
@@ -247,10 +283,11 @@ function main(): void {
   const command = `node --import tsx bench/vectors.ts ${process.argv.slice(2).join(" ")}`.trim();
   const measured = sizes.map((size) => ({ command, ...measureSize(size, storages, queryCount, threads) }));
   const previous = args.merge ? readResult("vectors") : null;
-  const kept = ((previous?.details.runs as Array<{ size: number; command?: string }> | undefined) ?? [])
-    .filter((run) => !sizes.includes(run.size))
-    .map((run) => ({ ...run, command: run.command ?? previous?.command ?? "" }));
-  const runs = [...kept, ...measured].sort((a, b) => a.size - b.size);
+  const kept = ((previous?.details.runs as SizeRun[] | undefined) ?? []).map((run) => ({
+    ...run,
+    command: run.command ?? previous?.command ?? "",
+  }));
+  const runs = mergeRuns(kept, measured).sort((a, b) => a.size - b.size);
   const file = writeResult("vectors", [...new Set(runs.map((run) => run.command))].join("; "), {
     hnsw: DEFAULT_HNSW,
     graphScalar: DEFAULT_GRAPH_SCALAR,
