@@ -7,7 +7,7 @@ import { extractiveAnswer } from "../answer.js";
 import { badRequest } from "../../core/errors.js";
 import { embedFor } from "../retrieval/embedder.js";
 import { rerankText } from "../retrieval/reranker.js";
-import { maxFusedScore, reciprocalRankFusion, resolveFusion } from "../retrieval/fusion.js";
+import { maxFusedScore, reciprocalRankFusion, resolveFusion, type RankedHit } from "../retrieval/fusion.js";
 import { expandedQuery, FEEDBACK_CHUNKS } from "../retrieval/expansion.js";
 import type { SegmentedIndex } from "../search/index.js";
 import type { ChunkHit, IndexStore, Metadata } from "../store/types.js";
@@ -111,24 +111,56 @@ export class Queries {
       );
     }
     const pool = Math.max(wanted, candidatePool(input.topK));
-    const [lexicalHits, denseHits] = await Promise.all([
-      this.topChunks({ ...input, topK: pool, minScore: 0 }, engine, filter),
-      this.acceptedTop(input.key, pool, dense, filter),
-    ]);
-    const chunks = new Map<number, ChunkHit>();
-    for (const { chunk } of [...lexicalHits, ...denseHits]) chunks.set(chunk.engineKey, chunk);
-    const ranked = (hits: typeof lexicalHits) =>
-      hits.map(({ chunk, score }) => ({ key: chunk.engineKey, score }));
+    const lexical = await this.lexicalSearch({ ...input, minScore: 0 }, engine, filter);
+    const chunks = new Map<number, ChunkHit | null>();
+    let lists: { lexical: readonly RankedHit[]; dense: readonly RankedHit[] };
+    if (filter) {
+      // The filter reads each candidate's metadata: both lists are read and filtered, then fused.
+      const [lexicalHits, denseHits] = await Promise.all([
+        this.acceptedTop(input.key, pool, lexical, filter),
+        this.acceptedTop(input.key, pool, dense, filter),
+      ]);
+      for (const { chunk } of [...lexicalHits, ...denseHits]) chunks.set(chunk.engineKey, chunk);
+      const ranked = (hits: typeof lexicalHits) =>
+        hits.map(({ chunk, score }) => ({ key: chunk.engineKey, score }));
+      lists = { lexical: ranked(lexicalHits), dense: ranked(denseHits) };
+    } else {
+      // Fused on engine keys: only the chunks that make the answer are read (readFused), not 2 × pool.
+      lists = { lexical: lexical(pool), dense: dense(pool) };
+    }
     const fusion = input.fusion ?? resolveFusion();
     const scale = maxFusedScore(fusion);
-    return reciprocalRankFusion({ lexical: ranked(lexicalHits), dense: ranked(denseHits) }, fusion)
-      .map(({ key, score, scores }) => ({
-        chunk: chunks.get(key)!,
-        score: scale > 0 ? score / scale : 0,
-        scores,
-      }))
-      .filter(({ score }) => score >= input.minScore)
-      .slice(0, wanted);
+    const fused = reciprocalRankFusion(lists, fusion)
+      .map(({ key, score, scores }) => ({ key, score: scale > 0 ? score / scale : 0, scores }))
+      .filter(({ score }) => score >= input.minScore);
+    return this.readFused(input.key, fused, chunks, wanted);
+  }
+
+  /**
+   * The first `wanted` fused hits whose chunk the store holds, read a slice at a time (`known`: chunks
+   * already read). A key the store no longer has was deleted by a write committed since the search.
+   */
+  private async readFused(
+    key: QueryInput["key"],
+    fused: ReadonlyArray<{ key: number; score: number; scores: Candidate["scores"] }>,
+    known: Map<number, ChunkHit | null>,
+    wanted: number,
+  ): Promise<Candidate[]> {
+    const candidates: Candidate[] = [];
+    for (let at = 0; at < fused.length && candidates.length < wanted;) {
+      const slice = fused.slice(at, at + wanted - candidates.length);
+      at += slice.length;
+      const unread = slice.filter((hit) => !known.has(hit.key)).map((hit) => hit.key);
+      if (unread.length > 0) {
+        for (const chunk of await this.store.getChunks(key, unread)) known.set(chunk.engineKey, chunk);
+        for (const missing of unread) if (!known.has(missing)) known.set(missing, null);
+      }
+      for (const { key: engineKey, score, scores } of slice) {
+        const chunk = known.get(engineKey);
+        if (chunk) candidates.push({ chunk, score, scores });
+      }
+    }
+    return candidates;
   }
 
   /** The lexical top k (expanded by RM3 when asked) whose chunk the store holds and that pass the filter. */
@@ -137,21 +169,26 @@ export class Queries {
     engine: SegmentedIndex,
     filter: Filter | undefined,
   ): Promise<Array<{ chunk: ChunkHit; score: number }>> {
-    let expanded: Map<string, number> | undefined;
-    if (input.expand) {
-      const first = { ...input, expand: false, topK: FEEDBACK_CHUNKS, minScore: 0 };
-      const feedback = await this.topChunks(first, engine, filter);
-      const texts = feedback.map(({ chunk, score }) => ({
-        text: engineText(chunk.title, chunk.text),
-        score,
-      }));
-      expanded = expandedQuery(engine, input.query, texts);
-    }
-    const options = (n: number) => ({ topK: n, minScore: input.minScore });
-    const search: CandidateSearch = expanded
-      ? (n) => engine.searchBoosted(expanded, options(n))
-      : (n) => engine.search(input.query, options(n));
+    const search = await this.lexicalSearch(input, engine, filter);
     return this.acceptedTop(input.key, input.topK, search, filter);
+  }
+
+  /**
+   * The engine's lexical search for this query, as a search of n candidates: the query as written, or
+   * expanded by RM3 from its first FEEDBACK_CHUNKS chunks (read and filtered) when `expand` is asked.
+   */
+  private async lexicalSearch(
+    input: QueryInput,
+    engine: SegmentedIndex,
+    filter: Filter | undefined,
+  ): Promise<CandidateSearch> {
+    const options = (n: number) => ({ topK: n, minScore: input.minScore });
+    if (!input.expand) return (n) => engine.search(input.query, options(n));
+    const first = { ...input, expand: false, topK: FEEDBACK_CHUNKS, minScore: 0 };
+    const feedback = await this.topChunks(first, engine, filter);
+    const texts = feedback.map(({ chunk, score }) => ({ text: engineText(chunk.title, chunk.text), score }));
+    const expanded = expandedQuery(engine, input.query, texts);
+    return (n) => engine.searchBoosted(expanded, options(n));
   }
 
   /**

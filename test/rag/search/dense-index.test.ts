@@ -12,6 +12,7 @@ import {
   SegmentedIndex,
   type SearchHit,
 } from "../../../src/rag/search/index.js";
+import { perSegmentK } from "../../../src/rag/search/core/dense.js";
 import { hashVector } from "../../helpers/hash-embedder.js";
 import { makeProse, seededRandom } from "../../helpers/text-fixtures.js";
 
@@ -102,6 +103,43 @@ describe("vectors in the segmented index", () => {
     assert.deepEqual(index.searchDense(query, { topK: 7, accept }), expected);
     assert.ok(!unfiltered.some((hit) => hit.key === 3 || hit.key === 40), "deleted documents never appear");
     assert.equal(unfiltered.length, all.length - 2);
+  });
+
+  it("each segment asked for its share of k answers as asking each for k, even where one holds the whole top k", () => {
+    const random = seededRandom(11);
+    const index = SegmentedIndex.create({
+      scorer: "bm25",
+      vectors: { dimension: DIMENSION, storage: "f16" },
+    });
+    const writer = new IndexWriter(index);
+    const query = "storage index engine";
+    // Segments of skewed sizes; the 5-document one holds near-copies of the query (the whole top 5, and
+    // ties: two exact copies), so its share of k (1 of 5) is too few and it must be asked again.
+    const batches = [texts(300, 2), texts(40, 3), [query, query, `${query} a`, `${query} b`, `${query} c`]];
+    for (let i = 0; i < 12; i++) batches.push(texts(1 + Math.floor(random() * 8), 20 + i));
+    for (const batch of batches) writer.prepare({ add: batch, vectors: embed(batch) }).apply();
+    writer.prepare({ delete: [{ key: 7, text: batches[0]![7]! }] }).apply();
+    // The reference: every live document's score, all segments asked for all of k (one merged segment).
+    const single = SegmentedIndex.create({
+      scorer: "bm25",
+      vectors: { dimension: DIMENSION, storage: "f16" },
+    });
+    const live = batches.flat().filter((_, key) => key !== 7);
+    new IndexWriter(single).prepare({ add: live, vectors: embed(live) }).apply();
+    const keyOf = batches
+      .flat()
+      .map((_, key) => key)
+      .filter((key) => key !== 7);
+    for (const [q, text] of [query, "crash write overlap", "merge policy tiers"].entries()) {
+      for (const topK of [1, 3, 5, 10, 37, 400]) {
+        const vector = hashVector(text, DIMENSION);
+        const expected = single
+          .searchDense(vector, { topK })
+          .map((hit) => ({ key: keyOf[hit.key]!, score: hit.score }));
+        assert.deepEqual(index.searchDense(vector, { topK }), expected, `query ${q}, top ${topK}`);
+      }
+    }
+    assert.ok(perSegmentK(50, 0.1) < 50 && perSegmentK(50, 1) === 50 && perSegmentK(50, 1e-6) === 1);
   });
 
   it("a merge in the background builds a large result's graph; it answers as exact search", async () => {

@@ -106,29 +106,89 @@ export function searchDense(
   checkDenseOptions(options);
   if (vectorOptions === null) throw new RangeError("the index has no vectors");
   const unit = prepareQuery(query, vectorOptions.dimension);
+  const searched = segments.filter((segment) => segment.vectors !== null && segment.live.liveCount > 0);
   const { topK, accept } = options;
-  const hits: SearchHit[] = [];
-  for (const segment of segments) {
-    const vectors = segment.vectors;
-    if (vectors === null || segment.live.liveCount === 0) continue;
-    const live = segment.live.deletedCount === 0 ? null : segment.live;
-    if (accept === undefined) {
-      for (const { doc, score } of vectors.search(unit, topK, live, { exact: options.exact })) {
-        hits.push({ key: segment.keys[doc] ?? 0, score });
-      }
-      continue;
-    }
-    // A filter the graph knows nothing of: scan the segment (Lucene too goes exact under a selective filter).
-    const top = new TopK(Math.min(topK, vectors.count));
-    for (let d = 0; d < vectors.count; d++) {
-      if (live?.isDeleted(d) === true || !accept(segment.keys[d] ?? 0)) continue;
-      const score = vectors.score(d, unit);
-      if (top.wouldAccept(d, score)) top.offer(d, score);
-    }
-    for (const hit of top.drain()) hits.push({ key: segment.keys[hit.key] ?? 0, score: hit.score });
-  }
-  hits.sort((a, b) => b.score - a.score || a.key - b.key);
+  const hits =
+    accept === undefined
+      ? searchSegmentsOptimistically(searched, unit, topK, options.exact === true)
+      : searched.flatMap((segment) => scanSegment(segment, unit, topK, accept));
+  hits.sort(byScoreThenKey);
   return hits.slice(0, topK);
+}
+
+const byScoreThenKey = (a: SearchHit, b: SearchHit) => b.score - a.score || a.key - b.key;
+
+/**
+ * How many hits a segment holding `share` of the index's live vectors is first asked for, when the index
+ * is asked for k: its expected part of the top k plus three standard deviations (the top k's documents
+ * fall in segments as a binomial draw), at least 1, at most k. After Lucene's optimistic per-leaf k
+ * (OptimisticKnnVectorQuery): asking every segment for all k makes a search of s segments walk s graphs
+ * k deep, where the top k are spread over them.
+ */
+export function perSegmentK(k: number, share: number): number {
+  if (share >= 1) return k;
+  const expected = k * share;
+  const spread = 3 * Math.sqrt(k * share * (1 - share));
+  return Math.max(1, Math.min(k, Math.ceil(expected + spread)));
+}
+
+/**
+ * Each segment searched for its share of the top k (perSegmentK), then again for all k where that was
+ * not enough: a segment all of whose first answers rank at or above the merged k-th may hold more of the
+ * top k (ties included: equal scores are ordered by key). A segment whose last answer ranks below the
+ * merged k-th holds no more of it — exactly so for exact search, so exact results equal a full-k search.
+ */
+function searchSegmentsOptimistically(
+  segments: readonly Segment[],
+  unit: Float32Array,
+  topK: number,
+  exact: boolean,
+): SearchHit[] {
+  let liveTotal = 0;
+  for (const segment of segments) liveTotal += segment.live.liveCount;
+  const perSegment = segments.map((segment) => {
+    const k = perSegmentK(topK, segment.live.liveCount / liveTotal);
+    return { segment, k, hits: searchSegment(segment, unit, k, exact) };
+  });
+  const merged = perSegment.flatMap(({ hits }) => hits).sort(byScoreThenKey);
+  const kth = merged.length >= topK ? merged[topK - 1] : undefined;
+  const hits: SearchHit[] = [];
+  for (const entry of perSegment) {
+    const last = entry.hits.at(-1);
+    const mayHoldMore =
+      entry.k < topK &&
+      entry.hits.length === entry.k &&
+      last !== undefined &&
+      (kth === undefined || byScoreThenKey(last, kth) <= 0);
+    hits.push(...(mayHoldMore ? searchSegment(entry.segment, unit, topK, exact) : entry.hits));
+  }
+  return hits;
+}
+
+/** One segment's k best live documents, as engine keys. */
+function searchSegment(segment: Segment, unit: Float32Array, k: number, exact: boolean): SearchHit[] {
+  const live = segment.live.deletedCount === 0 ? null : segment.live;
+  return segment
+    .vectors!.search(unit, k, live, { exact })
+    .map(({ doc, score }) => ({ key: segment.keys[doc] ?? 0, score }));
+}
+
+/** A filter the graph knows nothing of: scan the segment (Lucene too goes exact under a selective filter). */
+function scanSegment(
+  segment: Segment,
+  unit: Float32Array,
+  topK: number,
+  accept: (key: number) => boolean,
+): SearchHit[] {
+  const vectors = segment.vectors!;
+  const live = segment.live.deletedCount === 0 ? null : segment.live;
+  const top = new TopK(Math.min(topK, vectors.count));
+  for (let d = 0; d < vectors.count; d++) {
+    if (live?.isDeleted(d) === true || !accept(segment.keys[d] ?? 0)) continue;
+    const score = vectors.score(d, unit);
+    if (top.wouldAccept(d, score)) top.offer(d, score);
+  }
+  return top.drain().map((hit) => ({ key: segment.keys[hit.key] ?? 0, score: hit.score }));
 }
 
 export function vectorStatsOf(
