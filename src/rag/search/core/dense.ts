@@ -7,7 +7,6 @@
  * fresh build over its live documents rank alike whatever their segments (merged segments hold keys in
  * ascending order, written ones too, so a segment's own ties by ordinal are ties by key).
  */
-import { TopK } from "../topk.js";
 import type { DenseSearchOptions, SearchHit, VectorIndexOptions, VectorStats } from "../types.js";
 import { prepareQuery, SegmentVectors, type VectorSetOptions } from "../vectors/segment-vectors.js";
 import { decodeVectors } from "../vectors/vector-codec.js";
@@ -119,13 +118,10 @@ export function searchDense(
       continue;
     }
     // A filter the graph knows nothing of: scan the segment (Lucene too goes exact under a selective filter).
-    const top = new TopK(Math.min(topK, vectors.count));
-    for (let d = 0; d < vectors.count; d++) {
-      if (live?.isDeleted(d) === true || !accept(segment.keys[d] ?? 0)) continue;
-      const score = vectors.score(d, unit);
-      if (top.wouldAccept(d, score)) top.offer(d, score);
+    const accepted = (d: number) => accept(segment.keys[d] ?? 0);
+    for (const { doc, score } of vectors.exactSearch(unit, topK, live, accepted)) {
+      hits.push({ key: segment.keys[doc] ?? 0, score });
     }
-    for (const hit of top.drain()) hits.push({ key: segment.keys[hit.key] ?? 0, score: hit.score });
   }
   hits.sort((a, b) => b.score - a.score || a.key - b.key);
   return hits.slice(0, topK);
