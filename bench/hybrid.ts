@@ -20,7 +20,8 @@
  *    between samples, untimed; the p50 at N ÷ the p50 at 10k is the issue's (≤ 2× at 1M);
  * 3. a fresh child process (this script with --serve) opens the same store, loads the index by serving
  *    queries (hybrid and lexical), and reads its resident memory from /proc/self/status (the issue's
- *    ≤ 1.2 GB at 1M with 384-d i8 vectors).
+ *    ≤ 1.2 GB at 1M with 384-d i8 vectors), with process.memoryUsage()'s breakdown; as a server, it
+ *    spills the codes of segments with a graph (VECTOR_SPILL_DIR; here inside the data directory).
  * The vectors come from SyntheticEmbedder below: seeded, clustered 384-d vectors derived from each text
  * (the distribution of scripts/lib/synthetic-vectors.ts), so that query and append vectors are as cheap
  * as a lookup. It is the benchmark's input, as an embedding server's answers would be, not a stand-in
@@ -37,6 +38,7 @@ import { parseArgs } from "node:util";
 import { gaussian } from "../scripts/lib/synthetic-vectors.js";
 import { seededRandom } from "../scripts/lib/seeded-random.js";
 import type { Embedder } from "../src/rag/retrieval/embedder.js";
+import { configureVectorSpill } from "../src/rag/search/vectors/spill.js";
 import { RagService, type DocumentInput } from "../src/rag/service.js";
 import { candidatePool } from "../src/rag/service/queries.js";
 import { SqliteIndexStore } from "../src/rag/store/sqlite-store.js";
@@ -140,6 +142,18 @@ function memory(): { rssMB: number; peakRssMB: number } {
 
 const loadAverage = () => os.loadavg().map((v) => Math.round(v * 100) / 100);
 
+/** process.memoryUsage() in MB: the heap, native memory tied to JS objects, and array buffers. */
+function memoryBreakdown(): Record<string, number> {
+  const usage = process.memoryUsage();
+  const mb = (bytes: number) => Math.round((bytes / (1 << 20)) * 10) / 10;
+  return {
+    rssMB: mb(usage.rss),
+    heapUsedMB: mb(usage.heapUsed),
+    externalMB: mb(usage.external),
+    arrayBuffersMB: mb(usage.arrayBuffers),
+  };
+}
+
 const corpus = baseCorpus();
 if (!corpus) {
   log("no base corpus: run `bash bench/prepare-debian-corpus.sh` (or set LECTERN_IR_DIR to SciFact)");
@@ -150,6 +164,8 @@ if (!corpus) {
 async function serve(dataDir: string): Promise<void> {
   const queries = loadQueries(corpus!.dir, SERVE_QUERIES);
   const before = memory();
+  // As the RAG app does at start-up (VECTOR_SPILL_DIR, by default under DATA_DIR).
+  configureVectorSpill(path.join(dataDir, "vector-spill"));
   const store = SqliteIndexStore.open(dataDir);
   const service = new RagService(store);
   const embedder = new SyntheticEmbedder();
@@ -170,12 +186,14 @@ async function serve(dataDir: string): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, 500));
   global.gc?.();
   const after = memory();
+  const usage = memoryBreakdown();
   await service.close();
   await store.close();
   console.log(
     JSON.stringify({
       before,
       after,
+      memoryUsage: usage,
       firstQueryMs,
       query: latency(times),
       chunks: stats.meta.chunksCount,

@@ -10,8 +10,9 @@
  * recall@10 of the graph against exact search over the same stored
  * vectors, query p50/p99 (k = 10, one thread, rescoring included; every subject's queries interleaved
  * with the others', three timed passes) and build time; the i8 set is encoded,
- * and a child process that only loads those bytes (as a server would from its store) and answers the
- * queries reports its resident memory. The reference, hnswlib-node (HNSW in C++, f32, the same M = 16,
+ * and a child process that only loads those bytes (as a server would from its store, spilling the codes
+ * to disk as VECTOR_SPILL_DIR has it: the walk reads the graph's copy) and answers the queries reports
+ * its resident memory. The reference, hnswlib-node (HNSW in C++, f32, the same M = 16,
  * efConstruction = 128, ef = 64), is built over the same vectors in the same run; its query p50 next to
  * ours is the ratio of the issue's target (≤ 1.5×). `--quick`: 20,000 vectors.
  * Writes bench/results/vectors.json (rows: bench/lib/summary-rows.ts); `--merge` keeps the runs of other
@@ -33,6 +34,7 @@ import {
   prepareQuery,
   SegmentVectors,
 } from "../src/rag/search/vectors/segment-vectors.js";
+import { configureVectorSpill } from "../src/rag/search/vectors/spill.js";
 import { decodeVectors, encodeVectors } from "../src/rag/search/vectors/vector-codec.js";
 import { quantile } from "./lib/report.js";
 import { readResult, writeResult } from "./lib/result.js";
@@ -75,6 +77,8 @@ function rssMb(): { rssMb: number; peakRssMb: number } {
 /** Child mode: what a server holds once it has loaded a segment's vectors from its bytes. */
 async function serve(file: string, queryFile: string): Promise<void> {
   const before = rssMb();
+  // As a server does (VECTOR_SPILL_DIR): the codes of a set with a graph go to a file beside the input.
+  configureVectorSpill(path.join(path.dirname(file), "spill"));
   const started = performance.now();
   const set = decodeVectors(readFileSync(file));
   const loadMs = performance.now() - started;
@@ -90,7 +94,10 @@ async function serve(file: string, queryFile: string): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, 500));
   global.gc?.();
   const after = rssMb();
-  console.log(JSON.stringify({ loadMs, before, after, count: set.count, query: latencyOf(samples) }));
+  const residentBytes = set.residentBytes;
+  console.log(
+    JSON.stringify({ loadMs, before, after, count: set.count, residentBytes, query: latencyOf(samples) }),
+  );
 }
 
 /** Our vectors at one storage type: build time, recall@10 against exact (none and a tenth deleted). */
@@ -262,7 +269,9 @@ function mergeRuns(kept: SizeRun[], measured: SizeRun[]): SizeRun[] {
     const storages = new Set(run.ours.map((o) => o.storage));
     bySize.set(run.size, {
       ...run,
-      command: old.ours.some((o) => !storages.has(o.storage)) ? `${old.command}; ${run.command}` : run.command,
+      command: old.ours.some((o) => !storages.has(o.storage))
+        ? `${old.command}; ${run.command}`
+        : run.command,
       ours: [...old.ours.filter((o) => !storages.has(o.storage)), ...run.ours].sort((a, b) =>
         String(a.storage).localeCompare(String(b.storage)),
       ),

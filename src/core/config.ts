@@ -97,6 +97,11 @@ export interface Config {
     /** Slack kept beside the SQLite database so deletes still work on a full disk (0: none). */
     diskReserveBytes: number;
     /**
+     * Where segments whose vectors have an HNSW graph keep their stored codes, on disk rather than in
+     * memory (searches walk the graph's own copy); null: in memory.
+     */
+    vectorSpillDir: string | null;
+    /**
      * Retrieval by meaning (#26). EMBEDDING_URL: base URL (with /v1) of an OpenAI-compatible
      * `/embeddings` (ours, llama.cpp's server, Ollama, vLLM, TEI); unset: the embedding model of this
      * process when both apps run in one. RERANK_URL: base URL of a `/rerank` in the llama.cpp / Jina /
@@ -252,6 +257,13 @@ function byteSize(env: Env, name: string): number {
   return Math.round(Number(match[1]) * 1024 ** power);
 }
 
+/** VECTOR_SPILL_DIR: unset, `<DATA_DIR>/vector-spill`; set but empty, null (spilling off). */
+function vectorSpillDir(env: Env, dataDir: string): string | null {
+  const raw = env["VECTOR_SPILL_DIR"];
+  if (raw === undefined) return path.join(dataDir, "vector-spill");
+  return raw.trim() === "" ? null : path.resolve(raw.trim());
+}
+
 /** Ollama's keep_alive: a duration (30s, 5m, 1h), seconds, 0, or -1 for ever; in ms. */
 function keepAlive(env: Env, name: string, fallback: string): number {
   const raw = read(env, name) ?? fallback;
@@ -270,6 +282,7 @@ export function loadConfig(env: Env = process.env): Config {
   const gpu = oneOf(env, "LLAMA_GPU", "auto", ["auto", "false"] as const);
   const mib = 1024 * 1024;
   const largeBody = integer(env, "MAX_BODY_BYTES", 64 * mib, 1024, 1024 * mib);
+  const dataDir = path.resolve(read(env, "DATA_DIR") ?? "./data");
   return {
     server: {
       host,
@@ -322,11 +335,12 @@ export function loadConfig(env: Env = process.env): Config {
       generationTimeoutMs: integer(env, "GENERATION_TIMEOUT_MS", 30_000, 100, 3_600_000),
     },
     rag: {
-      dataDir: path.resolve(read(env, "DATA_DIR") ?? "./data"),
+      dataDir,
       databaseUrl: url(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
       ragFilesDir:
         read(env, "RAG_FILES_DIR") === undefined ? null : path.resolve(read(env, "RAG_FILES_DIR")!),
       diskReserveBytes: integer(env, "DISK_RESERVE_BYTES", 8 * mib, 0, 1024 * 1024 * mib),
+      vectorSpillDir: vectorSpillDir(env, dataDir),
       embeddingUrl: url(env, "EMBEDDING_URL", ["http:", "https:"]),
       embeddingModel: read(env, "EMBEDDING_MODEL") ?? null,
       embeddingApiKey: read(env, "EMBEDDING_API_KEY") ?? null,

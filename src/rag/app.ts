@@ -1,5 +1,6 @@
 /** Builds the RAG app without listening; the store is injected so tests and replicas choose it. */
 import type { Config } from "../core/config.js";
+import { ConfigError } from "../core/errors.js";
 import { createHttpApp } from "../core/http.js";
 import { RAG_SERVICE_NAME, ragRoutes } from "./routes.js";
 import { registerMetrics } from "../core/metrics.js";
@@ -13,6 +14,7 @@ import { openAiRagRoutes } from "./openai-routes.js";
 import path from "node:path";
 import type { TextgenService } from "../textgen/service.js";
 import { Retrievers } from "./retrieval/retrievers.js";
+import { configureVectorSpill } from "./search/vectors/spill.js";
 
 export interface RagAppDeps {
   config: Config;
@@ -47,6 +49,15 @@ export function answeringDescription(port: GenerationPort | null): string {
   );
 }
 
+/** Configures where vector codes spill (VECTOR_SPILL_DIR); a directory that cannot be made stops start-up. */
+function spillVectorsTo(dir: string | null): void {
+  try {
+    configureVectorSpill(dir);
+  } catch (error) {
+    throw new ConfigError(`VECTOR_SPILL_DIR (${dir}) cannot be used: ${(error as Error).message}`);
+  }
+}
+
 export async function buildRagApp({ config, store, localGeneration, textgenService }: RagAppDeps) {
   const app = await createHttpApp({
     service: RAG_SERVICE_NAME,
@@ -65,6 +76,8 @@ export async function buildRagApp({ config, store, localGeneration, textgenServi
   });
   let indexStore: IndexStore;
   try {
+    // Before any index is loaded: the segments decoded from now on spill their codes there.
+    spillVectorsTo(config.rag.vectorSpillDir);
     indexStore = store ?? (await openIndexStore(config.rag, app.log));
   } catch (error) {
     await app.close();

@@ -14,6 +14,7 @@ describe("config", () => {
     assert.equal(config.rag.dataDir, path.resolve("data"));
     assert.equal(config.rag.databaseUrl, null);
     assert.equal(config.rag.ragFilesDir, null);
+    assert.equal(config.rag.vectorSpillDir, path.resolve("data", "vector-spill"));
     assert.equal(config.generation.generationUrl, null);
     assert.equal(config.textgen.llamaContextSize, 4096);
     assert.equal(config.textgen.llamaGpu, "auto");
@@ -49,6 +50,13 @@ describe("config", () => {
     assert.equal(config.textgen.llamaThreads, 3);
     assert.equal(config.textgen.llamaGpu, false);
     assert.equal(config.rag.ragFilesDir, path.resolve("docs"));
+  });
+
+  it("VECTOR_SPILL_DIR: under DATA_DIR by default, a path when set, off when set empty", () => {
+    assert.equal(loadConfig({ DATA_DIR: "/srv/d" }).rag.vectorSpillDir, path.resolve("/srv/d/vector-spill"));
+    assert.equal(loadConfig({ VECTOR_SPILL_DIR: "spill" }).rag.vectorSpillDir, path.resolve("spill"));
+    assert.equal(loadConfig({ VECTOR_SPILL_DIR: "" }).rag.vectorSpillDir, null);
+    assert.equal(loadConfig({ VECTOR_SPILL_DIR: "  " }).rag.vectorSpillDir, null);
   });
 
   const bad: Array<[string, string]> = [

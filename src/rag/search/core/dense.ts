@@ -7,7 +7,6 @@
  * fresh build over its live documents rank alike whatever their segments (merged segments hold keys in
  * ascending order, written ones too, so a segment's own ties by ordinal are ties by key).
  */
-import { TopK } from "../topk.js";
 import type { DenseSearchOptions, SearchHit, VectorIndexOptions, VectorStats } from "../types.js";
 import { prepareQuery, SegmentVectors, type VectorSetOptions } from "../vectors/segment-vectors.js";
 import { decodeVectors } from "../vectors/vector-codec.js";
@@ -180,15 +179,11 @@ function scanSegment(
   topK: number,
   accept: (key: number) => boolean,
 ): SearchHit[] {
-  const vectors = segment.vectors!;
   const live = segment.live.deletedCount === 0 ? null : segment.live;
-  const top = new TopK(Math.min(topK, vectors.count));
-  for (let d = 0; d < vectors.count; d++) {
-    if (live?.isDeleted(d) === true || !accept(segment.keys[d] ?? 0)) continue;
-    const score = vectors.score(d, unit);
-    if (top.wouldAccept(d, score)) top.offer(d, score);
-  }
-  return top.drain().map((hit) => ({ key: segment.keys[hit.key] ?? 0, score: hit.score }));
+  const accepted = (d: number) => accept(segment.keys[d] ?? 0);
+  return segment
+    .vectors!.exactSearch(unit, topK, live, accepted)
+    .map(({ doc, score }) => ({ key: segment.keys[doc] ?? 0, score }));
 }
 
 export function vectorStatsOf(

@@ -259,7 +259,7 @@ export class SegmentedIndex {
     return searchDense(this.options.vectors, this.segmentList, query, options);
   }
 
-  /** Live vectors, their dimension and the bytes their codes take in memory; null without vectors. */
+  /** Live vectors, their dimension and the bytes of their stored codes (spilled or not); null without vectors. */
   vectorStats(): VectorStats | null {
     return vectorStatsOf(this.options.vectors, this.segmentList);
   }

@@ -35,7 +35,7 @@ function copySource(segment: Source): {
   const { vectors } = segment;
   return {
     vectors:
-      vectors === null ? null : { codes: vectors.codes.slice(), scales: vectors.scales?.slice() ?? null },
+      vectors === null ? null : { codes: vectors.copyCodes(), scales: vectors.scales?.slice() ?? null },
     entry: {
       data: {
         keys: segment.keys.slice(),

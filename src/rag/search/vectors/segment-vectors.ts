@@ -14,6 +14,9 @@
  *
  * Score: cosine similarity = dot(unit query, stored vector as decoded), computed in doubles the same way
  * by every path, so the exact and approximate paths agree on a candidate's score.
+ *
+ * Codes: in memory, or, for a set with a graph decoded while a spill directory is configured, in a spill
+ * file (spill.ts) read a row or a block at a time; the arithmetic on them is the same either way.
  */
 import type { LiveDocs } from "../core/live-docs.js";
 import { TopK } from "../topk.js";
@@ -27,6 +30,7 @@ import {
   type VectorCodes,
   type VectorStorage,
 } from "./quantize.js";
+import { SpilledCodes } from "./spill.js";
 
 export const DEFAULT_GRAPH_THRESHOLD = 10_000;
 export const DEFAULT_GRAPH_SCALAR: VectorStorage = "i8";
@@ -94,20 +98,54 @@ export function prepareQuery(vector: ArrayLike<number>, dimension: number): Floa
   return normalized(vector, dimension, "query vector");
 }
 
+/**
+ * Cosine of one row of codes (at `base` of `codes`) to a unit query, `scale` its i8 scale: the one
+ * arithmetic of every score, whether the row is read in memory, from a block or from a scratch row.
+ */
+function dot(
+  storage: VectorStorage,
+  codes: VectorCodes,
+  base: number,
+  dimension: number,
+  unitQuery: Float32Array,
+  scale: number,
+): number {
+  let sum = 0;
+  if (storage === "f32") {
+    for (let i = 0; i < dimension; i++) sum += (unitQuery[i] ?? 0) * (codes[base + i] ?? 0);
+    return sum;
+  }
+  if (storage === "f16") {
+    const table = f16Table16();
+    for (let i = 0; i < dimension; i++) sum += (unitQuery[i] ?? 0) * (table[codes[base + i] ?? 0] ?? 0);
+    return sum;
+  }
+  for (let i = 0; i < dimension; i++) sum += (unitQuery[i] ?? 0) * (codes[base + i] ?? 0);
+  return sum * scale;
+}
+
 export class SegmentVectors {
   /** Set when the segment is large enough to have a graph (built, or loaded from its bytes). */
   graph: AnnGraph | null = null;
+  /** The codes when in memory (null: spilled). */
+  private readonly memory: VectorCodes | null;
+  /** The codes when in a spill file (null: in memory). */
+  private readonly spill: SpilledCodes | null;
 
   /** Use `build`, `merge` or the codec. */
   constructor(
     readonly dimension: number,
     readonly storage: VectorStorage,
-    /** count × dimension codes, row d = document d. */
-    readonly codes: VectorCodes,
-    /** i8: the scale of each row; null otherwise. */
+    /** count × dimension codes, row d = document d: in memory, or spilled (spill.ts). */
+    codes: VectorCodes | SpilledCodes,
+    /** i8: the scale of each row; null otherwise. Always in memory (4 bytes a vector). */
     readonly scales: Float32Array | null,
   ) {
     checkDimension(dimension);
+    this.memory = codes instanceof SpilledCodes ? null : codes;
+    this.spill = codes instanceof SpilledCodes ? codes : null;
+    if (this.spill !== null && (this.spill.storage !== storage || this.spill.dimension !== dimension))
+      throw new RangeError("spilled codes of another storage or dimension");
     if (codes.length % dimension !== 0) throw new RangeError("vector codes are not whole rows");
     if ((storage === "i8") !== (scales !== null)) throw new RangeError("i8 vectors need one scale per row");
     if (scales !== null && scales.length !== codes.length / dimension) {
@@ -134,12 +172,35 @@ export class SegmentVectors {
   }
 
   get count(): number {
-    return this.codes.length / this.dimension;
+    return (this.memory ?? (this.spill as SpilledCodes)).length / this.dimension;
   }
 
-  /** Bytes held: codes and scales (the graph's own memory is USearch's; see `graphBytes` in the codec). */
+  /** Bytes of the codes and scales, wherever the codes are (the graph's own memory is USearch's). */
   get byteSize(): number {
     return this.count * this.dimension * bytesPerDimension(this.storage) + (this.scales?.byteLength ?? 0);
+  }
+
+  /** Of `byteSize`, the bytes held in memory (all of them unless the codes are spilled). */
+  get residentBytes(): number {
+    return this.spill === null ? this.byteSize : (this.scales?.byteLength ?? 0);
+  }
+
+  /** Whether the codes are in a spill file rather than in memory. */
+  get spilled(): boolean {
+    return this.spill !== null;
+  }
+
+  /**
+   * All codes, row d = document d: the in-memory array itself (do not modify it), or a full read of the
+   * spill file. For encodes and builds; a merge takes `copyCodes`.
+   */
+  readCodes(): VectorCodes {
+    return this.memory ?? (this.spill as SpilledCodes).readAll();
+  }
+
+  /** All codes in a new array, the caller's to keep, change or transfer to a worker. */
+  copyCodes(): VectorCodes {
+    return this.memory?.slice() ?? (this.spill as SpilledCodes).readAll();
   }
 
   /** Builds the graph when the set is at least `graphThreshold` long (a no-op below it). */
@@ -150,7 +211,7 @@ export class SegmentVectors {
       this.storage,
       options.graphScalar ?? DEFAULT_GRAPH_SCALAR,
       this.dimension,
-      this.codes,
+      this.readCodes(),
       f16Table16(),
       options.hnsw ?? DEFAULT_HNSW,
       options.threads ?? 0,
@@ -160,8 +221,9 @@ export class SegmentVectors {
   /** Document d's stored vector, decoded (unit length up to quantisation). */
   vector(doc: number): Float32Array {
     this.checkDoc(doc);
-    const { dimension, codes } = this;
-    const base = doc * dimension;
+    const { dimension } = this;
+    const codes = this.memory ?? (this.spill as SpilledCodes).row(doc);
+    const base = this.memory === null ? 0 : doc * dimension;
     const out = new Float32Array(dimension);
     if (this.storage === "f32") out.set((codes as Float32Array).subarray(base, base + dimension));
     else if (this.storage === "f16") {
@@ -176,33 +238,38 @@ export class SegmentVectors {
 
   /** Cosine of document d to a unit query (prepareQuery). */
   score(doc: number, unitQuery: Float32Array): number {
-    const { dimension, codes } = this;
-    const base = doc * dimension;
-    let sum = 0;
-    if (this.storage === "f32") {
-      for (let i = 0; i < dimension; i++) sum += (unitQuery[i] ?? 0) * (codes[base + i] ?? 0);
-      return sum;
-    }
-    if (this.storage === "f16") {
-      const table = f16Table16();
-      for (let i = 0; i < dimension; i++) sum += (unitQuery[i] ?? 0) * (table[codes[base + i] ?? 0] ?? 0);
-      return sum;
-    }
-    for (let i = 0; i < dimension; i++) sum += (unitQuery[i] ?? 0) * (codes[base + i] ?? 0);
-    return sum * (this.scales?.[doc] ?? 0);
+    const { storage, dimension } = this;
+    const scale = this.scales?.[doc] ?? 0;
+    if (this.memory !== null) return dot(storage, this.memory, doc * dimension, dimension, unitQuery, scale);
+    return dot(storage, (this.spill as SpilledCodes).row(doc), 0, dimension, unitQuery, scale);
   }
 
-  /** The k best live documents, by brute force. */
-  exactSearch(unitQuery: Float32Array, k: number, live: LiveDocs | null): VectorHit[] {
+  /**
+   * The k best live documents, by brute force; with `accept`, only among the documents it accepts (a
+   * filter the graph knows nothing of). Spilled codes are read a block at a time.
+   */
+  exactSearch(
+    unitQuery: Float32Array,
+    k: number,
+    live: LiveDocs | null,
+    accept?: (doc: number) => boolean,
+  ): VectorHit[] {
     this.checkQuery(unitQuery);
     const count = this.count;
     if (k < 1 || count === 0) return [];
     const top = new TopK(Math.min(k, count));
-    for (let d = 0; d < count; d++) {
-      if (live !== null && live.isDeleted(d)) continue;
-      const score = this.score(d, unitQuery);
-      if (top.wouldAccept(d, score)) top.offer(d, score);
-    }
+    const { storage, dimension, scales } = this;
+    const scan = (block: VectorCodes, first: number, rows: number) => {
+      for (let r = 0; r < rows; r++) {
+        const d = first + r;
+        if (live !== null && live.isDeleted(d)) continue;
+        if (accept !== undefined && !accept(d)) continue;
+        const score = dot(storage, block, r * dimension, dimension, unitQuery, scales?.[d] ?? 0);
+        if (top.wouldAccept(d, score)) top.offer(d, score);
+      }
+    };
+    if (this.memory !== null) scan(this.memory, 0, count);
+    else (this.spill as SpilledCodes).forEachBlock(scan);
     return top.drain().map((hit) => ({ doc: hit.key, score: hit.score }));
   }
 
@@ -289,13 +356,14 @@ export function mergeSegmentVectors(
   const filled = new Uint8Array(total);
   inputs.forEach((input, i) => {
     const map = docMaps[i] as Int32Array;
+    const inputCodes = input.readCodes();
     for (let doc = 0; doc < map.length; doc++) {
       const to = map[doc] ?? -1;
       if (to < 0) continue;
       if (to >= total || filled[to] === 1)
         throw new RangeError(`vector merge: new ordinal ${to} is not a permutation`);
       filled[to] = 1;
-      codes.set(input.codes.subarray(doc * dimension, (doc + 1) * dimension), to * dimension);
+      codes.set(inputCodes.subarray(doc * dimension, (doc + 1) * dimension), to * dimension);
       if (scales !== null) scales[to] = input.scales?.[doc] ?? 0;
     }
   });

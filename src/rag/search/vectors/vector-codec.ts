@@ -24,6 +24,7 @@
 import { AnnGraph, type HnswParams } from "./ann.js";
 import { bytesPerDimension, f16Table16, type VectorCodes, type VectorStorage } from "./quantize.js";
 import { checkDimension, SegmentVectors } from "./segment-vectors.js";
+import { SpilledCodes } from "./spill.js";
 
 const MAGIC = 0x4356584c; // "LXVC" read as a little-endian u32
 export const VECTOR_FORMAT_VERSION = 1;
@@ -46,9 +47,10 @@ function bytesOf(array: VectorCodes | Float32Array): Uint8Array {
 export function encodeVectors(set: SegmentVectors): Uint8Array {
   if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1)
     throw new Error("vector codec: big-endian platform");
-  const graph = set.graph === null ? null : set.graph.serialize(set.codes);
+  const stored = set.readCodes();
+  const graph = set.graph === null ? null : set.graph.serialize(stored);
   const params = set.graph?.params;
-  const codes = bytesOf(set.codes);
+  const codes = bytesOf(stored);
   const scales = set.scales === null ? new Uint8Array(0) : bytesOf(set.scales);
   const out = new Uint8Array(
     HEADER_BYTES + scales.byteLength + padded(codes.byteLength) + (graph?.byteLength ?? 0),
@@ -99,8 +101,9 @@ export interface DecodeVectorOptions {
 
 /**
  * Reads bytes made by `encodeVectors`. Without a graph the codes are views on the bytes where aligned
- * (keep them unmodified); with one they are copied, so that the bytes (mostly graph, which USearch copies
- * into its own memory) are not kept alive by the codes.
+ * (keep them unmodified); with one they are written to a spill file where a spill directory is configured
+ * (spill.ts: the walk reads USearch's copy, rescoring reads rows from the file), else copied; either way
+ * the bytes (mostly graph, which USearch copies into its own memory) are not kept alive by the codes.
  */
 export function decodeVectors(bytes: Uint8Array, options: DecodeVectorOptions = {}): SegmentVectors {
   if (bytes.byteLength < HEADER_BYTES) throw corrupt("shorter than the header");
@@ -127,10 +130,15 @@ export function decodeVectors(bytes: Uint8Array, options: DecodeVectorOptions = 
   if (!Number.isSafeInteger(graphLength) || graphLength < 0 || graphAt + graphLength !== bytes.byteLength) {
     throw corrupt(`length ${bytes.byteLength} does not match the header`);
   }
-  const copy = graphLength > 0;
+  const hasGraph = graphLength > 0;
   const scales =
-    storage === "i8" ? typedAt(Float32Array, Float32Array, bytes, HEADER_BYTES, count, 4, copy) : null;
+    storage === "i8" ? typedAt(Float32Array, Float32Array, bytes, HEADER_BYTES, count, 4, hasGraph) : null;
   const codesAt = HEADER_BYTES + scaleBytes;
+  // Spilled, the codes are only read here (to load the graph): a view on the bytes will do.
+  const spilled = hasGraph
+    ? SpilledCodes.write(bytes.subarray(codesAt, codesAt + codeBytes), storage, dimension, count)
+    : null;
+  const copy = hasGraph && spilled === null;
   const length = count * dimension;
   const codes =
     storage === "f32"
@@ -138,8 +146,8 @@ export function decodeVectors(bytes: Uint8Array, options: DecodeVectorOptions = 
       : storage === "f16"
         ? typedAt(Uint16Array, Uint16Array, bytes, codesAt, length, 2, copy)
         : typedAt(Int8Array, Int8Array, bytes, codesAt, length, 1, copy);
-  const set = new SegmentVectors(dimension, storage, codes, scales);
-  if (graphLength > 0) {
+  const set = new SegmentVectors(dimension, storage, spilled ?? codes, scales);
+  if (hasGraph) {
     const graph = bytes.subarray(graphAt);
     set.graph =
       AnnGraph.deserialize(graph, graphScalar, dimension, codes, params) ??

@@ -35,7 +35,7 @@ function sameSet(a: SegmentVectors, b: SegmentVectors): void {
   assert.equal(b.count, a.count);
   assert.equal(b.dimension, a.dimension);
   assert.equal(b.storage, a.storage);
-  assert.deepEqual(Array.from(b.codes), Array.from(a.codes));
+  assert.deepEqual(Array.from(b.readCodes()), Array.from(a.readCodes()));
   assert.deepEqual(
     b.scales === null ? null : Array.from(b.scales),
     a.scales === null ? null : Array.from(a.scales),
@@ -90,7 +90,7 @@ describe("vector codec", () => {
       for (const threads of [1, 2]) {
         const options = { storage: kind, graphScalar: kind, graphThreshold: 1, threads };
         const set = SegmentVectors.build(dimension, rows, options);
-        const graph = set.graph!.serialize(set.codes);
+        const graph = set.graph!.serialize(set.readCodes());
         // First byte: 1 = USearch's whole file kept (i8: its own codes), else only the graph (+ slot order).
         assert.equal(graph[0] === 1, kind === "i8", `${kind}, ${threads} thread(s)`);
         const back = decodeVectors(encodeVectors(set));
