@@ -366,6 +366,9 @@ function hybridRows(details: Json): ResultRow[] {
   for (const stage of stages) {
     const chunks = num(stage.chunks);
     const label = `${size(chunks)} chunks, 384-d ${String(details.storage)}`;
+    // The issue's targets are set at 1M chunks; smaller stages are shown without one.
+    const big = chunks !== undefined && chunks >= 1_000_000;
+    const target = (text: string, held: boolean) => (big ? { target: text, held } : { target: "" });
     for (const q of ["p50", "p99"]) {
       const hybrid = num(get(stage, "query", "hybrid", q));
       const lexical = num(get(stage, "query", "lexical", q));
@@ -375,8 +378,7 @@ function hybridRows(details: Json): ResultRow[] {
         value: `${fmt(hybrid)} ms`,
         reference: `${fmt(lexical)} ms`,
         ratio: `${(hybrid / lexical).toFixed(2)}×`,
-        target: "≤ 3×",
-        held: hybrid / lexical <= 3,
+        ...target("≤ 3×", hybrid / lexical <= 3),
       });
     }
     const append = num(get(stage, "append", "p50"));
@@ -387,19 +389,16 @@ function hybridRows(details: Json): ResultRow[] {
         value: `${fmt(append)} ms`,
         reference: `${fmt(appendRef)} ms`,
         ratio: `${(append / appendRef).toFixed(2)}×`,
-        target: "≤ 2×",
-        held: append / appendRef <= 2,
+        ...target("≤ 2×", append / appendRef <= 2),
       });
     const rss = num(get(stage, "serving", "after", "rssMB"));
-    const big = chunks !== undefined && chunks >= 1_000_000;
     if (rss !== undefined)
       rows.push({
         metric: `RSS of a fresh process serving ${label} (store loaded, queries served)`,
         value: `${Math.round(rss)} MB`,
         reference: "",
         ratio: "",
-        target: big ? "≤ 1.2 GB" : "",
-        ...(big ? { held: rss <= 1200 } : {}),
+        ...target("≤ 1.2 GB", rss <= 1200),
       });
   }
   return rows;
