@@ -219,6 +219,8 @@ interface Stage {
   growEmbedMs: number;
   mergeWaitMs: number;
   segments: number;
+  /** Each segment's documents, largest first (what a dense search walks: graphs from 10k, scans below). */
+  segmentSizes: number[];
   vectors: unknown;
   /** Embedding time subtracted from the query figures (mean per query, ms). */
   queryEmbedMeanMs: number;
@@ -304,6 +306,7 @@ async function measure(): Promise<void> {
         growEmbedMs,
         mergeWaitMs,
         segments: stats.segments.length,
+        segmentSizes: stats.segments.map((s) => s.documentCount).sort((a, b) => b - a),
         vectors: stats.vectors,
         queryEmbedMeanMs,
         query,
