@@ -99,6 +99,23 @@ async function assertDenseExact(
   assert.equal(loaded.engine.vectorStats()?.count, loaded.meta.chunksCount);
 }
 
+/** Creates the test index from `documents`, each chunk with its vector, stored as `storage`. */
+function createWithVectors(
+  service: RagService,
+  documents: DocumentInput[],
+  embedder: HashEmbedder,
+  storage: "f16" | "i8",
+) {
+  return service.build({
+    key: KEY,
+    documents,
+    ...CHUNKING,
+    scorer: "bm25",
+    mode: "create",
+    embedding: { embedder, storage },
+  });
+}
+
 const stores: Array<[string, () => Promise<IndexStore>]> = [
   [
     "sqlite",
@@ -131,14 +148,7 @@ for (const [kind, openStore] of stores) {
       try {
         const embedder = new HashEmbedder("hash-test", DIMENSION);
         const documents = Array.from({ length: 12 }, (_, i) => makeDocument(`doc-${i}`));
-        const built = await service.build({
-          key: KEY,
-          documents,
-          ...CHUNKING,
-          scorer: "bm25",
-          mode: "create",
-          embedding: { embedder, storage: "f16" },
-        });
+        const built = await createWithVectors(service, documents, embedder, "f16");
         assert.deepEqual(built.meta.vectors, { model: "hash-test", dimension: DIMENSION, storage: "f16" });
         const stored = await store.loadIndex(KEY);
         assert.ok(stored!.segments.every((segment) => segment.vectors instanceof Uint8Array));
@@ -161,6 +171,32 @@ for (const [kind, openStore] of stores) {
         } finally {
           await again.close();
         }
+      } finally {
+        await service.close();
+        await store.close();
+      }
+    });
+
+    it("a write of 10,000 chunks and more gets its graph (built on a worker thread), and answers exactly", async () => {
+      const store = await openStore();
+      const service = new RagService(store);
+      try {
+        const embedder = new HashEmbedder("hash-test", DIMENSION);
+        const documents = Array.from({ length: 10_050 }, (_, i) => ({
+          id: `short-${i}`,
+          text: `${makeProse(random, 8)} ${i}`,
+        }));
+        const built = await createWithVectors(service, documents, embedder, "i8");
+        assert.equal(built.chunksCount, documents.length);
+        const { engine } = await service.load(KEY);
+        const [segment] = engine.segments();
+        assert.ok(engine.segmentById(segment!.id)?.vectors?.graph, "the written segment has its graph");
+        await assertDenseExact(service, store, "storage index engine", 2e-2);
+        // Loaded afresh from the store, the segment's stored bytes carry the graph too.
+        const reloaded = new RagService(store);
+        const fresh = await reloaded.load(KEY);
+        assert.ok(fresh.engine.segmentById(segment!.id)?.vectors?.graph);
+        await reloaded.close();
       } finally {
         await service.close();
         await store.close();

@@ -36,6 +36,7 @@ export { IndexWriter, type PreparedWrite } from "./indexer/index-writer.js";
 export { TieredMergePolicy, type TieredMergePolicyOptions } from "./indexer/merge-policy.js";
 export { type MergeResult, type PreparedMerge } from "./core/merge-commit.js";
 export { mergeInBackground, mergeNow } from "./indexer/merge.js";
+export { buildsGraph, encodeVectorsOffThread } from "./indexer/vector-build.js";
 export type * from "./types.js";
 export {
   RM3_DEFAULTS,

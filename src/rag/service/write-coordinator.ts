@@ -8,7 +8,7 @@
 import { badRequest, conflict, notFound } from "../../core/errors.js";
 import { embedFor } from "../retrieval/embedder.js";
 import { retrieverUnavailable } from "../retrieval/upstream.js";
-import { IndexWriter, SegmentedIndex } from "../search/index.js";
+import { buildsGraph, encodeVectorsOffThread, IndexWriter, SegmentedIndex } from "../search/index.js";
 import type {
   DocumentRecord,
   IndexKey,
@@ -177,10 +177,16 @@ export class WriteCoordinator {
     const output = await readers.mutate(key, async () => {
       const validity = readers.validity(key);
       const base = await this.baseLocked(request, space);
+      const vectorOptions = base.engine.options.vectors;
+      // A write large enough for an HNSW graph builds it on a worker thread: seconds the loop keeps.
+      const offThread =
+        space !== null && vectorOptions !== null && buildsGraph(vectorOptions, vectors.length);
       const prepared = new IndexWriter(base.engine).prepare({
         add: engineTexts,
         delete: base.deleted,
-        vectors: space === null ? undefined : vectors,
+        ...(offThread
+          ? { encodedVectors: await encodeVectorsOffThread(vectorOptions, vectors) }
+          : { vectors: space === null ? undefined : vectors }),
       });
       let next = 0;
       const upsert = chunked.map(({ document, chunks }) => ({

@@ -8,20 +8,31 @@ import { encodeSegment } from "../core/segment-codec.js";
 import type { DocumentDeletion, SegmentedIndex } from "../core/segmented-index.js";
 import type { IndexState, SegmentRecord, Tombstone } from "../types.js";
 import { SegmentWriter } from "./segment-writer.js";
-import { buildSegmentVectors } from "../core/dense.js";
+import { buildSegmentVectors, decodeSegmentVectors } from "../core/dense.js";
 import type { SegmentVectors } from "../vectors/segment-vectors.js";
 import { encodeVectors } from "../vectors/vector-codec.js";
 
-/** The added documents' vectors, built (checked against the index's options first, before any work). */
+/**
+ * The added documents' vectors (checked against the index's options first, before any work): built from
+ * `vectors`, or decoded from `encoded` (built elsewhere: vector-build.ts), with their bytes.
+ */
 function vectorsOf(
   index: SegmentedIndex,
   added: number,
   vectors: ReadonlyArray<ArrayLike<number>> | undefined,
-): SegmentVectors | null {
+  encoded: Uint8Array | undefined,
+): { set: SegmentVectors; bytes: Uint8Array | null } | null {
   const options = index.options.vectors;
+  if (vectors !== undefined && encoded !== undefined)
+    throw new RangeError("give a write's vectors or their encoded bytes, not both");
   if (options === null) {
-    if (vectors !== undefined && vectors.length > 0) throw new RangeError("the index keeps no vectors");
+    if ((vectors !== undefined && vectors.length > 0) || encoded !== undefined)
+      throw new RangeError("the index keeps no vectors");
     return null;
+  }
+  if (encoded !== undefined) {
+    const id = index.state.nextSegmentId;
+    return { set: decodeSegmentVectors(options, id, added, encoded)!, bytes: encoded };
   }
   if (added === 0 && (vectors === undefined || vectors.length === 0)) return null;
   if (vectors === undefined || vectors.length !== added) {
@@ -29,7 +40,7 @@ function vectorsOf(
       `the index keeps vectors: ${added} texts need ${added} vectors, got ${vectors?.length ?? 0}`,
     );
   }
-  return buildSegmentVectors(options, vectors);
+  return { set: buildSegmentVectors(options, vectors), bytes: null };
 }
 
 export interface PreparedWrite {
@@ -54,7 +65,9 @@ export class IndexWriter {
   /**
    * `vectors`: one embedding per text of `add`, in order, of the index's dimension; required when the
    * index keeps vectors (options.vectors), refused when it does not. They are normalised, quantised to
-   * the index's storage and encoded with the segment (`segment.vectors`).
+   * the index's storage and encoded with the segment (`segment.vectors`). Or `encodedVectors`: the same
+   * already built and encoded (vector-build.ts builds them on a worker thread), checked as a load checks
+   * a stored segment's.
    * `delete`: live documents by key, each with the exact text it was added with (re-analysed to subtract
    * its terms; its stored length and term frequencies are checked). Unknown or deleted key: RangeError.
    */
@@ -62,6 +75,7 @@ export class IndexWriter {
     add?: readonly string[];
     delete?: ReadonlyArray<{ key: number; text: string }>;
     vectors?: ReadonlyArray<ArrayLike<number>>;
+    encodedVectors?: Uint8Array;
   }): PreparedWrite {
     const index = this.index;
     const dictionary = index.dictionary;
@@ -69,7 +83,8 @@ export class IndexWriter {
     const before = index.state;
     const texts = batch.add ?? [];
     const deletes = batch.delete ?? [];
-    const segmentVectors = vectorsOf(index, texts.length, batch.vectors);
+    const written = vectorsOf(index, texts.length, batch.vectors, batch.encodedVectors);
+    const segmentVectors = written?.set ?? null;
 
     // Deletions: find and check every document first.
     const deletions: DocumentDeletion[] = [];
@@ -157,7 +172,7 @@ export class IndexWriter {
       segmentData = writer.finish(segmentKeys, reference);
       const id = before.nextSegmentId;
       segment = { id, documentCount: texts.length, bytes: encodeSegment(id, segmentData) };
-      if (segmentVectors !== null) segment.vectors = encodeVectors(segmentVectors);
+      if (written !== null) segment.vectors = written.bytes ?? encodeVectors(written.set);
       state.nextKey = before.nextKey + texts.length;
       state.nextSegmentId = id + 1;
     }

@@ -5,10 +5,11 @@
  * as it is then: deletes that happened meanwhile become tombstones of the merged segment.
  */
 
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
 import type { Segment } from "../core/segment.js";
 import type { MergeableIndex, MergeResult } from "../core/merge-commit.js";
 import { runMergeJob, type MergeJob, type MergeOutput } from "./merger.js";
+import { startWorker } from "./start-worker.js";
 import type { VectorCodes } from "../vectors/quantize.js";
 
 type Snapshot = { job: MergeJob; deleted: Uint32Array[] };
@@ -238,7 +239,7 @@ class MergeWorker {
   }
 
   private start(): Worker {
-    const worker = startMergeWorker();
+    const worker = startWorker("merge-worker");
     this.worker = worker;
     worker.on("message", ({ id, output, error }: WorkerReply) => {
       const waiting = this.pending.get(id);
@@ -290,19 +291,4 @@ function transferablesOf(job: MergeJob): ArrayBuffer[] {
       [codes, scales].flatMap((array) => (array === null ? [] : [array.buffer as ArrayBuffer])),
     ),
   ];
-}
-
-/**
- * Starts the worker. Compiled, it is `merge-worker.js`; under tsx (tests) it is the `.ts` file, and since
- * Node 20's workers do not run the parent's `--import` hooks, a bootstrap registers tsx in the worker first.
- */
-function startMergeWorker(): Worker {
-  const underTsx = import.meta.url.endsWith(".ts");
-  const workerUrl = new URL("./merge-worker." + (underTsx ? "ts" : "js"), import.meta.url);
-  if (!underTsx) return new Worker(workerUrl);
-  const tsxApi = import.meta.resolve("tsx/esm/api");
-  const bootstrap =
-    `import(${JSON.stringify(tsxApi)}).then(({ register }) => { register(); ` +
-    `return import(${JSON.stringify(workerUrl.href)}); });`;
-  return new Worker(bootstrap, { eval: true });
 }
