@@ -142,6 +142,16 @@ export const benchmarks: readonly Benchmark[] = [
     results: ["hybrid"],
   },
   {
+    name: "write-stall",
+    script: "write-stall.ts",
+    compares:
+      "the event loop's longest stall during one write of 20k/100k chunks with 384-d vectors against building those vectors (graph included) on the loop; no result file",
+    args: () => [],
+    budget: 0,
+    results: [],
+    manual: true,
+  },
+  {
     name: "merge-blocking",
     script: "merge-blocking.ts",
     compares:
