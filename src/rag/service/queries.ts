@@ -136,10 +136,7 @@ export class Queries {
     return this.readFused(input.key, fused, chunks, wanted);
   }
 
-  /**
-   * The first `wanted` fused hits whose chunk the store holds, read a slice at a time (`known`: chunks
-   * already read). A key the store no longer has was deleted by a write committed since the search.
-   */
+  /** The first `wanted` fused hits whose chunk the store holds, read a slice at a time (`known`: read). */
   private async readFused(
     key: QueryInput["key"],
     fused: ReadonlyArray<{ key: number; score: number; scores: Candidate["scores"] }>,
@@ -150,11 +147,7 @@ export class Queries {
     for (let at = 0; at < fused.length && candidates.length < wanted;) {
       const slice = fused.slice(at, at + wanted - candidates.length);
       at += slice.length;
-      const unread = slice.filter((hit) => !known.has(hit.key)).map((hit) => hit.key);
-      if (unread.length > 0) {
-        for (const chunk of await this.store.getChunks(key, unread)) known.set(chunk.engineKey, chunk);
-        for (const missing of unread) if (!known.has(missing)) known.set(missing, null);
-      }
+      await this.readChunks(key, slice, known);
       for (const { key: engineKey, score, scores } of slice) {
         const chunk = known.get(engineKey);
         if (chunk) candidates.push({ chunk, score, scores });
@@ -206,12 +199,7 @@ export class Queries {
     let candidates = filter ? k * FILTER_OVERFETCH : k;
     for (;;) {
       const hits = search(candidates);
-      const unread = hits.filter((hit) => !fetched.has(hit.key)).map((hit) => hit.key);
-      if (unread.length > 0) {
-        for (const chunk of await this.store.getChunks(key, unread)) fetched.set(chunk.engineKey, chunk);
-        // A key the store no longer has was deleted by a write committed since the search.
-        for (const unknown of unread) if (!fetched.has(unknown)) fetched.set(unknown, null);
-      }
+      await this.readChunks(key, hits, fetched);
       const accepted: Array<{ chunk: ChunkHit; score: number }> = [];
       for (const hit of hits) {
         const chunk = fetched.get(hit.key);
@@ -222,6 +210,21 @@ export class Queries {
       if (hits.length < candidates) return accepted;
       candidates *= 2;
     }
+  }
+
+  /**
+   * Reads into `known` the chunks of the hits it does not hold yet, in one store call; a key the store no
+   * longer has (deleted by a write committed since the search) is recorded as null.
+   */
+  private async readChunks(
+    key: QueryInput["key"],
+    hits: ReadonlyArray<{ key: number }>,
+    known: Map<number, ChunkHit | null>,
+  ): Promise<void> {
+    const unread = hits.filter((hit) => !known.has(hit.key)).map((hit) => hit.key);
+    if (unread.length === 0) return;
+    for (const chunk of await this.store.getChunks(key, unread)) known.set(chunk.engineKey, chunk);
+    for (const missing of unread) if (!known.has(missing)) known.set(missing, null);
   }
 }
 
