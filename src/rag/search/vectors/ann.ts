@@ -198,10 +198,10 @@ export class AnnGraph {
     const slots =
       rows * rowBytes === ours.byteLength ? rowsBySlot(file.subarray(8, matrixEnd), ours, rowBytes) : null;
     // Not our rows (i8, or a layout this module does not know): keep the whole file.
-    if (slots === null) return concat(new Uint8Array([FULL_FILE]), file);
+    if (slots === null) return Buffer.concat([new Uint8Array([FULL_FILE]), file]);
     const graph = file.subarray(matrixEnd);
-    if (slots.every((row, slot) => row === slot)) return concat(new Uint8Array([OUR_ROWS]), graph);
-    return concat(new Uint8Array([OUR_ROWS_BY_SLOT, 0, 0, 0]), new Uint8Array(slots.buffer), graph);
+    if (slots.every((row, slot) => row === slot)) return Buffer.concat([new Uint8Array([OUR_ROWS]), graph]);
+    return Buffer.concat([new Uint8Array([OUR_ROWS_BY_SLOT, 0, 0, 0]), new Uint8Array(slots.buffer), graph]);
   }
 
   /** Loads bytes made by `serialize` over the same codes; null when they cannot be read (rebuild then). */
@@ -299,7 +299,7 @@ function usearchFile(bytes: Uint8Array, rows: number, rowBytes: number, ours: Ui
   const view = new DataView(header.buffer);
   view.setUint32(0, rows, true);
   view.setUint32(4, rowBytes, true);
-  if (kind === OUR_ROWS) return concat(header, ours, bytes.subarray(1));
+  if (kind === OUR_ROWS) return Buffer.concat([header, ours, bytes.subarray(1)]);
   if (bytes.byteLength < 4 + 4 * rows) return null;
   const slots = new Uint32Array(rows);
   new Uint8Array(slots.buffer).set(bytes.subarray(4, 4 + 4 * rows));
@@ -309,17 +309,5 @@ function usearchFile(bytes: Uint8Array, rows: number, rowBytes: number, ours: Ui
     if (r >= rows) return null;
     matrix.set(ours.subarray(r * rowBytes, (r + 1) * rowBytes), slot * rowBytes);
   }
-  return concat(header, matrix, bytes.subarray(4 + 4 * rows));
-}
-
-function concat(...parts: Uint8Array[]): Uint8Array {
-  let total = 0;
-  for (const p of parts) total += p.byteLength;
-  const out = new Uint8Array(total);
-  let offset = 0;
-  for (const p of parts) {
-    out.set(p, offset);
-    offset += p.byteLength;
-  }
-  return out;
+  return Buffer.concat([header, matrix, bytes.subarray(4 + 4 * rows)]);
 }

@@ -166,14 +166,5 @@ export function toParts(bytes: Uint8Array, partBytes = VECTOR_PART_BYTES): Uint8
 
 /** The bytes `toParts` cut, put back together (in order). */
 export function fromParts(parts: readonly Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0] as Uint8Array;
-  let total = 0;
-  for (const part of parts) total += part.byteLength;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.byteLength;
-  }
-  return out;
+  return parts.length === 1 ? (parts[0] as Uint8Array) : Buffer.concat(parts);
 }
