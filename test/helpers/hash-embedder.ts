@@ -16,6 +16,19 @@ function fnv1a(text: string): number {
   return hash;
 }
 
+/** Cosine similarity of two vectors (the tests' brute-force reference). */
+export function cosine(a: Float32Array, b: Float32Array): number {
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0; i < a.length; i++) {
+    dot += a[i]! * b[i]!;
+    na += a[i]! * a[i]!;
+    nb += b[i]! * b[i]!;
+  }
+  return dot / Math.sqrt(na * nb);
+}
+
 export function hashVector(text: string, dimension: number): Float32Array {
   const vector = new Float32Array(dimension);
   vector[0] = 0.25;

@@ -16,6 +16,7 @@ import { freePort } from "../../scripts/lib/free-port.js";
 import { maxFusedScore, reciprocalRankFusion } from "../../src/rag/retrieval/fusion.js";
 import { buildRagApp } from "../../src/rag/app.js";
 import { testConfig } from "../helpers/env.js";
+import { cosine } from "../helpers/hash-embedder.js";
 import { modelsDirOf, retrievalModels, TINY } from "../helpers/retrieval-models.js";
 import { makeTempDir, openRagApp, ragClient, removeTempDirs, type RagApp } from "../helpers/rag-http.js";
 import { sseEvents, startTextgen, type RunningTextgen } from "../helpers/servers.js";
@@ -89,18 +90,6 @@ async function embed(texts: string[]): Promise<Float32Array[]> {
   assert.equal(response.status, 200);
   const body = (await response.json()) as { data: Array<{ index: number; embedding: number[] }> };
   return body.data.sort((a, b) => a.index - b.index).map((item) => Float32Array.from(item.embedding));
-}
-
-function cosine(a: Float32Array, b: Float32Array): number {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i]! * b[i]!;
-    na += a[i]! * a[i]!;
-    nb += b[i]! * b[i]!;
-  }
-  return dot / Math.sqrt(na * nb);
 }
 
 /** Document ids by brute-force cosine to the query, best first (ids ascending on ties). */
@@ -444,8 +433,9 @@ describe("the embedder down: 503, nothing committed", () => {
     };
   }
 
-  it("build and append with the embedder at a closed port: 503, the index as before", async () => {
-    const dataDir = makeTempDir("rag-hybrid-down");
+  /** An index "kept" built from DOCUMENTS in a new data directory, and its state: what a failed write keeps. */
+  async function keptIndex(prefix: string) {
+    const dataDir = makeTempDir(prefix);
     const good = await openRagApp(ragEnv({ DATA_DIR: dataDir }));
     assert.equal(
       (await ragClient(good.app).build({ index_name: "kept", documents: DOCUMENTS })).statusCode,
@@ -453,6 +443,11 @@ describe("the embedder down: 503, nothing committed", () => {
     );
     const before = await snapshot(ragClient(good.app), "kept");
     await good.app.close();
+    return { dataDir, before };
+  }
+
+  it("build and append with the embedder at a closed port: 503, the index as before", async () => {
+    const { dataDir, before } = await keptIndex("rag-hybrid-down");
 
     const closed = `http://127.0.0.1:${await freePort()}/v1`;
     const down = await openRagApp(ragEnv({ DATA_DIR: dataDir, EMBEDDING_URL: closed, RERANK_URL: closed }));
@@ -505,14 +500,7 @@ describe("the embedder down: 503, nothing committed", () => {
     });
     await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
     const port = (proxy.address() as { port: number }).port;
-    const dataDir = makeTempDir("rag-hybrid-mid");
-    const good = await openRagApp(ragEnv({ DATA_DIR: dataDir }));
-    assert.equal(
-      (await ragClient(good.app).build({ index_name: "kept", documents: DOCUMENTS })).statusCode,
-      201,
-    );
-    const before = await snapshot(ragClient(good.app), "kept");
-    await good.app.close();
+    const { dataDir, before } = await keptIndex("rag-hybrid-mid");
     const flaky = await openRagApp(
       ragEnv({ DATA_DIR: dataDir, EMBEDDING_URL: `http://127.0.0.1:${port}/v1` }),
     );

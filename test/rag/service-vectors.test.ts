@@ -18,7 +18,7 @@ import { TieredMergePolicy } from "../../src/rag/search/index.js";
 import { PostgresIndexStore } from "../../src/rag/store/postgres-store.js";
 import { SqliteIndexStore } from "../../src/rag/store/sqlite-store.js";
 import type { IndexKey, IndexStore } from "../../src/rag/store/types.js";
-import { HashEmbedder, hashVector } from "../helpers/hash-embedder.js";
+import { cosine, HashEmbedder, hashVector } from "../helpers/hash-embedder.js";
 import { createTestDatabase, postgresUnavailable, type TestDatabase } from "../helpers/pg.js";
 import { makeProse, seededRandom } from "../helpers/text-fixtures.js";
 
@@ -41,18 +41,6 @@ const makeDocument = (id: string): DocumentInput => ({
   title: id.endsWith("3") ? `Title ${id}` : null,
   text: makeProse(random, 100 + Math.floor(random() * 500)),
 });
-
-function cosine(a: Float32Array, b: Float32Array): number {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i]! * b[i]!;
-    na += a[i]! * a[i]!;
-    nb += b[i]! * b[i]!;
-  }
-  return dot / Math.sqrt(na * nb);
-}
 
 /** Every live chunk of the index (engine key, engine text), read from the store. */
 async function liveChunks(store: IndexStore, key: IndexKey) {

@@ -20,6 +20,7 @@ import { HttpEmbedder } from "../../../src/rag/retrieval/embedder.js";
 import { reciprocalRankFusion } from "../../../src/rag/retrieval/fusion.js";
 import { HttpReranker } from "../../../src/rag/retrieval/reranker.js";
 import { SegmentedIndex, IndexWriter } from "../../../src/rag/search/index.js";
+import { cosine } from "../../helpers/hash-embedder.js";
 import { modelsDirOf, retrievalModels, TINY } from "../../helpers/retrieval-models.js";
 import { startTextgen, type RunningTextgen } from "../../helpers/servers.js";
 
@@ -54,18 +55,6 @@ after(async () => {
   await server?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
-
-const cosine = (a: Float32Array, b: Float32Array) => {
-  let dot = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i]! * b[i]!;
-    na += a[i]! * a[i]!;
-    nb += b[i]! * b[i]!;
-  }
-  return dot / Math.sqrt(na * nb);
-};
 
 describe("eval:ir with an embedder and a reranker", () => {
   it("dense ranks by cosine, hybrid by RRF of the lexical and dense lists, rerank by the reranker", async () => {
