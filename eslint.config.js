@@ -28,7 +28,7 @@ export default tseslint.config(
       "src/core/cors.ts",
       "src/**/routes.ts",
       "src/**/*-routes.ts",
-      "src/textgen/openai.ts",
+      "src/textgen/http/openai.ts",
     ],
     rules: {
       "no-restricted-syntax": [

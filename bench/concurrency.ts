@@ -11,8 +11,8 @@ import path from "node:path";
 import type { AddressInfo } from "node:net";
 import { loadConfig } from "../src/core/config.js";
 import { buildTextgenApp } from "../src/textgen/app.js";
-import { createGenerator } from "../src/textgen/create-generator.js";
-import type { LlamaGenerator } from "../src/textgen/llama-generator.js";
+import { createGenerator } from "../src/textgen/engine/create-generator.js";
+import type { LlamaGenerator } from "../src/textgen/engine/llama-generator.js";
 import { benchModelPath } from "./lib/bench-env.js";
 import { writeResult } from "./lib/result.js";
 

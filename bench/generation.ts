@@ -1,7 +1,7 @@
 /**
  * Generation speed of /predict against node-llama-cpp called directly, in one run. The server is the
- * real app: src/textgen/llama-generator.ts, which drives llama.cpp through our continuous batcher
- * (src/textgen/batcher.ts: one llama_decode per step carrying a token of every running request). The
+ * real app: src/textgen/engine/llama-generator.ts, which drives llama.cpp through our continuous batcher
+ * (src/textgen/engine/batcher.ts: one llama_decode per step carrying a token of every running request). The
  * reference is node-llama-cpp's own API, LlamaCompletion, in this process (bench/lib/direct-llama.ts)
  * with the same model, threads, context size per sequence and sampling (top-k/top-p defaults, no
  * repeat penalty, the same seed). A ratio to it is what HTTP, validation, scheduling and our batching
@@ -509,7 +509,7 @@ const file = writeResult(resultName, command, {
   subjects: {
     direct: "LlamaCompletion in this process, context of 1 sequence",
     "direct-8seq": "LlamaCompletion in this process, context of 8 sequences (as the server's)",
-    http: "POST /predict (JSON) to the app in a child process (src/textgen/llama-generator.ts: our continuous batcher)",
+    http: "POST /predict (JSON) to the app in a child process (src/textgen/engine/llama-generator.ts: our continuous batcher)",
     "http-stream": "POST /predict with stream: true (server-sent events)",
   },
   targets,

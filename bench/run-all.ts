@@ -865,7 +865,7 @@ function detailSections(
         `load average ${String(get(generation, "machine", "load_average_1m"))} at the start.`,
       "",
       "`http` is POST /predict to the app in a child process, which generates through our continuous batcher " +
-        "(src/textgen/batcher.ts: one llama.cpp decode per step carrying a token of every running request); " +
+        "(src/textgen/engine/batcher.ts: one llama.cpp decode per step carrying a token of every running request); " +
         "`http-stream` is the same with server-sent events. `direct` is node-llama-cpp's own API, LlamaCompletion, " +
         "called in the benchmark's process with the same model, threads, context size per sequence and sampling " +
         "(a context of 1 sequence; `direct-8seq`: 8 sequences, as the server's). Ratios are to `direct-8seq`, so " +

@@ -3,7 +3,7 @@
  * `npm run build:native`: builds node-llama-cpp's llama.cpp binding from the llama.cpp source bundled
  * in the package, for this CPU (GGML_NATIVE=ON; OpenMP threads when the compiler has OpenMP), into
  * node_modules/node-llama-cpp/llama/localBuilds. The app loads it instead of the prebuilt binary
- * (src/textgen/llama-binary.ts says why that matters on a CPU shared with other work) and says which
+ * (src/textgen/engine/llama-binary.ts says why that matters on a CPU shared with other work) and says which
  * one it runs at start-up. Needs cmake and a C++ compiler; about 10 minutes on 2 cores.
  *
  * `node scripts/build-native.mjs --if-requested` (npm's postinstall) builds only when
@@ -17,7 +17,7 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-// The same flags as NATIVE_BUILD_CMAKE_OPTIONS in src/textgen/llama-binary.ts: CMake's release
+// The same flags as NATIVE_BUILD_CMAKE_OPTIONS in src/textgen/engine/llama-binary.ts: CMake's release
 // flags plus AMX off (cmake-js sets CMAKE_CXX_FLAGS itself, so they go in the _RELEASE ones).
 const RELEASE_FLAGS = "-O3 -DNDEBUG -mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -38,13 +38,13 @@ console.log(`build-native: node ${args.map((a) => path.relative(repoRoot, a) || 
 const result = spawnSync(process.execPath, args, {
   cwd: repoRoot,
   stdio: "inherit",
-  // Keep in step with NATIVE_BUILD_CMAKE_OPTIONS in src/textgen/llama-binary.ts: the app finds the
+  // Keep in step with NATIVE_BUILD_CMAKE_OPTIONS in src/textgen/engine/llama-binary.ts: the app finds the
   // build by these options.
   env: {
     ...process.env,
     NODE_LLAMA_CPP_CMAKE_OPTION_GGML_NATIVE: "ON",
     // This CPU's instructions but AMX: llama.cpp's AMX kernels with OpenMP threads stop on an
-    // illegal instruction on Sapphire Rapids machines (src/textgen/llama-binary.ts).
+    // illegal instruction on Sapphire Rapids machines (src/textgen/engine/llama-binary.ts).
     NODE_LLAMA_CPP_CMAKE_OPTION_CMAKE_C_FLAGS_RELEASE: RELEASE_FLAGS,
     NODE_LLAMA_CPP_CMAKE_OPTION_CMAKE_CXX_FLAGS_RELEASE: RELEASE_FLAGS,
   },

@@ -2,13 +2,13 @@
 import path from "node:path";
 import type { Config } from "./core/config.js";
 import { buildRagApp } from "./rag/app.js";
-import type { GenerationPort } from "./rag/generative.js";
-import { localGeneration } from "./rag/local-generation.js";
+import type { GenerationPort } from "./rag/answering/generative.js";
+import { localGeneration } from "./rag/answering/local-generation.js";
 import { SQLITE_FILE_NAME } from "./rag/store/sqlite-store.js";
 import { buildTextgenApp } from "./textgen/app.js";
-import { createGenerator } from "./textgen/create-generator.js";
-import { LlamaGenerator } from "./textgen/llama-generator.js";
-import type { TextgenService } from "./textgen/service.js";
+import { createGenerator } from "./textgen/engine/create-generator.js";
+import { LlamaGenerator } from "./textgen/engine/llama-generator.js";
+import type { TextgenService } from "./textgen/engine/service.js";
 
 export type Which = "textgen" | "rag" | "all";
 

@@ -1,6 +1,6 @@
 /**
  * node-llama-cpp called directly, in-process: the reference /predict is measured against. It loads the
- * model as src/textgen/llama-generator.ts does (getLlama with build "never", the same threads, context
+ * model as src/textgen/engine/llama-generator.ts does (getLlama with build "never", the same threads, context
  * size per sequence and sequences) and generates with node-llama-cpp's own
  * LlamaCompletion and the same sampling settings. What differs is everything of ours: HTTP,
  * validation, scheduling and our continuous batcher in place of node-llama-cpp's evaluation loop.

@@ -36,8 +36,8 @@ import { RequestLifecycle } from "../../src/core/request-lifecycle.js";
 import { registerMetrics } from "../../src/core/metrics.js";
 import { buildRagApp } from "../../src/rag/app.js";
 import { buildTextgenApp } from "../../src/textgen/app.js";
-import { createGenerator } from "../../src/textgen/create-generator.js";
-import type { LlamaGenerator } from "../../src/textgen/llama-generator.js";
+import { createGenerator } from "../../src/textgen/engine/create-generator.js";
+import type { LlamaGenerator } from "../../src/textgen/engine/llama-generator.js";
 
 const kind = process.env.BENCH_SERVER ?? "bare";
 const dataDir = mkdtempSync(path.join(os.tmpdir(), "lectern-http-floor-"));

@@ -1,15 +1,15 @@
 /**
  * The text generation app in a process of its own, for benchmarks that measure it through a real
  * socket without the client sharing its event loop. Configured from the environment like the real
- * server (loadConfig) and served by src/textgen/llama-generator.ts (our continuous batcher over
+ * server (loadConfig) and served by src/textgen/engine/llama-generator.ts (our continuous batcher over
  * llama.cpp); prints one JSON line {"port", "sequence_context_size", "binary", "device", "thread_pool"} on stdout once the model is
  * loaded, and closes when its standard input ends or on SIGTERM.
  */
 import type { AddressInfo } from "node:net";
 import { loadConfig } from "../../src/core/config.js";
 import { buildTextgenApp } from "../../src/textgen/app.js";
-import { createGenerator } from "../../src/textgen/create-generator.js";
-import type { LlamaGenerator } from "../../src/textgen/llama-generator.js";
+import { createGenerator } from "../../src/textgen/engine/create-generator.js";
+import type { LlamaGenerator } from "../../src/textgen/engine/llama-generator.js";
 
 const config = loadConfig(process.env);
 const generator = createGenerator(config) as LlamaGenerator;

@@ -15,7 +15,7 @@ import { badRequest, DomainError, notFound, notReady, type ErrorKind } from "../
 import { defaultOverlap } from "../rag/ingest/chunker.js";
 import type { RagService, DocumentInput } from "../rag/service.js";
 import type { Which } from "../server.js";
-import type { LlamaGenerator } from "../textgen/llama-generator.js";
+import type { LlamaGenerator } from "../textgen/engine/llama-generator.js";
 
 // Each command loads only what it needs (llama.cpp, the stores, the document parsers are heavy), so
 // quick commands such as `index list` or `--help` start fast.
@@ -341,7 +341,7 @@ async function indexSync(args: string[], config: Config): Promise<number> {
   const { scorer, chunkSize, overlap } = indexSettings(values);
 
   const [{ syncFolder }, { resolveFolder }] = await Promise.all([
-    import("../rag/sync.js"),
+    import("../rag/service/sync.js"),
     import("../rag/ingest/files.js"),
   ]);
   const absolute = path.resolve(dir);
@@ -472,7 +472,7 @@ async function generate(args: string[], config: Config): Promise<number> {
   if (!prompt) throw new UsageError('generate needs a prompt: lectern generate "Once upon a time"');
   const temperature = values.temperature === undefined ? 0.8 : Number(values.temperature);
   if (!(temperature >= 0 && temperature <= 2)) throw new UsageError("--temperature must be between 0 and 2");
-  const { createGenerator } = await import("../textgen/create-generator.js");
+  const { createGenerator } = await import("../textgen/engine/create-generator.js");
   const generator = createGenerator({
     ...config,
     textgen: { ...config.textgen, maxConcurrent: 1 },
@@ -509,7 +509,7 @@ async function modelPull(args: string[], config: Config): Promise<number> {
   if (values.help) return help("model pull");
   const reference = positionals[0];
   if (!reference) throw new UsageError("model pull needs a reference such as hf:owner/repo/file.gguf");
-  const { resolveModel } = await import("../textgen/model-source.js");
+  const { resolveModel } = await import("../textgen/engine/model-source.js");
   const file = await resolveModel({ reference, modelsDir: config.models.modelsDir, progress: true });
   if (values.json) print({ reference, path: file });
   else process.stdout.write(`${file}\n`);
@@ -533,8 +533,8 @@ async function models(args: string[], config: Config): Promise<number> {
     if (!response.ok) throw new Error(`${values.server} answered ${response.status}`);
     rows = ((await response.json()) as { data: Row[] }).data;
   } else {
-    const { buildCatalogue } = await import("../textgen/presets.js");
-    const { ModelRegistry } = await import("../textgen/model-registry.js");
+    const { buildCatalogue } = await import("../textgen/engine/presets.js");
+    const { ModelRegistry } = await import("../textgen/engine/model-registry.js");
     const catalogue = buildCatalogue({
       modelPath: config.textgen.modelPath,
       embeddingModelPath: config.models.embeddingModelPath,

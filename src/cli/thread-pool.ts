@@ -19,7 +19,7 @@ import { spawn } from "node:child_process";
 import os from "node:os";
 import type { Config } from "../core/config.js";
 import type { Which } from "../server.js";
-import { cpuContextCount } from "../textgen/llama-generator.js";
+import { cpuContextCount } from "../textgen/engine/llama-generator.js";
 
 /**
  * glibc's malloc answers a request of 128 KiB or more with a mapping of its own, returned to the

@@ -156,7 +156,7 @@ export interface Config {
     embeddingMaxInputs: number;
     /**
      * Budget of a GBNF grammar (`grammar`, and the grammars JSON schemas compile to), checked before
-     * sampling: see src/textgen/grammar-budget.ts. `grammarMaxStacks` bounds llama.cpp's parse stacks,
+     * sampling: see src/textgen/engine/grammar-budget.ts. `grammarMaxStacks` bounds llama.cpp's parse stacks,
      * which its grammar sampler's work per token grows with.
      */
     grammarMaxBytes: number;

@@ -2,17 +2,17 @@
 import type { Config } from "../core/config.js";
 import { ConfigError } from "../core/errors.js";
 import { createHttpApp } from "../core/http.js";
-import { RAG_SERVICE_NAME, ragRoutes } from "./routes.js";
+import { RAG_SERVICE_NAME, ragRoutes } from "./http/routes.js";
 import { registerMetrics } from "../core/metrics.js";
 import { createRagMetrics } from "./metrics.js";
 import { RagService } from "./service.js";
 import { openIndexStore } from "./store/open.js";
 import type { IndexStore } from "./store/types.js";
-import { AnswerWriter, upstreamGeneration, type GenerationPort } from "./generative.js";
+import { AnswerWriter, upstreamGeneration, type GenerationPort } from "./answering/generative.js";
 import { ingestFromConfig } from "./ingest/limits.js";
-import { openAiRagRoutes } from "./openai-routes.js";
+import { openAiRagRoutes } from "./http/openai-routes.js";
 import path from "node:path";
-import type { TextgenService } from "../textgen/service.js";
+import type { TextgenService } from "../textgen/engine/service.js";
 import { Retrievers } from "./retrieval/retrievers.js";
 import { configureVectorSpill } from "./search/vectors/spill.js";
 

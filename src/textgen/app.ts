@@ -1,21 +1,21 @@
 /** Builds the text generation app without listening; `app.inject()` drives it in tests. */
 import type { Config } from "../core/config.js";
 import { createHttpApp } from "../core/http.js";
-import type { Generator } from "./generator.js";
-import { registerTextgenRoutes, SERVICE_NAME } from "./routes.js";
+import type { Generator } from "./engine/generator.js";
+import { registerTextgenRoutes, SERVICE_NAME } from "./http/routes.js";
 import { registerMetrics } from "../core/metrics.js";
-import { TextgenService } from "./service.js";
-import { openAiRoutes } from "./openai.js";
-import { buildCatalogue } from "./presets.js";
-import { ModelRegistry } from "./model-registry.js";
-import { generatorBackend, loadBackend, type ServingBackend } from "./model-backends.js";
-import { locateModel } from "./model-source.js";
-import { registerRerankRoutes } from "./rerank-routes.js";
-import { registerModelRoutes } from "./models-routes.js";
-import { LlamaGenerator } from "./llama-generator.js";
-import { anthropicRoutes } from "./dialects/anthropic.js";
-import { ollamaRoutes } from "./dialects/ollama.js";
-import { RegistryCatalog } from "./dialects/model-catalog.js";
+import { TextgenService } from "./engine/service.js";
+import { openAiRoutes } from "./http/openai.js";
+import { buildCatalogue } from "./engine/presets.js";
+import { ModelRegistry } from "./engine/model-registry.js";
+import { generatorBackend, loadBackend, type ServingBackend } from "./engine/model-backends.js";
+import { locateModel } from "./engine/model-source.js";
+import { registerRerankRoutes } from "./http/rerank-routes.js";
+import { registerModelRoutes } from "./http/models-routes.js";
+import { LlamaGenerator } from "./engine/llama-generator.js";
+import { anthropicRoutes } from "./http/dialects/anthropic.js";
+import { ollamaRoutes } from "./http/dialects/ollama.js";
+import { RegistryCatalog } from "./http/dialects/model-catalog.js";
 
 export interface TextgenAppDeps {
   config: Config;
@@ -124,6 +124,6 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
     await initial?.close();
     if (remote) await generator.close();
   });
-  // The service, for the RAG app of the same process to generate through (rag/local-generation.ts).
+  // The service, for the RAG app of the same process to generate through (rag/answering/local-generation.ts).
   return Object.assign(app, { textgenService: service });
 }

@@ -13,8 +13,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
 import { buildTextgenApp } from "../../src/textgen/app.js";
-import { createGenerator } from "../../src/textgen/create-generator.js";
-import type { LlamaGenerator } from "../../src/textgen/llama-generator.js";
+import { createGenerator } from "../../src/textgen/engine/create-generator.js";
+import type { LlamaGenerator } from "../../src/textgen/engine/llama-generator.js";
 import { testConfig } from "../helpers/env.js";
 import {
   FUZZ_RUNS,

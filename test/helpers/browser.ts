@@ -11,7 +11,7 @@ import { it } from "node:test";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { buildRagApp } from "../../src/rag/app.js";
 import { buildTextgenApp } from "../../src/textgen/app.js";
-import { createGenerator } from "../../src/textgen/create-generator.js";
+import { createGenerator } from "../../src/textgen/engine/create-generator.js";
 import { repoRoot, testConfig } from "./env.js";
 
 export const CHROMIUM_PATH = process.env.LECTERN_CHROMIUM ?? "/usr/bin/chromium";

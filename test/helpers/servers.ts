@@ -1,8 +1,8 @@
 /** Real apps on real sockets (port 0), for tests that need HTTP clients rather than inject(). */
 import type { AddressInfo } from "node:net";
 import { buildTextgenApp } from "../../src/textgen/app.js";
-import { createGenerator } from "../../src/textgen/create-generator.js";
-import type { LlamaGenerator } from "../../src/textgen/llama-generator.js";
+import { createGenerator } from "../../src/textgen/engine/create-generator.js";
+import type { LlamaGenerator } from "../../src/textgen/engine/llama-generator.js";
 import { testConfig } from "./env.js";
 
 export interface RunningTextgen {

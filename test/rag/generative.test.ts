@@ -6,7 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { buildRagApp } from "../../src/rag/app.js";
-import { citedNumbers } from "../../src/rag/generative.js";
+import { citedNumbers } from "../../src/rag/answering/generative.js";
 import { testConfig } from "../helpers/env.js";
 import { sseEvents, startTextgen, type RunningTextgen } from "../helpers/servers.js";
 

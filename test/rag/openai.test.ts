@@ -11,10 +11,10 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import OpenAI, { toFile } from "openai";
 import { buildRagApp } from "../../src/rag/app.js";
-import { localGeneration } from "../../src/rag/local-generation.js";
+import { localGeneration } from "../../src/rag/answering/local-generation.js";
 import { buildTextgenApp } from "../../src/textgen/app.js";
-import { createGenerator } from "../../src/textgen/create-generator.js";
-import type { LlamaGenerator } from "../../src/textgen/llama-generator.js";
+import { createGenerator } from "../../src/textgen/engine/create-generator.js";
+import type { LlamaGenerator } from "../../src/textgen/engine/llama-generator.js";
 import { testConfig } from "../helpers/env.js";
 import { HANDBOOK } from "../helpers/handbook.js";
 

@@ -4,8 +4,8 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { buildTextgenApp } from "../../src/textgen/app.js";
-import type { LlamaGenerator } from "../../src/textgen/llama-generator.js";
-import { createGenerator } from "../../src/textgen/create-generator.js";
+import type { LlamaGenerator } from "../../src/textgen/engine/llama-generator.js";
+import { createGenerator } from "../../src/textgen/engine/create-generator.js";
 import { testConfig, testModelPath } from "../helpers/env.js";
 
 type App = Awaited<ReturnType<typeof buildTextgenApp>>;

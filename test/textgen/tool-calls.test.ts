@@ -7,7 +7,7 @@ import {
   parseAutoCalls,
   toChatHistory,
   type ToolCallDelta,
-} from "../../src/textgen/tool-calls.js";
+} from "../../src/textgen/engine/tool-calls.js";
 import { sseEvents, startTextgen, type RunningTextgen } from "../helpers/servers.js";
 
 /** Response bodies are read loosely: the assertions check their shape. */

@@ -11,7 +11,7 @@
  */
 import type { Config } from "../../core/config.js";
 import { conflict, corrupt, type DomainError } from "../../core/errors.js";
-import type { TextgenService } from "../../textgen/service.js";
+import type { TextgenService } from "../../textgen/engine/service.js";
 import { malformedAnswer, newAgent, postJson, localModelFailure, type UpstreamTarget } from "./upstream.js";
 
 export interface Embedder {

@@ -1,12 +1,12 @@
 /**
  * Where RAG's rerank scores come from: the reranker of the text generation app in this process
- * (src/textgen/rerank.ts through its service, no HTTP hop), or RERANK_URL in the shape the llama.cpp
+ * (src/textgen/engine/rerank.ts through its service, no HTTP hop), or RERANK_URL in the shape the llama.cpp
  * server, Jina and Cohere share: `POST {base}/rerank {model, query, documents, top_n}` →
  * `{results: [{index, relevance_score}]}`. Either way the answer is one score per candidate, in the
  * candidates' order (higher is more relevant); failures map as the embedder's do (upstream.ts).
  */
 import type { Config } from "../../core/config.js";
-import type { TextgenService } from "../../textgen/service.js";
+import type { TextgenService } from "../../textgen/engine/service.js";
 import { malformedAnswer, newAgent, postJson, localModelFailure, type UpstreamTarget } from "./upstream.js";
 
 export interface Reranker {

@@ -9,7 +9,7 @@
  */
 import type { Config } from "../../core/config.js";
 import { busy, conflict } from "../../core/errors.js";
-import type { TextgenService } from "../../textgen/service.js";
+import type { TextgenService } from "../../textgen/engine/service.js";
 import { embedderFor, type Embedder } from "./embedder.js";
 import { rerankerFor, type Reranker } from "./reranker.js";
 import { retrieverUnavailable } from "./upstream.js";

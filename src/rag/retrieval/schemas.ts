@@ -1,5 +1,5 @@
 /**
- * Request and response fields of retrieval beyond keywords (#26), for src/rag/schemas.ts to place in
+ * Request and response fields of retrieval beyond keywords (#26), for src/rag/http/schemas.ts to place in
  * its request and result schemas: at once the types, the validation and the OpenAPI document.
  */
 import { Type, type Static } from "typebox";

@@ -3,7 +3,7 @@
  * dense, or both fused by RRF, optionally reranked — their texts and metadata read from the store by
  * engine key, metadata filters applied on every path, and the extractive answer.
  */
-import { extractiveAnswer } from "../answer.js";
+import { extractiveAnswer } from "../answering/extractive.js";
 import { badRequest } from "../../core/errors.js";
 import { embedFor } from "../retrieval/embedder.js";
 import { rerankText } from "../retrieval/reranker.js";

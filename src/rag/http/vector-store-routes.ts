@@ -1,0 +1,439 @@
+/**
+ * OpenAI's vector stores and files APIs over our indices: a vector store is an index (its id is the
+ * index name), a vector store file is a document (its id the file id). Files uploaded with POST
+ * /v1/files are parsed at once (the same loaders and limits as /rag/build uploads) and wait as JSON
+ * under DATA_DIR/openai-files/<tenant>/ until a vector store takes them; that folder is this
+ * replica's own (replicas sharing PostgreSQL do not share uploads waiting there).
+ */
+import { randomUUID } from "node:crypto";
+import { mkdir, readFile, readdir, rm, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { Type } from "typebox";
+import { actingTenant, listingTenant } from "../../core/auth.js";
+import { badRequest, notFound } from "../../core/errors.js";
+import type { TypedApp } from "../../core/http.js";
+import { checkNestingDepth } from "../../core/validation.js";
+import { compileFilter } from "./openai-filters.js";
+import type { OpenAiRagOptions } from "./route-deps.js";
+import { IndexName } from "./schemas.js";
+import type { IndexMeta, Metadata } from "../store/types.js";
+import { readMultipart } from "./uploads.js";
+import { retrievalInput, writeEmbedding } from "../retrieval/options.js";
+
+const strict = { additionalProperties: false } as const;
+const FileId = Type.String({ pattern: "^file-[A-Za-z0-9_-]{1,64}$" });
+const StoreParams = Type.Object({ vector_store_id: IndexName });
+const StoreFileParams = Type.Object({
+  vector_store_id: IndexName,
+  file_id: Type.String({ minLength: 1, maxLength: 512 }),
+});
+const Attributes = Type.Record(Type.String(), Type.Union([Type.String(), Type.Number(), Type.Boolean()]), {
+  description: "metadata of the document, for search filters",
+});
+const ListQuery = Type.Object({
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+  after: Type.Optional(Type.String()),
+  order: Type.Optional(Type.Union([Type.Literal("asc"), Type.Literal("desc")])),
+  filter: Type.Optional(Type.String()),
+  purpose: Type.Optional(Type.String()),
+});
+
+interface StoredFile {
+  id: string;
+  filename: string;
+  bytes: number;
+  created_at: number;
+  text: string;
+  title: string | null;
+  metadata: Metadata;
+}
+
+const seconds = (iso: string) => Math.floor(Date.parse(iso) / 1000);
+
+function vectorStore(meta: IndexMeta) {
+  return {
+    id: meta.name,
+    object: "vector_store" as const,
+    created_at: seconds(meta.createdAt),
+    name: meta.name,
+    usage_bytes: meta.sizeBytes,
+    file_counts: {
+      in_progress: 0,
+      completed: meta.documentsCount,
+      failed: 0,
+      cancelled: 0,
+      total: meta.documentsCount,
+    },
+    status: "completed" as const,
+    expires_after: null,
+    expires_at: null,
+    last_active_at: seconds(meta.updatedAt),
+    metadata: {},
+  };
+}
+
+function vectorStoreFile(storeId: string, fileId: string, createdAt: number) {
+  return {
+    id: fileId,
+    object: "vector_store.file" as const,
+    created_at: createdAt,
+    usage_bytes: 0,
+    vector_store_id: storeId,
+    status: "completed" as const,
+    last_error: null,
+    attributes: {},
+  };
+}
+
+function page<T extends { id: string }>(items: T[], limit: number, after: string | undefined) {
+  const start = after === undefined ? 0 : items.findIndex((item) => item.id === after) + 1;
+  const data = items.slice(start, start + limit);
+  return {
+    object: "list" as const,
+    data,
+    first_id: data[0]?.id ?? null,
+    last_id: data.at(-1)?.id ?? null,
+    has_more: start + limit < items.length,
+  };
+}
+
+/** Uploaded files waiting for a vector store, per tenant, and adding them to an index. */
+function fileShelf(options: OpenAiRagOptions) {
+  const filesOf = (tenant: string) => path.join(options.filesDir, tenant);
+  const fileAt = (tenant: string, id: string) => path.join(filesOf(tenant), `${id}.json`);
+  const readStored = async (tenant: string, id: string): Promise<StoredFile> => {
+    if (!/^file-[A-Za-z0-9_-]{1,64}$/.test(id)) throw notFound(`No file "${id}"`);
+    try {
+      return JSON.parse(await readFile(fileAt(tenant, id), "utf8")) as StoredFile;
+    } catch {
+      throw notFound(`No file "${id}" (upload it with POST /v1/files)`);
+    }
+  };
+  const fileObject = (file: StoredFile) => ({
+    id: file.id,
+    object: "file" as const,
+    bytes: file.bytes,
+    created_at: file.created_at,
+    filename: file.filename,
+    purpose: "assistants",
+    status: "processed",
+  });
+  /** Adds stored files to an index as documents (id = file id), replacing one with the same id. */
+  const addFiles = async (
+    key: { tenantId: string; name: string },
+    files: StoredFile[],
+    attributes?: Metadata,
+  ) => {
+    // Embedded as the store's index is: with vectors of its model, or without.
+    const meta = await options.service.requireMeta(key);
+    return options.service.upsertDocuments(
+      key,
+      files.map((file) => ({
+        id: file.id,
+        text: file.text,
+        title: file.title,
+        source: file.filename,
+        metadata: { ...file.metadata, ...attributes },
+      })),
+      writeEmbedding(options.retrievers, undefined, meta),
+    );
+  };
+
+  return { filesOf, fileAt, readStored, fileObject, addFiles };
+}
+type FileShelf = ReturnType<typeof fileShelf>;
+
+export function registerVectorStoreRoutes(app: TypedApp, options: OpenAiRagOptions): void {
+  const shelf = fileShelf(options);
+  registerFileRoutes(app, options, shelf);
+  registerStoreRoutes(app, options, shelf);
+  registerSearchRoute(app, options);
+}
+
+/** /v1/files: upload, list, retrieve, delete. */
+function registerFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: FileShelf): void {
+  const { filesOf, fileAt, readStored, fileObject } = shelf;
+  app.post(
+    "/files",
+    {
+      bodyLimit: options.largeBodyLimit,
+      schema: { tags: ["openai"], summary: "Upload a file for vector stores" },
+    },
+    async (request) => {
+      if (!request.isMultipart()) throw badRequest("Send the file as multipart/form-data (field file)");
+      const upload = await readMultipart<Record<string, string>>(
+        request,
+        Type.Object({ purpose: Type.Optional(Type.String()) }),
+        1,
+        options.ingest,
+      );
+      const document = upload.documents[0]!;
+      const tenant = actingTenant(request, undefined);
+      const stored: StoredFile = {
+        id: `file-${randomUUID().replace(/-/g, "")}`,
+        filename: document.source ?? document.title ?? "upload",
+        bytes: Buffer.byteLength(document.text),
+        created_at: Math.floor(Date.now() / 1000),
+        text: document.text,
+        title: document.title ?? null,
+        metadata: document.metadata ?? {},
+      };
+      await mkdir(filesOf(tenant), { recursive: true });
+      await writeFile(fileAt(tenant, stored.id), JSON.stringify(stored));
+      return fileObject(stored);
+    },
+  );
+
+  app.get(
+    "/files",
+    { schema: { tags: ["openai"], summary: "Uploaded files", querystring: ListQuery } },
+    async (request) => {
+      const tenant = listingTenant(request, undefined) ?? actingTenant(request, undefined);
+      const names = await readdir(filesOf(tenant)).catch(() => [] as string[]);
+      const files = await Promise.all(
+        names.filter((n) => n.endsWith(".json")).map((n) => readStored(tenant, n.slice(0, -5))),
+      );
+      files.sort((a, b) => b.created_at - a.created_at || a.id.localeCompare(b.id));
+      return page(files.map(fileObject), request.query.limit, request.query.after);
+    },
+  );
+
+  app.get(
+    "/files/:file_id",
+    { schema: { tags: ["openai"], summary: "One uploaded file", params: Type.Object({ file_id: FileId }) } },
+    async (request) => fileObject(await readStored(actingTenant(request, undefined), request.params.file_id)),
+  );
+
+  app.delete(
+    "/files/:file_id",
+    {
+      schema: {
+        tags: ["openai"],
+        summary: "Delete an uploaded file",
+        params: Type.Object({ file_id: FileId }),
+      },
+    },
+    async (request) => {
+      const tenant = actingTenant(request, undefined);
+      await readStored(tenant, request.params.file_id);
+      await rm(fileAt(tenant, request.params.file_id), { force: true });
+      return { id: request.params.file_id, object: "file", deleted: true };
+    },
+  );
+}
+
+/** /v1/vector_stores and their files. */
+function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: FileShelf): void {
+  const { service } = options;
+  const { readStored, addFiles } = shelf;
+  app.post(
+    "/vector_stores",
+    {
+      schema: {
+        tags: ["openai"],
+        summary: "Create a vector store: an index named `name`",
+        body: Type.Object(
+          {
+            name: { ...IndexName, description: "the index name, and the vector store's id" },
+            file_ids: Type.Optional(Type.Array(FileId, { maxItems: 500 })),
+            description: Type.Optional(Type.String()),
+            metadata: Type.Optional(Type.Union([Type.Record(Type.String(), Type.String()), Type.Null()])),
+            expires_after: Type.Optional(Type.Unknown()),
+            chunking_strategy: Type.Optional(Type.Unknown()),
+          },
+          strict,
+        ),
+      },
+    },
+    async (request) => {
+      const key = { tenantId: actingTenant(request, undefined), name: request.body.name };
+      const files = await Promise.all(
+        (request.body.file_ids ?? []).map((id) => readStored(key.tenantId, id)),
+      );
+      const built = await service.build({
+        key,
+        documents: [],
+        chunkSize: 1000,
+        overlap: 128,
+        scorer: "bm25",
+        mode: "create",
+        allowEmpty: true,
+        // A new store gets vectors when an embedder is configured (hybrid search), as /rag/build.
+        embedding: writeEmbedding(options.retrievers, undefined, null),
+      });
+      const meta = files.length > 0 ? (await addFiles(key, files)).meta : built.meta;
+      return vectorStore(meta);
+    },
+  );
+
+  app.get(
+    "/vector_stores",
+    {
+      schema: { tags: ["openai"], summary: "The tenant's indices, as vector stores", querystring: ListQuery },
+    },
+    async (request) => {
+      const indices = await service.listIndices(listingTenant(request, undefined));
+      return page(indices.map(vectorStore), request.query.limit, request.query.after);
+    },
+  );
+
+  app.get(
+    "/vector_stores/:vector_store_id",
+    { schema: { tags: ["openai"], summary: "One vector store (index)", params: StoreParams } },
+    async (request) =>
+      vectorStore(
+        await service.requireMeta({
+          tenantId: actingTenant(request, undefined),
+          name: request.params.vector_store_id,
+        }),
+      ),
+  );
+
+  app.delete(
+    "/vector_stores/:vector_store_id",
+    { schema: { tags: ["openai"], summary: "Delete a vector store (the index)", params: StoreParams } },
+    async (request) => {
+      await service.deleteIndex({
+        tenantId: actingTenant(request, undefined),
+        name: request.params.vector_store_id,
+      });
+      return { id: request.params.vector_store_id, object: "vector_store.deleted", deleted: true };
+    },
+  );
+
+  app.post(
+    "/vector_stores/:vector_store_id/files",
+    {
+      schema: {
+        tags: ["openai"],
+        summary: "Add an uploaded file to a vector store (as a document with the file's id)",
+        params: StoreParams,
+        body: Type.Object(
+          {
+            file_id: FileId,
+            attributes: Type.Optional(Type.Union([Attributes, Type.Null()])),
+            chunking_strategy: Type.Optional(Type.Unknown()),
+          },
+          strict,
+        ),
+      },
+    },
+    async (request) => {
+      const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+      await service.requireMeta(key);
+      const file = await readStored(key.tenantId, request.body.file_id);
+      await addFiles(key, [file], request.body.attributes ?? undefined);
+      return vectorStoreFile(key.name, file.id, Math.floor(Date.now() / 1000));
+    },
+  );
+
+  app.get(
+    "/vector_stores/:vector_store_id/files",
+    {
+      schema: {
+        tags: ["openai"],
+        summary: "The documents of a vector store",
+        params: StoreParams,
+        querystring: ListQuery,
+      },
+    },
+    async (request) => {
+      const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+      const meta = await service.requireMeta(key);
+      const documents = await service.listDocuments(key);
+      const files = documents.map((doc) => vectorStoreFile(key.name, doc.id, seconds(meta.updatedAt)));
+      return page(files, request.query.limit, request.query.after);
+    },
+  );
+
+  app.get(
+    "/vector_stores/:vector_store_id/files/:file_id",
+    { schema: { tags: ["openai"], summary: "One document of a vector store", params: StoreFileParams } },
+    async (request) => {
+      const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+      const meta = await service.requireMeta(key);
+      if (!(await service.store.hasDocument(key, request.params.file_id)))
+        throw notFound(`No file "${request.params.file_id}" in vector store "${key.name}"`);
+      return vectorStoreFile(key.name, request.params.file_id, seconds(meta.updatedAt));
+    },
+  );
+
+  app.delete(
+    "/vector_stores/:vector_store_id/files/:file_id",
+    {
+      schema: { tags: ["openai"], summary: "Remove a document from a vector store", params: StoreFileParams },
+    },
+    async (request) => {
+      const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+      await service.deleteDocument(key, request.params.file_id);
+      return { id: request.params.file_id, object: "vector_store.file.deleted", deleted: true };
+    },
+  );
+}
+
+/** POST /v1/vector_stores/{id}/search. */
+function registerSearchRoute(app: TypedApp, options: OpenAiRagOptions): void {
+  const { service } = options;
+  app.post(
+    "/vector_stores/:vector_store_id/search",
+    {
+      schema: {
+        tags: ["openai"],
+        summary: "Search a vector store (BM25/TF-IDF over the index), with OpenAI's metadata filters",
+        params: StoreParams,
+        body: Type.Object(
+          {
+            query: Type.Union([
+              Type.String({ minLength: 1, maxLength: 4096 }),
+              Type.Array(Type.String({ minLength: 1, maxLength: 4096 }), { minItems: 1, maxItems: 16 }),
+            ]),
+            filters: Type.Optional(Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()])),
+            max_num_results: Type.Integer({ minimum: 1, maximum: 50, default: 10 }),
+            ranking_options: Type.Optional(
+              Type.Object(
+                {
+                  ranker: Type.Optional(Type.String()),
+                  score_threshold: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+                },
+                strict,
+              ),
+            ),
+            rewrite_query: Type.Optional(
+              Type.Boolean({ description: "accepted; the query is searched as sent" }),
+            ),
+          },
+          strict,
+        ),
+      },
+    },
+    async (request) => {
+      const body = request.body;
+      const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+      checkNestingDepth(body.filters, 40, "filters");
+      const predicate = body.filters ? compileFilter(body.filters) : undefined;
+      const queries = typeof body.query === "string" ? [body.query] : body.query;
+      const { results } = await service.query({
+        key,
+        query: queries.join(" \n"),
+        topK: body.max_num_results,
+        minScore: body.ranking_options?.score_threshold ?? 0,
+        predicate,
+        // Hybrid where the store holds vectors, as /rag/query by default.
+        ...retrievalInput(options.retrievers, {}),
+      });
+      return {
+        object: "vector_store.search_results.page",
+        search_query: queries,
+        data: results.map((result) => ({
+          file_id: result.document_id,
+          filename: result.file,
+          score: result.score,
+          attributes: result.metadata,
+          content: [{ type: "text", text: result.text }],
+        })),
+        has_more: false,
+        next_page: null,
+      };
+    },
+  );
+}

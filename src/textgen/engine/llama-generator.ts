@@ -1,0 +1,726 @@
+/**
+ * The llama.cpp backend (node-llama-cpp). One model, one context with `sequences` parallel
+ * sequences, driven by our continuous batcher (batcher.ts): every decode step carries one token of
+ * each running request, which is what makes concurrent requests cheaper than serial ones. The
+ * scheduler guarantees no more than `sequences` requests are inside `generate` at once.
+ */
+import { randomInt } from "node:crypto";
+import os from "node:os";
+import path from "node:path";
+import {
+  LlamaGrammarEvaluationState,
+  LlamaText,
+  resolveChatWrapper,
+  type ChatHistoryItem,
+  type ChatModelFunctions,
+  type ChatWrapper,
+  type GbnfJsonSchema,
+  type Llama,
+  type LlamaContext,
+  type LlamaGrammar,
+  type LlamaModel,
+  type Token,
+} from "node-llama-cpp";
+import { badRequest, DomainError, notReady } from "../../core/errors.js";
+import { ContinuousBatcher, type BatchJob, type TokenLogprob as BatchLogprob } from "./batcher.js";
+import { checkGbnf } from "./gbnf-check.js";
+import { GrammarBudgetError, type GrammarBudget } from "./grammar-budget.js";
+import { GrammarChecker } from "./grammar-check.js";
+import {
+  isChatRequest,
+  type CompletionResult,
+  type GenerationRequest,
+  type Generator,
+  type GeneratorStatus,
+  type OutputConstraint,
+  type TextTokenizer,
+  type TokenLogprob,
+} from "./generator.js";
+import { DEFAULT_SCHEMA_BUDGET, SchemaError, toGrammarSchema, type SchemaBudget } from "./json-schema.js";
+import { cmakeOptionsFor, describeBinary, sharedLlama, type LlamaBinaryChoice } from "./llama-binary.js";
+import { createNativeSampler, grammarStateOf, nativeContextOf } from "./llama-native.js";
+import {
+  availableFunctions,
+  AutoCallHoldback,
+  ForcedCallStream,
+  parseAutoCalls,
+  resultPrefix,
+  toChatHistory,
+  toolCallSchema,
+  toolsForChoice,
+} from "./tool-calls.js";
+import { resolveModel, type ModelSource } from "./model-source.js";
+import { ResponseText } from "./response-text.js";
+import { ReasoningSplitter, splitReasoning, type ReasoningMarkers } from "./reasoning.js";
+
+export interface LlamaGeneratorOptions {
+  model: ModelSource;
+  threads: number;
+  /** Total context tokens; each sequence gets an equal share. */
+  contextSize: number;
+  sequences: number;
+  /**
+   * llama.cpp contexts to spread the sequences over (at most `sequences`). Each context decodes its
+   * batch on a thread of its own, so where `threads` leaves cores idle, concurrent requests use them.
+   */
+  contexts: number | "auto";
+  gpu: "auto" | false;
+  /** "auto": the build for this CPU when `npm run build:native` made one, else the prebuilt binary. */
+  binary?: LlamaBinaryChoice;
+  /** llama.cpp's fused attention kernel (default on: see Config.textgen.llamaFlashAttention). */
+  flashAttention?: boolean;
+  /** Start-up lines (which binary runs). */
+  log?: (line: string) => void;
+  /** GRAMMAR_MAX_* and SCHEMA_MAX_* (defaults: DEFAULT_GRAMMAR_BUDGET, DEFAULT_SCHEMA_BUDGET). */
+  grammarBudget?: GrammarBudget;
+  schemaBudget?: SchemaBudget;
+}
+
+/** The defaults of GRAMMAR_MAX_* (src/core/config.ts), for callers without a configuration. */
+export const DEFAULT_GRAMMAR_BUDGET: GrammarBudget = {
+  maxBytes: 128 * 1024,
+  maxRules: 4096,
+  maxExpansion: 200_000,
+  maxAlternatives: 1024,
+  maxNesting: 64,
+  maxRepetition: 1000,
+  maxStacks: 512,
+};
+
+/** Models up to this size fit in a server CPU's caches (see resolveContexts). */
+const CACHE_RESIDENT_MODEL_BYTES = 64 * 1024 ** 2;
+
+/** node-llama-cpp's sampling defaults, kept so results match its own API. */
+const DEFAULT_TOP_K = 40;
+const DEFAULT_TOP_P = 0.95;
+const DEFAULT_MIN_P = 0;
+
+/** A request turned into tokens, with what ends it. */
+interface PreparedPrompt {
+  tokens: Token[];
+  /** Tokens before the response, for detokenizing its first piece (none for chat: no leading space). */
+  context: readonly Token[];
+  stopStrings: string[];
+  stopTokenSequences: Token[][];
+  grammar?: LlamaGrammar;
+  /** "forced": the answer is one call under a grammar; "auto": calls are looked for in the text. */
+  tools: "none" | "auto" | "forced";
+  /** Prompt tokens dropped from the start to fit (only when the request allows it). */
+  truncated: number;
+  /** Where the chat template reasons: its markers, and whether the prompt already opened the block. */
+  reasoning?: ReasoningMarkers & { startsInside: boolean };
+}
+
+interface Loaded {
+  llama: Llama;
+  model: LlamaModel;
+  contexts: LlamaContext[];
+  batchers: ContinuousBatcher[];
+  chatWrapper: ChatWrapper;
+}
+
+export class LlamaGenerator implements Generator {
+  modelName: string;
+  private state: GeneratorStatus = { state: "loading" };
+  private loaded?: Loaded;
+  private readonly loading: Promise<void>;
+  private readonly grammarChecker = new GrammarChecker();
+
+  /** Starts loading at once; `status()` says when it can serve. */
+  constructor(private readonly options: LlamaGeneratorOptions) {
+    this.modelName = path.basename(options.model.reference).replace(/\.gguf$/i, "");
+    this.loading = this.load().catch((error: unknown) => {
+      this.state = { state: "unhealthy", reason: describeLoadError(error, options.model.reference) };
+    });
+  }
+
+  /** Resolves when loading has finished, well or not. */
+  ready(): Promise<void> {
+    return this.loading;
+  }
+
+  status(): GeneratorStatus {
+    return this.state;
+  }
+
+  /** Which file, llama.cpp binary and device the model loads with; null until known. */
+  loadedFrom: { modelPath: string; binary: string; device: string } | null = null;
+
+  tokenizer(): TextTokenizer {
+    const { model } = this.requireReady();
+    const vocabularySize = vocabularySizeOf(model);
+    const check = (tokens: readonly number[]) => {
+      const bad = tokens.findIndex(
+        (token) =>
+          !Number.isInteger(token) || token < 0 || (vocabularySize !== undefined && token >= vocabularySize),
+      );
+      if (bad !== -1)
+        throw badRequest(
+          `tokens[${bad}] = ${tokens[bad]} is not a token of this model` +
+            (vocabularySize !== undefined ? ` (ids 0…${vocabularySize - 1})` : ""),
+          [{ path: `/tokens/${bad}` }],
+        );
+      return tokens as Token[];
+    };
+    return {
+      tokenize: (text, addSpecial) => {
+        const tokens = model.tokenize(text, true);
+        const bos = model.tokens.bos;
+        if (addSpecial && model.tokens.shouldPrependBosToken && bos !== null && tokens[0] !== bos)
+          tokens.unshift(bos);
+        return tokens;
+      },
+      detokenize: (tokens) => model.detokenize(check(tokens), true),
+      // After a newline, a SentencePiece token keeps its word-initial space (" upon"), as llama.cpp's
+      // token_to_piece writes it; at the start of a text the detokenizer would drop it.
+      piece: (token) => {
+        const newline = model.tokens.nl;
+        return model.detokenize(check([token]), true, newline === null ? undefined : [newline]);
+      },
+    };
+  }
+
+  async sharedModel(): Promise<{ model: LlamaModel; name: string } | undefined> {
+    await this.loading;
+    return this.loaded ? { model: this.loaded.model, name: this.modelName } : undefined;
+  }
+
+  /** llama.cpp contexts the sequences are spread over (0 until loaded). */
+  get contextCount(): number {
+    return this.loaded?.contexts.length ?? 0;
+  }
+
+  /** Tokens each sequence can hold: prompt plus new tokens must fit. */
+  get sequenceContextSize(): number {
+    return this.loaded?.contexts[0]?.contextSize ?? 0;
+  }
+
+  private async load(): Promise<void> {
+    const modelPath = await resolveModel(this.options.model);
+    const llama = await sharedLlama({
+      gpu: this.options.gpu,
+      cmakeOptions: cmakeOptionsFor(this.options.binary ?? "auto"),
+    });
+    const devices = llama.gpu === false ? [] : await llama.getGpuDeviceNames().catch(() => []);
+    // The start-up line (one, with the model and the store) reads this.
+    this.loadedFrom = {
+      modelPath,
+      binary: describeBinary(llama),
+      device: llama.gpu === false ? "CPU" : `${llama.gpu}${devices.length ? ` (${devices.join(", ")})` : ""}`,
+    };
+    const model = await llama.loadModel({ modelPath });
+    const name = model.fileInfo.metadata?.general?.name;
+    if (typeof name === "string" && name.trim() !== "") this.modelName = name.trim();
+    const perSequence = Math.min(
+      Math.max(256, Math.floor(this.options.contextSize / this.options.sequences)),
+      model.trainContextSize,
+    );
+    const contextCount = Math.max(1, Math.min(this.resolveContexts(llama, model), this.options.sequences));
+    const contexts: LlamaContext[] = [];
+    const batchers: ContinuousBatcher[] = [];
+    const batcherModel = {
+      isEogToken: (token: Token) => model.isEogToken(token),
+      createSampler: () => createNativeSampler(llama, model),
+      newlineToken: model.tokens.nl ?? null,
+    };
+    for (let i = 0; i < contextCount; i++) {
+      const sequences =
+        Math.floor(this.options.sequences / contextCount) +
+        (i < this.options.sequences % contextCount ? 1 : 0);
+      const context = await model.createContext({
+        contextSize: perSequence,
+        sequences,
+        threads: this.options.threads,
+        flashAttention: this.options.flashAttention ?? true,
+      });
+      contexts.push(context);
+      batchers.push(
+        new ContinuousBatcher(nativeContextOf(context), batcherModel, sequences, context.batchSize),
+      );
+    }
+    // The model's own chat template (from the GGUF), or node-llama-cpp's best match for the model.
+    const chatWrapper = resolveChatWrapper(model);
+    this.loaded = { llama, model, contexts, batchers, chatWrapper };
+    this.state = { state: "ready" };
+  }
+
+  /**
+   * How many contexts "auto" means. On a GPU, one: every sequence in one batch. On a CPU, one per
+   * group of `threads` cores, so concurrent requests also use the cores one context leaves idle;
+   * and for a model small enough to sit in the CPU caches, one per sequence. Batching saves re-reading
+   * the weights from memory, which such a model never does: its cost per token is attention over the
+   * sequence's own cells, which no batch shares, and independent decode loops keep the cores busy
+   * while each one samples. On the 1 MB test model and 2 cores, bench/generation.ts measured 8
+   * concurrent requests at 1.28× the rate of one with 8 sequences in one context (node-llama-cpp
+   * direct), and 2.1× with a context per sequence.
+   */
+  private resolveContexts(llama: Llama, model: LlamaModel): number {
+    if (this.options.contexts !== "auto") return this.options.contexts;
+    if (llama.gpu !== false) return 1;
+    const cores = os.availableParallelism();
+    if (model.size <= CACHE_RESIDENT_MODEL_BYTES && this.options.threads === 1 && cores > 1)
+      return this.options.sequences;
+    return cpuContextCount(cores, this.options.threads);
+  }
+
+  private requireReady(): Loaded {
+    if (this.state.state !== "ready" || !this.loaded) {
+      const detail = this.state.state === "unhealthy" ? this.state.reason : "the model is still loading";
+      throw notReady(`Model not ready: ${detail}`, "model_not_ready");
+    }
+    return this.loaded;
+  }
+
+  /** The tokens the model reads before generating: the prompt, or the chat rendered by its template. */
+  private async prepare(request: GenerationRequest): Promise<PreparedPrompt> {
+    const { llama, model, chatWrapper } = this.requireReady();
+    this.checkLogitBias(request);
+    const grammarBudget = this.options.grammarBudget ?? DEFAULT_GRAMMAR_BUDGET;
+    const budgets: Budgets = {
+      schema: this.options.schemaBudget ?? DEFAULT_SCHEMA_BUDGET,
+      maxGrammarBytes: grammarBudget.maxBytes,
+      checkGrammar: (text) => this.grammarChecker.check(text, grammarBudget),
+    };
+    let grammar = request.constraint
+      ? await compileConstraint(llama, request.constraint, budgets)
+      : undefined;
+    if (!isChatRequest(request)) {
+      // As llama.cpp's own server does: BOS when the model wants one, then the text tokenized as it
+      // stands (SentencePiece vocabularies see the word-initial "▁Once", not "O n ce").
+      const bos = model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
+      const tokens = model.tokenize(request.prompt);
+      if (bos !== null) tokens.unshift(bos);
+      return this.fit(request, {
+        tokens,
+        context: tokens,
+        stopStrings: [...request.stop, ...grammarStopStrings(grammar)],
+        stopTokenSequences: [],
+        grammar,
+        tools: "none",
+        truncated: 0,
+      });
+    }
+    const choice = request.toolChoice ?? "auto";
+    const tools = request.tools ?? [];
+    let toolMode: PreparedPrompt["tools"] = "none";
+    let functions: ChatModelFunctions | undefined;
+    if (tools.length > 0 && choice !== "none") {
+      functions = availableFunctions(tools);
+      toolMode = choice === "auto" ? "auto" : "forced";
+      if (toolMode === "forced") {
+        if (grammar) throw badRequest("response_format cannot be combined with a required tool call");
+        const schema = toolCallSchema(toolsForChoice(tools, choice), tools);
+        grammar = await compileSchema(llama, schema, "/tools", budgets);
+      }
+    } else if (typeof choice === "object") toolsForChoice(tools, choice);
+    const history: ChatHistoryItem[] = [...toChatHistory(request.messages), { type: "model", response: [] }];
+    const state = chatWrapper.generateContextState({
+      chatHistory: history,
+      availableFunctions: functions,
+      documentFunctionParams: functions ? true : undefined,
+    });
+    const { stopGenerationTriggers } = state;
+    let contextText = state.contextText;
+    const markers = reasoningMarkersOf(chatWrapper, model);
+    let reasoning: PreparedPrompt["reasoning"];
+    if (markers) {
+      const startsInside = contextText.toString().trimEnd().endsWith(markers.open);
+      reasoning = { ...markers, startsInside };
+      // Thinking off, as Qwen3's template does it for enable_thinking=false: an empty thought block.
+      if (request.thinking === false) {
+        const empty = startsInside ? `\n${markers.close}\n\n` : `${markers.open}\n\n${markers.close}\n\n`;
+        contextText = LlamaText([contextText, empty]);
+        reasoning = { ...markers, startsInside: false };
+      }
+    }
+    const stopStrings = [...request.stop, ...grammarStopStrings(grammar)];
+    if (toolMode === "auto") {
+      const invented = resultPrefix(chatWrapper);
+      if (invented) stopStrings.push(invented);
+    }
+    const stopTokenSequences: Token[][] = [];
+    for (const trigger of stopGenerationTriggers) {
+      const text = LlamaText(trigger);
+      if (text.values.every((value) => typeof value === "string")) {
+        stopStrings.push(text.values.join(""));
+        continue;
+      }
+      const tokens = text.tokenize(model.tokenizer);
+      // A lone end-of-generation token already ends every response.
+      if (tokens.length === 1 && model.isEogToken(tokens[0]!)) continue;
+      if (tokens.length > 0) stopTokenSequences.push(tokens);
+    }
+    return this.fit(request, {
+      tokens: contextText.tokenize(model.tokenizer),
+      context: [],
+      stopStrings,
+      stopTokenSequences,
+      grammar,
+      tools: toolMode,
+      truncated: 0,
+      reasoning,
+    });
+  }
+
+  private eogTokens?: number[];
+
+  /**
+   * The request's `logit_bias`, with every end-of-generation token banned under `ignore_eos` (as
+   * llama-server does it: a bias of -infinity, so the rest of the distribution is drawn from).
+   */
+  private tokenBias(request: GenerationRequest): {
+    tokenBiasKeys?: Uint32Array;
+    tokenBiasValues?: Float32Array;
+  } {
+    const bias = new Map(request.logitBias);
+    if (request.ignoreEos) {
+      if (!this.eogTokens) {
+        const { model } = this.requireReady();
+        const size = vocabularySizeOf(model) ?? 0;
+        this.eogTokens = [];
+        for (let token = 0; token < size; token++)
+          if (model.isEogToken(token as Token)) this.eogTokens.push(token);
+      }
+      for (const token of this.eogTokens) bias.set(token, -Infinity);
+    }
+    if (bias.size === 0) return {};
+    return {
+      tokenBiasKeys: Uint32Array.from(bias.keys()),
+      tokenBiasValues: Float32Array.from(bias.values()),
+    };
+  }
+
+  /** A logit_bias naming a token the vocabulary does not have is a 400. */
+  private checkLogitBias(request: GenerationRequest): void {
+    if (!request.logitBias) return;
+    const size = vocabularySizeOf(this.requireReady().model);
+    if (size === undefined) return;
+    for (const token of request.logitBias.keys())
+      if (token >= size)
+        throw badRequest(`logit_bias names token ${token}, but this model's token ids are 0…${size - 1}`, [
+          { path: `/logit_bias/${token}` },
+        ]);
+  }
+
+  async validate(request: GenerationRequest): Promise<number> {
+    return (await this.prepare(request)).tokens.length;
+  }
+
+  /**
+   * Refuses a prompt that leaves no room for `maxTokens`, or, when the request allows it, drops
+   * tokens from its start (after BOS) until it fits.
+   */
+  private fit(request: GenerationRequest, prepared: PreparedPrompt): PreparedPrompt {
+    const { model } = this.requireReady();
+    const promptTokens = prepared.tokens.length;
+    const limit = this.sequenceContextSize;
+    const field = request.maxTokensField ?? "max_length";
+    if (promptTokens === 0) throw badRequest("The prompt is empty after tokenization.");
+    if (promptTokens + request.maxTokens <= limit) return prepared;
+    const room = limit - request.maxTokens;
+    const keep = prepared.tokens[0] === model.tokens.bos ? 1 : 0;
+    if (request.truncate && room > keep) {
+      const dropped = promptTokens - room;
+      const tokens = [...prepared.tokens.slice(0, keep), ...prepared.tokens.slice(keep + dropped)];
+      return { ...prepared, tokens, context: isChatRequest(request) ? [] : tokens, truncated: dropped };
+    }
+    const what = isChatRequest(request) ? "The messages are" : "The prompt is";
+    throw badRequest(
+      `${what} ${promptTokens} tokens; with ${field} ${request.maxTokens} it needs ${promptTokens + request.maxTokens} ` +
+        `tokens, but the context holds ${limit} per request. Shorten the text, lower ${field}` +
+        (request.truncate === undefined ? ", or set truncate: true to drop the start of the prompt." : "."),
+      [{ prompt_tokens: promptTokens, [field]: request.maxTokens, context_size: limit }],
+    );
+  }
+
+  async generate(request: GenerationRequest): Promise<CompletionResult> {
+    const { model, batchers } = this.requireReady();
+    const prepared = await this.prepare(request);
+    const promptTokens = prepared.tokens.length;
+    const grammarState = prepared.grammar
+      ? new LlamaGrammarEvaluationState({ model, grammar: prepared.grammar })
+      : undefined;
+    const logprobText = (entry: BatchLogprob, previous: readonly Token[]): TokenLogprob => {
+      const textOf = (token: Token) => model.detokenize([token], false, previous.slice(-4));
+      const text = textOf(entry.token);
+      return {
+        text,
+        bytes: [...Buffer.from(text, "utf8")],
+        logprob: entry.logprob,
+        top: entry.top.map((alternative) => {
+          const alternativeText = textOf(alternative.token);
+          return {
+            text: alternativeText,
+            bytes: [...Buffer.from(alternativeText, "utf8")],
+            logprob: alternative.logprob,
+          };
+        }),
+      };
+    };
+    const generatedTokens: Token[] = [];
+    const forcedCall = new ForcedCallStream(isChatRequest(request) ? request.onToolCall : undefined);
+    const autoText = new AutoCallHoldback(this.requireReady().chatWrapper, request.onText);
+    const answerSink =
+      prepared.tools === "none"
+        ? request.onText
+        : prepared.tools === "forced"
+          ? (piece: string) => forcedCall.push(piece)
+          : (piece: string) => autoText.push(piece);
+    const reasoning =
+      isChatRequest(request) && request.reasoningFormat !== "none" && prepared.tools !== "forced"
+        ? prepared.reasoning
+        : undefined;
+    const splitter = reasoning
+      ? new ReasoningSplitter(
+          reasoning,
+          reasoning.startsInside,
+          isChatRequest(request) ? request.onReasoning : undefined,
+          answerSink,
+        )
+      : undefined;
+    const job: BatchJob = {
+      promptTokens: prepared.tokens,
+      maxTokens: request.maxTokens,
+      sampling: {
+        temperature: request.temperature,
+        topK: request.topK ?? DEFAULT_TOP_K,
+        topP: request.topP ?? DEFAULT_TOP_P,
+        minP: request.minP ?? DEFAULT_MIN_P,
+        // Without a seed every request draws its own; with one, the same request repeats exactly.
+        seed: request.seed ?? randomInt(0, 2 ** 32),
+        repeatPenalty: request.repeatPenalty,
+        presencePenalty: request.presencePenalty,
+        frequencyPenalty: request.frequencyPenalty,
+        ...this.tokenBias(request),
+      },
+      text: new ResponseText({
+        detokenize: (tokens, lastTokens) => model.detokenize(tokens, false, lastTokens),
+        context: prepared.context,
+        stopStrings: prepared.stopStrings,
+        stopTokenSequences: prepared.stopTokenSequences,
+      }),
+      signal: request.signal,
+      // A forced call streams as call deltas; an auto answer as text until it may be a call.
+      onText: splitter ? (piece) => splitter.push(piece) : answerSink,
+      onTokens: request.onTokens,
+      grammar: grammarState ? grammarStateOf(grammarState) : undefined,
+      logprobs: request.logprobs,
+      reusePrefix: request.cachePrompt,
+      onLogprob: (entry) => {
+        const context = generatedTokens.length > 0 ? generatedTokens : prepared.context;
+        request.onLogprob?.(logprobText(entry, context));
+        generatedTokens.push(entry.token);
+      },
+    };
+    const batcher = pickBatcher(batchers, prepared.tokens);
+    const result = await batcher.run(job);
+    let logprobs: TokenLogprob[] | undefined;
+    if (result.logprobs) {
+      const previous: Token[] = [...prepared.context];
+      logprobs = result.logprobs.map((entry) => {
+        const converted = logprobText(entry, previous);
+        previous.push(entry.token);
+        return converted;
+      });
+    }
+    let text = result.text;
+    if (prepared.grammar?.trimWhitespaceSuffix) text = text.trimEnd();
+    let reasoningText: string | undefined;
+    if (splitter && reasoning) {
+      splitter.finish();
+      const parts = splitReasoning(text, reasoning, reasoning.startsInside);
+      text = parts.answer;
+      if (parts.reasoning !== "") reasoningText = parts.reasoning;
+    }
+    const answer: CompletionResult = {
+      text,
+      tokensGenerated: result.tokensGenerated,
+      promptTokens,
+      finishReason: result.finish === "stop" ? "stop" : "length",
+      cachedTokens: result.cachedTokens,
+      truncatedTokens: prepared.truncated,
+      logprobs,
+      ...(reasoningText !== undefined && { reasoning: reasoningText }),
+    };
+    if (prepared.tools === "forced" && isChatRequest(request)) {
+      const call = forcedCall.call();
+      if (call) return { ...answer, text: "", toolCalls: [call], finishReason: "tool_calls" };
+      // Cut by max_tokens: still a call, with the arguments written so far.
+      const choice = request.toolChoice;
+      const only =
+        typeof choice === "object"
+          ? choice.name
+          : request.tools?.length === 1
+            ? request.tools[0]!.name
+            : undefined;
+      const partial = forcedCall.partialCall(only);
+      if (partial) return { ...answer, text: "", toolCalls: [partial], finishReason: "length" };
+    }
+    if (prepared.tools === "auto" && isChatRequest(request)) {
+      const parsed = parseAutoCalls(text, this.requireReady().chatWrapper, request.tools ?? []);
+      if (parsed)
+        return { ...answer, text: parsed.content, toolCalls: parsed.calls, finishReason: "tool_calls" };
+    }
+    return answer;
+  }
+
+  async close(): Promise<void> {
+    await this.loading;
+    await this.grammarChecker.close();
+    const loaded = this.loaded;
+    if (!loaded) return;
+    for (const batcher of loaded.batchers) await batcher.close();
+    for (const context of loaded.contexts) await context.dispose();
+    // The Llama is shared with the other models (sharedLlama): not disposed here.
+    await loaded.model.dispose();
+  }
+}
+
+/** The chat template's reasoning markers: node-llama-cpp's thought segment, else `<think>` in the template. */
+function reasoningMarkersOf(wrapper: ChatWrapper, model: LlamaModel): ReasoningMarkers | undefined {
+  const thought = (wrapper.settings as { segments?: { thought?: { prefix?: unknown; suffix?: unknown } } })
+    .segments?.thought;
+  const text = (value: unknown) =>
+    value === undefined
+      ? ""
+      : LlamaText(value as never)
+          .toString()
+          .trim();
+  if (thought && text(thought.prefix) !== "" && text(thought.suffix) !== "")
+    return { open: text(thought.prefix), close: text(thought.suffix) };
+  const template = (model.fileInfo.metadata as { tokenizer?: { chat_template?: unknown } }).tokenizer
+    ?.chat_template;
+  if (typeof template === "string" && template.includes("<think>") && template.includes("</think>"))
+    return { open: "<think>", close: "</think>" };
+  return undefined;
+}
+
+/** Tokens in the model's vocabulary, from its GGUF metadata (node-llama-cpp has no accessor). */
+function vocabularySizeOf(model: LlamaModel): number | undefined {
+  return (model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly unknown[] } } }).tokenizer
+    ?.ggml?.tokens?.length;
+}
+
+function describeLoadError(error: unknown, reference: string): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return `could not load model "${reference}": ${message}. Set MODEL_PATH to a local .gguf file (or a Hugging Face reference hf:<owner>/<repo>/<file>.gguf reachable from this machine).`;
+}
+
+/**
+ * The context whose free sequence already holds the longest prefix of the prompt (prompt cache);
+ * without one, the least loaded, ties to the first, so a lone request always runs on the same one.
+ */
+function pickBatcher(batchers: ContinuousBatcher[], tokens: readonly Token[]): ContinuousBatcher {
+  let best = batchers[0]!;
+  let bestPrefix = -1;
+  for (const candidate of batchers) {
+    // A prefix worth reusing wins; otherwise load decides.
+    const prefix = candidate.cachedPrefixLength(tokens);
+    if (prefix > bestPrefix || (prefix === bestPrefix && candidate.load < best.load)) {
+      best = candidate;
+      bestPrefix = prefix;
+    }
+  }
+  return best;
+}
+
+function grammarStopStrings(grammar: LlamaGrammar | undefined): string[] {
+  if (!grammar) return [];
+  return grammar.stopGenerationTriggers.map((trigger) => LlamaText(trigger).toString());
+}
+
+interface Budgets {
+  schema: SchemaBudget;
+  /** GRAMMAR_MAX_BYTES, checked first: even the syntax check is linear in the grammar's size. */
+  maxGrammarBytes: number;
+  /** The grammar budget check (off this thread); throws GrammarBudgetError, or Error for bad syntax. */
+  checkGrammar: (grammar: string) => Promise<unknown>;
+}
+
+/**
+ * Compiles a request's output constraint; a schema or grammar that does not compile, or is over its
+ * budget (grammar-budget.ts, json-schema.ts), is a 400 before llama.cpp builds anything from it.
+ */
+async function compileConstraint(
+  llama: Llama,
+  constraint: OutputConstraint,
+  budgets: Budgets,
+): Promise<LlamaGrammar> {
+  if (constraint.type === "json_object")
+    return compileSchema(llama, { type: "object", additionalProperties: true }, "", budgets);
+  if (constraint.type === "json_schema") {
+    let schema;
+    try {
+      schema = toGrammarSchema(constraint.schema, "schema", budgets.schema);
+    } catch (error) {
+      if (error instanceof SchemaError)
+        throw badRequest(`Invalid JSON schema: ${error.message}`, [{ path: "/schema" }]);
+      throw error;
+    }
+    return compileSchema(llama, schema, "/schema", budgets);
+  }
+  const bytes = Buffer.byteLength(constraint.grammar, "utf8");
+  if (bytes > budgets.maxGrammarBytes)
+    throw badRequest(
+      `Grammar over budget: the grammar is ${bytes} bytes; GRAMMAR_MAX_BYTES allows ${budgets.maxGrammarBytes}`,
+      [{ path: "/grammar", limit: "maxBytes" }],
+    );
+  const problem = checkGbnf(constraint.grammar);
+  if (problem) throw badRequest(`Invalid grammar: ${problem}`, [{ path: "/grammar" }]);
+  try {
+    await budgets.checkGrammar(constraint.grammar);
+  } catch (error) {
+    if (error instanceof DomainError) throw error;
+    if (error instanceof GrammarBudgetError)
+      throw badRequest(`Grammar over budget: ${error.message}`, [{ path: "/grammar", limit: error.limit }]);
+    throw badRequest(`Invalid grammar: ${(error as Error).message}`, [{ path: "/grammar" }]);
+  }
+  // The grammar is parsed again here, by llama.cpp, and that cannot be shared: the budget check's
+  // parse (on the worker) only measures the grammar, while llama.cpp takes the text and compiles it
+  // natively (once to validate here, again for each generation's sampler). Repeated grammars skip the
+  // budget parse through the checker's cache.
+  try {
+    return await llama.createGrammar({ grammar: constraint.grammar });
+  } catch (error) {
+    throw badRequest(`Invalid grammar: llama.cpp could not parse it (${(error as Error).message})`, [
+      { path: "/grammar" },
+    ]);
+  }
+}
+
+/**
+ * node-llama-cpp writes the schema's grammar and parses it; the grammar's budget is checked before
+ * anything samples with it (its parse is linear in the schema, which SCHEMA_MAX_* bound).
+ */
+async function compileSchema(
+  llama: Llama,
+  schema: GbnfJsonSchema,
+  path: string,
+  budgets: Budgets,
+): Promise<LlamaGrammar> {
+  let grammar: LlamaGrammar;
+  try {
+    // `as never`: the method's generic parameters want a literal schema type, not any schema.
+    grammar = await llama.createGrammarForJsonSchema(schema as never);
+  } catch (error) {
+    throw badRequest(`The JSON schema could not be compiled to a grammar: ${(error as Error).message}`, [
+      { path },
+    ]);
+  }
+  try {
+    await budgets.checkGrammar(grammar.grammar);
+  } catch (error) {
+    if (error instanceof DomainError) throw error;
+    // Only the budget refuses: node-llama-cpp's own grammar is well formed by construction.
+    if (error instanceof GrammarBudgetError)
+      throw badRequest(`The JSON schema's grammar is over budget: ${error.message}`, [
+        { path, limit: error.limit },
+      ]);
+  }
+  return grammar;
+}
+
+/** Contexts "auto" gives on a CPU for a model that is not cache-sized: one per `threads` cores. */
+export function cpuContextCount(cores: number, threads: number): number {
+  return Math.max(1, Math.floor(cores / threads));
+}

@@ -1,0 +1,135 @@
+/**
+ * The models served: llama-server's router endpoints (`GET /models`, `POST /models/load`,
+ * `POST /models/unload`, same shapes), and the model objects `GET /v1/models` lists (OpenAI's
+ * fields plus status, roles and size, for clients and the playground's model picker).
+ */
+import { Type } from "typebox";
+import { badRequest } from "../../core/errors.js";
+import type { TypedApp } from "../../core/http.js";
+import { ErrorResponse } from "./schemas.js";
+import type { ModelInfo } from "../engine/model-registry.js";
+import type { TextgenService } from "../engine/service.js";
+
+/** When this process started serving: the `created` of every model object, stable across requests. */
+const servedSince = Math.floor(Date.now() / 1000);
+
+export const ModelObject = Type.Object({
+  id: Type.String(),
+  object: Type.Literal("model"),
+  created: Type.Integer(),
+  owned_by: Type.String(),
+  status: Type.Union([
+    Type.Literal("loaded"),
+    Type.Literal("loading"),
+    Type.Literal("unloaded"),
+    Type.Literal("failed"),
+  ]),
+  reason: Type.Optional(Type.String({ description: "why the last load failed" })),
+  role: Type.Union([Type.Literal("generate"), Type.Literal("embed"), Type.Literal("rerank")], {
+    description: "what the model is for; a generation model also embeds",
+  }),
+  roles: Type.Array(Type.String()),
+  aliases: Type.Array(Type.String()),
+  size_bytes: Type.Union([Type.Integer(), Type.Null()], {
+    description: "the GGUF file; null until downloaded",
+  }),
+  memory_bytes: Type.Union([Type.Integer(), Type.Null()], {
+    description: "estimated when loaded: file + KV cache",
+  }),
+  default: Type.Boolean({ description: "answers requests that name no model" }),
+});
+
+/** One model as GET /v1/models lists it; `id` is the name to send as `model`. */
+export function modelObject(service: TextgenService, info: ModelInfo) {
+  const health = info.default && !service.multiModel ? service.health().modelName : undefined;
+  return {
+    id: health ?? info.id,
+    object: "model" as const,
+    created: servedSince,
+    owned_by: "lectern",
+    status: info.status,
+    ...(info.reason !== undefined && { reason: info.reason }),
+    role: info.roles[0]!,
+    roles: info.roles,
+    aliases: info.aliases,
+    size_bytes: info.sizeBytes,
+    memory_bytes: info.memoryBytes,
+    default: info.default,
+  };
+}
+
+/** Every model, for GET /v1/models. */
+export function modelList(service: TextgenService) {
+  return { object: "list" as const, data: service.models.list().map((info) => modelObject(service, info)) };
+}
+
+/** One model by id or alias (GET /v1/models/{id}); undefined when unknown. */
+export function findModelObject(service: TextgenService, id: string) {
+  const info =
+    service.models.get(id) ?? (service.multiModel ? undefined : service.models.get(service.models.defaultId));
+  if (!info) return undefined;
+  const object = modelObject(service, info);
+  return service.multiModel || object.id === id || info.id === id ? object : undefined;
+}
+
+const ModelName = Type.Object({ model: Type.String({ minLength: 1 }) }, { additionalProperties: false });
+const Success = Type.Object({ success: Type.Boolean() });
+
+export function registerModelRoutes(app: TypedApp, service: TextgenService): void {
+  app.get(
+    "/models",
+    { schema: { tags: ["models"], summary: "Every model and its status (llama-server router's shape)" } },
+    async () => ({
+      object: "list",
+      data: service.models.list().map((info) => ({
+        id: info.id,
+        object: "model",
+        owned_by: "lectern",
+        created: servedSince,
+        aliases: info.aliases,
+        in_cache: info.sizeBytes !== null,
+        path: info.reference,
+        status: {
+          value: info.status === "failed" ? "unloaded" : info.status,
+          ...(info.status === "failed" && { failed: true, reason: info.reason }),
+        },
+      })),
+    }),
+  );
+
+  app.post(
+    "/models/load",
+    { schema: loadSchema("Load a model now; answers once it is loaded (or failed, saying why)") },
+    async (request) => {
+      const id = modelIdOf(service, request.body.model);
+      await service.models.load(id);
+      return { success: true };
+    },
+  );
+
+  app.post(
+    "/models/unload",
+    { schema: loadSchema("Unload a model (after its running requests finish)") },
+    async (request) => {
+      const id = modelIdOf(service, request.body.model);
+      if (!(await service.models.unload(id)))
+        throw badRequest(`The model "${id}" is not loaded`, [{ path: "/model" }]);
+      return { success: true };
+    },
+  );
+}
+
+/** The registry id a load or unload names: any model by id or alias (a 404 listing the known names). */
+function modelIdOf(service: TextgenService, name: string): string {
+  return service.models.find(name)?.id ?? service.resolveModel(name, "generate").id;
+}
+
+/** /models/load and /models/unload (the llama.cpp server router's): a model name in, success out. */
+function loadSchema(summary: string) {
+  return {
+    tags: ["models"],
+    summary,
+    body: ModelName,
+    response: { 200: Success, "4xx": ErrorResponse, "5xx": ErrorResponse },
+  };
+}
