@@ -796,18 +796,10 @@ class PostgresPort implements IndexTransaction<IndexRow>, IndexSnapshot<IndexRow
 
   /** Multi-row INSERTs over arrays (a few statements per write); chunks after all their documents. */
   async insertDocuments(id: string, documents: readonly SerialisedDocument[]): Promise<void> {
-    const documentRows = new ColumnBatch(
-      this.client,
-      `INSERT INTO lectern_documents (tenant_id, index_id, doc_id, chunks_count, size_bytes, title, source,
-         metadata, text, content_hash)
-       SELECT $1, $2, d.doc_id, d.chunks_count, d.size_bytes, d.title, d.source, d.metadata::json, d.text,
-         d.content_hash
-       FROM unnest($3::text[], $4::integer[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[],
-         $10::text[])
-         AS d (doc_id, chunks_count, size_bytes, title, source, metadata, text, content_hash)`,
-      [this.tenant, id],
-      8,
-    );
+    const documentRows = new ColumnBatch(this.client, "lectern_documents", DOCUMENT_COLUMNS, [
+      this.tenant,
+      id,
+    ]);
     for (const { document, chunks, metadata, bytes } of documents) {
       const { title, source, text, contentHash } = document;
       await documentRows.add(
@@ -816,18 +808,7 @@ class PostgresPort implements IndexTransaction<IndexRow>, IndexSnapshot<IndexRow
       );
     }
     await documentRows.flush();
-    const chunkRows = new ColumnBatch(
-      this.client,
-      `INSERT INTO lectern_chunks (tenant_id, index_id, doc_id, seq, chunk_id, start_offset, end_offset,
-         metadata, text, engine_key)
-       SELECT $1, $2, c.doc_id, c.seq, c.chunk_id, c.start_offset, c.end_offset, c.metadata::json, c.text,
-         c.engine_key
-       FROM unnest($3::text[], $4::integer[], $5::text[], $6::integer[], $7::integer[], $8::text[], $9::text[],
-         $10::bigint[])
-         AS c (doc_id, seq, chunk_id, start_offset, end_offset, metadata, text, engine_key)`,
-      [this.tenant, id],
-      8,
-    );
+    const chunkRows = new ColumnBatch(this.client, "lectern_chunks", CHUNK_COLUMNS, [this.tenant, id]);
     for (const { document, chunks, chunkMetadata } of documents) {
       for (const [i, chunk] of chunks.entries()) {
         const metadata = chunkMetadata[i]!;
@@ -962,22 +943,55 @@ class PostgresPort implements IndexTransaction<IndexRow>, IndexSnapshot<IndexRow
   }
 }
 
+/** A table's columns after (tenant_id, index_id), with their types; json ones travel as text. */
+type Columns = ReadonlyArray<readonly [name: string, type: "text" | "integer" | "bigint" | "json"]>;
+
+const DOCUMENT_COLUMNS: Columns = [
+  ["doc_id", "text"],
+  ["chunks_count", "integer"],
+  ["size_bytes", "bigint"],
+  ["title", "text"],
+  ["source", "text"],
+  ["metadata", "json"],
+  ["text", "text"],
+  ["content_hash", "text"],
+];
+
+const CHUNK_COLUMNS: Columns = [
+  ["doc_id", "text"],
+  ["seq", "integer"],
+  ["chunk_id", "text"],
+  ["start_offset", "integer"],
+  ["end_offset", "integer"],
+  ["metadata", "json"],
+  ["text", "text"],
+  ["engine_key", "bigint"],
+];
+
 /**
- * Rows gathered column by column and inserted with one `INSERT … SELECT … FROM unnest($3, $4, …)` each
- * BATCH_ROWS rows or BATCH_BYTES of text, so that one statement stays well below protocol limits.
+ * Rows gathered column by column and inserted with one multi-row INSERT over arrays (`SELECT $1, $2,
+ * r.… FROM unnest($3::…[], …)`) each BATCH_ROWS rows or BATCH_BYTES of text, so that one statement
+ * stays well below protocol limits.
  */
 class ColumnBatch {
+  private readonly sql: string;
   private readonly columns: unknown[][];
   private bytes = 0;
 
   constructor(
     private readonly client: pg.PoolClient,
-    private readonly sql: string,
-    /** $1, $2, …: the values every row shares (tenant, index). */
-    private readonly shared: readonly unknown[],
-    width: number,
+    table: string,
+    columns: Columns,
+    /** $1, $2: the tenant and the index, shared by every row. */
+    private readonly shared: readonly [string, string],
   ) {
-    this.columns = Array.from({ length: width }, () => []);
+    const names = columns.map(([name]) => name).join(", ");
+    const values = columns.map(([name, type]) => (type === "json" ? `r.${name}::json` : `r.${name}`));
+    const arrays = columns.map(([, type], i) => `$${i + 3}::${type === "json" ? "text" : type}[]`);
+    this.sql =
+      `INSERT INTO ${table} (tenant_id, index_id, ${names}) ` +
+      `SELECT $1, $2, ${values.join(", ")} FROM unnest(${arrays.join(", ")}) AS r (${names})`;
+    this.columns = columns.map(() => []);
   }
 
   async add(row: readonly unknown[], bytes: number): Promise<void> {

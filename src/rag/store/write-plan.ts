@@ -356,8 +356,7 @@ export function* applyMerge<Row extends AnyIndexRow>(
   tx: IndexTransaction<Row>,
   change: MergeWrite,
 ): Script<IndexMeta> {
-  const { key } = change;
-  const plan = planMerge(change, yield* step(tx.readIndex(key)));
+  const plan = planMerge(change, yield* step(tx.readIndex(change.key)));
   const id = plan.row.id;
   const version = yield* step(tx.nextVersion());
   const removed = yield* step(tx.removeSegments(id, change.removedSegmentIds));
@@ -369,7 +368,7 @@ export function* applyMerge<Row extends AnyIndexRow>(
   });
   yield* step(tx.insertSegment(id, change.segment, version));
   yield* insertTombstones(tx, id, change.tombstones, version);
-  return yield* storeIndexRow(tx, key, id, update);
+  return yield* storeIndexRow(tx, change.key, id, update);
 }
 
 /** Deletes an index and every row of it, in the store's write transaction; false when it is missing. */
