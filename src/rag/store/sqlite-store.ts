@@ -35,7 +35,14 @@ import {
   type SegmentRow,
   type TombstoneRow,
 } from "./common.js";
-import { runSync, type IndexSnapshot, type IndexTransaction, type RemovedDocument } from "./port.js";
+import {
+  runSync,
+  type IndexSnapshot,
+  type IndexTransaction,
+  type RemovedDocument,
+  type RemovedSegments,
+  type SerialisedDocument,
+} from "./port.js";
 import { loadChanges, loadIndex } from "./read-plan.js";
 import { StorageReserve } from "./reserve.js";
 import type {
@@ -45,11 +52,14 @@ import type {
   IndexDelta,
   IndexKey,
   IndexMeta,
+  IndexSettings,
   IndexStore,
   IndexWrite,
   MergeWrite,
   Metadata,
+  SegmentRecord,
   StoredIndex,
+  Tombstone,
 } from "./types.js";
 import {
   META_COLUMNS,
@@ -335,106 +345,136 @@ function prepareStatements(db: Database.Database) {
 type Statements = ReturnType<typeof prepareStatements>;
 
 /** The store's port (port.ts): its statements, run synchronously inside a better-sqlite3 transaction. */
-type SqlitePort = IndexTransaction<IndexRow> & IndexSnapshot<IndexRow>;
+class SqlitePort implements IndexTransaction<IndexRow>, IndexSnapshot<IndexRow> {
+  constructor(private readonly stmt: Statements) {}
 
-function sqlitePort(stmt: Statements): SqlitePort {
-  return {
-    readIndex: (key) => stmt.meta.get(key.tenantId, key.name),
-    nextVersion: () => stmt.nextVersion.get()!,
-    insertIndex: (key, settings, version, now) =>
-      Number(
-        stmt.insertIndex.run({ ...settings, tenantId: key.tenantId, name: key.name, version, now })
-          .lastInsertRowid,
-      ),
-    clearIndex: (id) => {
-      stmt.deleteAllTombstones.run(id);
-      stmt.deleteAllSegments.run(id);
-      stmt.deleteAllChunks.run(id);
-      stmt.deleteAllDocuments.run(id);
-    },
-    deleteIndex: (id) => void stmt.deleteIndex.run(id),
-    removeDocuments: (id, documentIds) => {
-      const removed: RemovedDocument[] = [];
-      for (const docId of documentIds) {
-        stmt.deleteDocumentChunks.run(id, docId);
-        const row = stmt.deleteDocument.get(id, docId);
-        if (row !== undefined) removed.push({ chunksCount: row.chunks_count, sizeBytes: row.size_bytes });
-      }
-      return removed;
-    },
-    insertSegment: (id, segment, version) => {
-      stmt.insertSegment.run(id, segment.id, segment.documentCount, version, asBuffer(segment.bytes));
-      if (segment.vectors == null) return;
-      toParts(segment.vectors).forEach((part, i) =>
-        stmt.insertVectorPart.run(id, segment.id, i, asBuffer(part)),
-      );
-    },
-    segmentDocumentCounts: (id, segmentIds) => {
-      const counts = new Map<number, number>();
-      for (const segmentId of segmentIds) {
-        const count = stmt.segmentDocumentCount.get(id, segmentId);
-        if (count !== undefined) counts.set(segmentId, count);
-      }
-      return counts;
-    },
-    // One statement for all of them: `[[segmentId, ordinal], …]` as JSON.
-    insertTombstones: (id, tombstones, version) =>
-      void stmt.insertTombstones.run(
+  readIndex(key: IndexKey): IndexRow | undefined {
+    return this.stmt.meta.get(key.tenantId, key.name);
+  }
+
+  nextVersion(): number {
+    return this.stmt.nextVersion.get()!;
+  }
+
+  insertIndex(key: IndexKey, settings: IndexSettings, version: number, now: string): number {
+    const { tenantId, name } = key;
+    return Number(this.stmt.insertIndex.run({ ...settings, tenantId, name, version, now }).lastInsertRowid);
+  }
+
+  clearIndex(id: number): void {
+    this.stmt.deleteAllTombstones.run(id);
+    this.stmt.deleteAllSegments.run(id);
+    this.stmt.deleteAllChunks.run(id);
+    this.stmt.deleteAllDocuments.run(id);
+  }
+
+  deleteIndex(id: number): void {
+    this.stmt.deleteIndex.run(id);
+  }
+
+  removeDocuments(id: number, documentIds: readonly string[]): RemovedDocument[] {
+    const removed: RemovedDocument[] = [];
+    for (const docId of documentIds) {
+      this.stmt.deleteDocumentChunks.run(id, docId);
+      const row = this.stmt.deleteDocument.get(id, docId);
+      if (row !== undefined) removed.push({ chunksCount: row.chunks_count, sizeBytes: row.size_bytes });
+    }
+    return removed;
+  }
+
+  insertSegment(id: number, segment: SegmentRecord, version: number): void {
+    this.stmt.insertSegment.run(id, segment.id, segment.documentCount, version, asBuffer(segment.bytes));
+    if (segment.vectors == null) return;
+    toParts(segment.vectors).forEach((part, i) =>
+      this.stmt.insertVectorPart.run(id, segment.id, i, asBuffer(part)),
+    );
+  }
+
+  segmentDocumentCounts(id: number, segmentIds: readonly number[]): Map<number, number> {
+    const counts = new Map<number, number>();
+    for (const segmentId of segmentIds) {
+      const count = this.stmt.segmentDocumentCount.get(id, segmentId);
+      if (count !== undefined) counts.set(segmentId, count);
+    }
+    return counts;
+  }
+
+  /** One statement for all of them: `[[segmentId, ordinal], …]` as JSON. */
+  insertTombstones(id: number, tombstones: readonly Tombstone[], version: number): void {
+    const pairs = JSON.stringify(tombstones.map((t) => [t.segmentId, t.ordinal]));
+    this.stmt.insertTombstones.run(id, version, pairs);
+  }
+
+  insertDocuments(id: number, documents: readonly SerialisedDocument[]): void {
+    for (const { document, chunks, metadata, chunkMetadata, bytes } of documents) {
+      const { title, source, text, contentHash } = document;
+      this.stmt.insertDocument.run(
         id,
-        version,
-        JSON.stringify(tombstones.map((t) => [t.segmentId, t.ordinal])),
-      ),
-    insertDocuments: (id, documents) => {
-      for (const { document, chunks, metadata, chunkMetadata, bytes } of documents) {
-        const { title, source, text, contentHash } = document;
-        stmt.insertDocument.run(
+        document.id,
+        chunks.length,
+        bytes,
+        title,
+        source,
+        metadata,
+        text,
+        contentHash,
+      );
+      chunks.forEach((chunk, i) => {
+        const { seq, chunkId, start, end } = chunk;
+        this.stmt.insertChunk.run(
           id,
           document.id,
-          chunks.length,
-          bytes,
-          title,
-          source,
-          metadata,
-          text,
-          contentHash,
+          seq,
+          chunkId,
+          start,
+          end,
+          chunkMetadata[i]!,
+          chunk.text,
+          chunk.engineKey,
         );
-        chunks.forEach((chunk, i) =>
-          stmt.insertChunk.run(
-            id,
-            document.id,
-            chunk.seq,
-            chunk.chunkId,
-            chunk.start,
-            chunk.end,
-            chunkMetadata[i]!,
-            chunk.text,
-            chunk.engineKey,
-          ),
-        );
-      }
-    },
-    segmentDocumentTotal: (id) => stmt.segmentDocumentTotal.get(id) ?? 0,
-    removeSegments: (id, segmentIds) => {
-      let tombstones = 0;
-      const segments: Array<{ documentCount: number; sizeBytes: number }> = [];
-      for (const segmentId of segmentIds) {
-        tombstones += stmt.deleteSegmentTombstones.run(id, segmentId).changes;
-        // Vector parts go with their segment (ON DELETE CASCADE); their bytes count in its size.
-        const vectorBytes = stmt.vectorBytes.get(id, segmentId) ?? 0;
-        const removed = stmt.deleteSegment.get(id, segmentId);
-        if (removed !== undefined)
-          segments.push({ documentCount: removed.doc_count, sizeBytes: removed.size + vectorBytes });
-      }
-      return { segments, tombstones };
-    },
-    updateIndex: (id, update) => stmt.updateIndex.get({ id, ...update })!,
-    segments: (id, createdAfter) =>
-      createdAfter === null ? stmt.segments.all(id) : stmt.segmentsSince.all(id, createdAfter),
-    segmentIds: (id) => stmt.segmentIds.all(id),
-    tombstones: (id, createdAfter) =>
-      createdAfter === null ? stmt.tombstones.all(id) : stmt.tombstonesSince.all(id, createdAfter),
-    vectorParts: (id, segmentId) => stmt.vectorParts.all(id, segmentId),
-  };
+      });
+    }
+  }
+
+  segmentDocumentTotal(id: number): number {
+    return this.stmt.segmentDocumentTotal.get(id) ?? 0;
+  }
+
+  removeSegments(id: number, segmentIds: readonly number[]): RemovedSegments {
+    let tombstones = 0;
+    const segments: Array<{ documentCount: number; sizeBytes: number }> = [];
+    for (const segmentId of segmentIds) {
+      tombstones += this.stmt.deleteSegmentTombstones.run(id, segmentId).changes;
+      // Vector parts go with their segment (ON DELETE CASCADE); their bytes count in its size.
+      const vectorBytes = this.stmt.vectorBytes.get(id, segmentId) ?? 0;
+      const removed = this.stmt.deleteSegment.get(id, segmentId);
+      if (removed !== undefined)
+        segments.push({ documentCount: removed.doc_count, sizeBytes: removed.size + vectorBytes });
+    }
+    return { segments, tombstones };
+  }
+
+  updateIndex(id: number, update: IndexUpdate): IndexRow {
+    return this.stmt.updateIndex.get({ id, ...update })!;
+  }
+
+  segments(id: number, createdAfter: number | null): SegmentRow[] {
+    return createdAfter === null ? this.stmt.segments.all(id) : this.stmt.segmentsSince.all(id, createdAfter);
+  }
+
+  segmentIds(id: number): number[] {
+    return this.stmt.segmentIds.all(id);
+  }
+
+  tombstones(id: number, createdAfter: number | null): TombstoneRow[] {
+    return createdAfter === null
+      ? this.stmt.tombstones.all(id)
+      : this.stmt.tombstonesSince.all(id, createdAfter);
+  }
+
+  vectorParts(id: number, segmentId: number): Buffer[] {
+    return this.stmt.vectorParts.all(id, segmentId);
+  }
 }
 
 /**
@@ -498,7 +538,7 @@ export class SqliteIndexStore implements IndexStore {
 
     this.stmt = prepareStatements(db);
 
-    const port = sqlitePort(this.stmt);
+    const port = new SqlitePort(this.stmt);
     this.writeTransaction = db.transaction((change: IndexWrite) => runSync(applyWrite(port, change)));
     this.mergeTransaction = db.transaction((change: MergeWrite) => runSync(applyMerge(port, change)));
     this.deleteTransaction = db.transaction((key: IndexKey) => runSync(dropIndex(port, key)));
