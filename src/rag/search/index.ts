@@ -33,7 +33,6 @@ export {
 } from "./analyzer.js";
 export { DEFAULT_BM25 } from "./scoring.js";
 export { RamDirectory, type Directory, type DirectoryFile } from "./directory.js";
-export { FsDirectory } from "./fs-directory.js";
 export { SegmentedIndex, type IndexLease, type ResolvedSearchIndexOptions } from "./core/segmented-index.js";
 export { IndexWriter, type PreparedWrite } from "./indexer/index-writer.js";
 export { TieredMergePolicy, type TieredMergePolicyOptions } from "./indexer/merge-policy.js";
