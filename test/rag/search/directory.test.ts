@@ -6,7 +6,10 @@
  * never left to the garbage collector.
  */
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { after, describe, it } from "node:test";
 
 import {
   IndexWriter,
@@ -16,6 +19,7 @@ import {
   type SearchIndexOptions,
   type StoredSegment,
 } from "../../../src/rag/search/index.js";
+import { FsDirectory } from "../../../src/rag/search/fs-directory.js";
 import { encodeVectorsOffThread } from "../../../src/rag/search/indexer/vector-build.js";
 import { SegmentVectors, prepareQuery } from "../../../src/rag/search/vectors/segment-vectors.js";
 import { decodeVectors, encodeVectors } from "../../../src/rag/search/vectors/vector-codec.js";
@@ -84,6 +88,41 @@ describe("a RamDirectory", () => {
     spilled.release();
     assert.equal(directory.openFiles, 0);
     assert.throws(() => spilled.readCodes(), /closed/);
+  });
+});
+
+describe("an FsDirectory", () => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "lectern-fs-directory-"));
+  after(() => fs.rmSync(root, { recursive: true, force: true }));
+  /** This process's open descriptors on files of `dir` (unlinked ones included: "… (deleted)"). */
+  const openIn = (dir: string) =>
+    fs
+      .readdirSync("/proc/self/fd")
+      .map((fd) => {
+        try {
+          return fs.readlinkSync(`/proc/self/fd/${fd}`);
+        } catch {
+          return ""; // the descriptor readdir itself used, closed by now
+        }
+      })
+      .filter((target) => target.startsWith(`${dir}/`)).length;
+
+  it("writes a file it unlinks at once, reads it at positions, and closes its descriptor on close", (t) => {
+    if (!fs.existsSync("/proc/self/fd")) return t.skip("no /proc/self/fd here");
+    const dir = path.join(root, "codes");
+    const directory = FsDirectory.open(dir);
+    const bytes = Uint8Array.from({ length: 3000 }, (_, i) => i % 251);
+    const file = directory.create(bytes);
+    assert.deepEqual(fs.readdirSync(dir), []);
+    assert.equal(openIn(dir), 1);
+    const into = new Uint8Array(10);
+    file.read(into, 2500);
+    assert.deepEqual(into, bytes.subarray(2500, 2510));
+    assert.throws(() => file.read(new Uint8Array(10), 2995), RangeError);
+    file.close();
+    file.close();
+    assert.equal(openIn(dir), 0);
+    assert.throws(() => file.read(into, 0), /closed/);
   });
 });
 
