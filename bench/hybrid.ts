@@ -38,7 +38,7 @@ import { parseArgs } from "node:util";
 import { gaussian } from "../scripts/lib/synthetic-vectors.js";
 import { seededRandom } from "../scripts/lib/seeded-random.js";
 import type { Embedder } from "../src/rag/retrieval/embedder.js";
-import { configureVectorSpill } from "../src/rag/search/vectors/spill.js";
+import { FsDirectory } from "../src/rag/search/fs-directory.js";
 import { RagService, type DocumentInput } from "../src/rag/service.js";
 import { candidatePool } from "../src/rag/service/queries.js";
 import { SqliteIndexStore } from "../src/rag/store/sqlite-store.js";
@@ -165,9 +165,9 @@ async function serve(dataDir: string): Promise<void> {
   const queries = loadQueries(corpus!.dir, SERVE_QUERIES);
   const before = memory();
   // As the RAG app does at start-up (VECTOR_SPILL_DIR, by default under DATA_DIR).
-  configureVectorSpill(path.join(dataDir, "vector-spill"));
+  const vectorDirectory = FsDirectory.open(path.join(dataDir, "vector-spill"));
   const store = SqliteIndexStore.open(dataDir);
-  const service = new RagService(store);
+  const service = new RagService(store, { vectorDirectory });
   const embedder = new SyntheticEmbedder();
   const ask = (query: string, retrieval: Retrieval) =>
     service.query({ key: KEY, query, topK: TOP_K, minScore: 0, retrieval, embedderFor: () => embedder });

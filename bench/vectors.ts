@@ -34,7 +34,7 @@ import {
   prepareQuery,
   SegmentVectors,
 } from "../src/rag/search/vectors/segment-vectors.js";
-import { configureVectorSpill } from "../src/rag/search/vectors/spill.js";
+import { FsDirectory } from "../src/rag/search/fs-directory.js";
 import { decodeVectors, encodeVectors } from "../src/rag/search/vectors/vector-codec.js";
 import { quantile } from "./lib/report.js";
 import { readResult, writeResult } from "./lib/result.js";
@@ -78,9 +78,9 @@ function rssMb(): { rssMb: number; peakRssMb: number } {
 async function serve(file: string, queryFile: string): Promise<void> {
   const before = rssMb();
   // As a server does (VECTOR_SPILL_DIR): the codes of a set with a graph go to a file beside the input.
-  configureVectorSpill(path.join(path.dirname(file), "spill"));
+  const directory = FsDirectory.open(path.join(path.dirname(file), "spill"));
   const started = performance.now();
-  const set = decodeVectors(readFileSync(file));
+  const set = decodeVectors(readFileSync(file), { directory });
   const loadMs = performance.now() - started;
   const queries = new Float32Array(readFileSync(queryFile).buffer.slice(0));
   const samples: number[] = [];

@@ -120,13 +120,15 @@ export const busy = (message: string, retryAfterSeconds: number) =>
 export const corrupt = (message: string) => new DomainError("corrupt", message);
 
 /**
- * Whether an error means the disk (or database) is full: ENOSPC or EDQUOT from the file system,
- * SQLITE_FULL from SQLite, 53100 (disk_full) from PostgreSQL. Looks through `cause` chains.
+ * Whether an error means the disk is full: a `storage_full` DomainError (each store reports its
+ * database's own code so: SQLite's SQLITE_FULL, PostgreSQL's 53100), or ENOSPC or EDQUOT from the file
+ * system. Looks through `cause` chains.
  */
 export function isStorageFull(error: unknown): boolean {
   for (let current = error, depth = 0; current && depth < 5; depth++) {
+    if (current instanceof DomainError && current.kind === "storage_full") return true;
     const code = (current as { code?: unknown }).code;
-    if (code === "ENOSPC" || code === "EDQUOT" || code === "SQLITE_FULL" || code === "53100") return true;
+    if (code === "ENOSPC" || code === "EDQUOT") return true;
     current = (current as { cause?: unknown }).cause;
   }
   return false;

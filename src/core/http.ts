@@ -123,7 +123,8 @@ export function toApiError(error: unknown): ApiError {
       error.retryAfter === undefined ? {} : { "retry-after": error.retryAfter };
     return new ApiError(status, error.code ?? code, error.message, error.details, headers);
   }
-  // A full disk (file system, SQLite or PostgreSQL) is a state, not a bug: 507 says what to do.
+  // A full file system (ENOSPC, EDQUOT) is a state, not a bug: 507 says what to do. (Stores report a
+  // full database as a storage_full DomainError, mapped above.)
   if (isStorageFull(error)) return toApiError(storageFull());
   const err = error as Partial<FastifyError> & { validation?: unknown[]; validationContext?: string };
   if (Array.isArray(err.validation)) {

@@ -14,7 +14,7 @@ import { openAiRagRoutes } from "./http/openai-routes.js";
 import path from "node:path";
 import type { TextgenService } from "../textgen/engine/service.js";
 import { Retrievers } from "./retrieval/retrievers.js";
-import { configureVectorSpill } from "./search/vectors/spill.js";
+import { FsDirectory } from "./search/fs-directory.js";
 
 export interface RagAppDeps {
   config: Config;
@@ -49,10 +49,11 @@ export function answeringDescription(port: GenerationPort | null): string {
   );
 }
 
-/** Configures where vector codes spill (VECTOR_SPILL_DIR); a directory that cannot be made stops start-up. */
-function spillVectorsTo(dir: string | null): void {
+/** Where vector codes spill (VECTOR_SPILL_DIR; null: nowhere); a directory that cannot be made stops start-up. */
+function spillDirectory(dir: string | null): FsDirectory | undefined {
+  if (dir === null) return undefined;
   try {
-    configureVectorSpill(dir);
+    return FsDirectory.open(dir);
   } catch (error) {
     throw new ConfigError(`VECTOR_SPILL_DIR (${dir}) cannot be used: ${(error as Error).message}`);
   }
@@ -75,15 +76,15 @@ export async function buildRagApp({ config, store, localGeneration, textgenServi
     ],
   });
   let indexStore: IndexStore;
+  let vectorDirectory: FsDirectory | undefined;
   try {
-    // Before any index is loaded: the segments decoded from now on spill their codes there.
-    spillVectorsTo(config.rag.vectorSpillDir);
+    vectorDirectory = spillDirectory(config.rag.vectorSpillDir);
     indexStore = store ?? (await openIndexStore(config.rag, app.log));
   } catch (error) {
     await app.close();
     throw error;
   }
-  const service = new RagService(indexStore, { log: app.log });
+  const service = new RagService(indexStore, { log: app.log, vectorDirectory });
   const generation = generationPortFor(config.generation, localGeneration);
   const answerWriter = generation ? new AnswerWriter(generation, { maxTokens: 256 }) : null;
   const retrievers = new Retrievers(config.rag, textgenService, config.models.embeddingModelPath);

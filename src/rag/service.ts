@@ -62,6 +62,7 @@ export class RagService {
       log,
       // An index written by another process (the CLI, a replica) may be waiting for a merge.
       onLoadedWhole: (key) => this.merges.schedule(key),
+      directory: options.vectorDirectory,
     });
     const policy = options.mergePolicy ?? new TieredMergePolicy();
     this.merges = new MergeScheduler({ store, readers: this.readers, exclusion, stats, policy, log });
@@ -71,6 +72,7 @@ export class RagService {
       exclusion,
       merges: this.merges,
       stats,
+      directory: options.vectorDirectory,
     });
     this.queries = new Queries(store, this.readers, stats);
   }

@@ -1,5 +1,6 @@
 /**
- * Lectern's full-text search engine: a small, pure (no I/O) library for ranked keyword search with
+ * Lectern's full-text search engine: a small, pure library (no I/O of its own: what an index keeps out of
+ * memory goes through the Directory it is given, directory.ts) for ranked keyword search with
  * TF-IDF (pivoted length normalisation) or BM25 scoring, over a segmented index that takes writes at a
  * cost proportional to the write (see docs/design/segmented-index.md).
  *
@@ -31,7 +32,8 @@ export {
   type ResolvedAnalyzerOptions,
 } from "./analyzer.js";
 export { DEFAULT_BM25 } from "./scoring.js";
-export { SegmentedIndex, type ResolvedSearchIndexOptions } from "./core/segmented-index.js";
+export { RamDirectory, type Directory, type DirectoryFile } from "./directory.js";
+export { SegmentedIndex, type IndexLease, type ResolvedSearchIndexOptions } from "./core/segmented-index.js";
 export { IndexWriter, type PreparedWrite } from "./indexer/index-writer.js";
 export { TieredMergePolicy, type TieredMergePolicyOptions } from "./indexer/merge-policy.js";
 export { type MergeResult, type PreparedMerge } from "./core/merge-commit.js";

@@ -1,8 +1,10 @@
 /**
- * Public types of the search engine. The engine is a pure library: no HTTP, no I/O.
+ * Public types of the search engine. The engine is a pure library: no HTTP, and no I/O but through the
+ * Directory an index is given (directory.ts).
  * A "document" here is whatever the caller indexes (the RAG app indexes chunks); documents are
  * addressed by their **key**, a u32 the index assigns when the document is added and never changes.
  */
+import type { Directory } from "./directory.js";
 
 export type ScorerName = "tfidf" | "bm25";
 
@@ -38,6 +40,11 @@ export interface SearchIndexOptions {
    * gives one vector per added document, and `searchDense` ranks by cosine. Left out: a lexical index.
    */
   vectors?: VectorIndexOptions;
+  /**
+   * Where the index keeps what it does not hold in memory (directory.ts): the stored codes of segments
+   * with an HNSW graph. Left out: everything in memory.
+   */
+  directory?: Directory;
 }
 
 /** How an index keeps its vectors (see vectors/segment-vectors.ts). */

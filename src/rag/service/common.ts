@@ -1,6 +1,6 @@
 /** Small facts the service's parts share: how an index is named in maps, its settings and state. */
 import { notFound } from "../../core/errors.js";
-import type { IndexState, PreparedWrite, SearchIndexOptions } from "../search/index.js";
+import type { Directory, IndexState, PreparedWrite, SearchIndexOptions } from "../search/index.js";
 import type { IndexKey, IndexMeta, IndexSettings } from "../store/types.js";
 import type { ServiceLog } from "./types.js";
 
@@ -24,11 +24,19 @@ export function writtenState(prepared: PreparedWrite) {
   return { ...prepared.state, totalLength: prepared.totalLength };
 }
 
-/** The engine options of an index: its scorer and, where it has an embedding space, its vectors. */
-export function engineOptionsOf(meta: Pick<IndexMeta, "scorer" | "vectors">): SearchIndexOptions {
-  return meta.vectors === null
-    ? { scorer: meta.scorer }
-    : { scorer: meta.scorer, vectors: { dimension: meta.vectors.dimension, storage: meta.vectors.storage } };
+/**
+ * The engine options of an index: its scorer and, where it has an embedding space, its vectors (their
+ * codes kept in `directory` where given: RagServiceOptions.vectorDirectory).
+ */
+export function engineOptionsOf(
+  meta: Pick<IndexMeta, "scorer" | "vectors">,
+  directory: Directory | undefined,
+): SearchIndexOptions {
+  if (meta.vectors === null) return { scorer: meta.scorer };
+  const vectors = { dimension: meta.vectors.dimension, storage: meta.vectors.storage };
+  return directory === undefined
+    ? { scorer: meta.scorer, vectors }
+    : { scorer: meta.scorer, vectors, directory };
 }
 
 export function settingsOf(meta: IndexMeta): IndexSettings {

@@ -96,7 +96,14 @@ export class MergeScheduler {
    * False when it was not committed (the service closing, or nothing left to commit it to: logged).
    */
   private async run(key: IndexKey, engine: SegmentedIndex, segmentIds: number[]): Promise<boolean> {
-    const result = await mergeInBackground(engine, segmentIds);
+    // Held while the snapshot reads the segments (across event-loop turns), as a query holds it.
+    const lease = engine.acquire();
+    let result: MergeResult;
+    try {
+      result = await mergeInBackground(engine, segmentIds);
+    } finally {
+      lease.release();
+    }
     if (this.closing) return false;
     const outcome = await this.options.exclusion.once(key, () =>
       this.options.readers.mutate(key, () => this.commitLocked(key, engine, result)),
@@ -124,14 +131,20 @@ export class MergeScheduler {
     if (base.engine !== engine) return "the index was reloaded";
     const validity = readers.validity(key);
     const prepared = engine.prepareMerge(result);
-    const committed = await store.commitMerge({
-      key,
-      expectedVersion: meta.version,
-      removedSegmentIds: [...prepared.removedSegmentIds],
-      segment: prepared.segment,
-      tombstones: [...prepared.tombstones],
-      engine: { ...prepared.state, totalLength: engine.totalLength },
-    });
+    let committed;
+    try {
+      committed = await store.commitMerge({
+        key,
+        expectedVersion: meta.version,
+        removedSegmentIds: [...prepared.removedSegmentIds],
+        segment: prepared.segment,
+        tombstones: [...prepared.tombstones],
+        engine: { ...prepared.state, totalLength: engine.totalLength },
+      });
+    } catch (error) {
+      prepared.discard(); // its merged segment's file, if any: nothing will read it
+      throw error;
+    }
     readers.applyCommitted(key, engine, prepared, committed, validity);
     this.options.stats.countSegments(key, { mergesCompleted: 1 });
     return "committed";

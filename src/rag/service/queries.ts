@@ -44,7 +44,16 @@ export class Queries {
 
   async query(input: QueryInput): Promise<QueryOutput> {
     const started = performance.now();
-    const loaded = await this.readers.load(input.key);
+    // Held until the query is done: the index's files stay open through its awaits (reader-cache.ts).
+    const { loaded, lease } = await this.readers.acquire(input.key);
+    try {
+      return await this.queryLoaded(input, loaded, started);
+    } finally {
+      lease.release();
+    }
+  }
+
+  private async queryLoaded(input: QueryInput, loaded: LoadedIndex, started: number): Promise<QueryOutput> {
     const retrieval = retrievalOf(input, loaded.meta);
     const filter = filterOf(input);
     // With a reranker, the first stage finds the candidates it rescores, top_n of them.

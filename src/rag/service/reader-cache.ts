@@ -15,9 +15,20 @@
  * a synchronous step, so a query's search never sees half of one. They are serialised per index by a
  * lock (`mutations`) that queries take only when they must catch up, so a query never waits behind
  * writers queued for the store's lock: refresh is off the path of a query that finds its index current.
+ *
+ * Lifetime (SearcherManager's acquire/release). The cache owns each engine it holds and closes it when
+ * it lets it go (replaced by a whole load or a new build, forgotten, failed, or the cache closed); a
+ * query `acquire`s the served engine and releases it when done, so an engine let go in the middle of a
+ * query keeps its files (vector codes in the directory) until that query is over, and no longer.
  */
 import { KeyedMutex } from "../../core/keyed-mutex.js";
-import { SegmentedIndex, type PreparedMerge, type PreparedWrite } from "../search/index.js";
+import {
+  SegmentedIndex,
+  type Directory,
+  type IndexLease,
+  type PreparedMerge,
+  type PreparedWrite,
+} from "../search/index.js";
 import { StaleVersionError, internal } from "../store/common.js";
 import type { ChangeFeed, IndexChange, IndexKey, IndexMeta, IndexStore } from "../store/types.js";
 import { cacheKey, engineOptionsOf, engineStateOf, indexNotFound } from "./common.js";
@@ -47,6 +58,8 @@ export interface ReaderCacheOptions {
   log: ServiceLog;
   /** An index was loaded whole: one written by another process may be waiting for a merge. */
   onLoadedWhole: (key: IndexKey) => void;
+  /** Where loaded indices keep vector codes (RagServiceOptions.vectorDirectory); none: memory. */
+  directory?: Directory;
 }
 
 export class ReaderCache {
@@ -64,9 +77,10 @@ export class ReaderCache {
     this.feed = this.store.subscribe ? this.store.subscribe((change) => this.changed(change)) : null;
   }
 
-  /** Stops listening to the store's changes. */
+  /** Stops listening to the store's changes and lets every loaded index go. */
   close(): void {
     this.feed?.close();
+    for (const indexId of [...this.cache.keys()]) this.drop(indexId);
   }
 
   /** How many indices are loaded. */
@@ -81,7 +95,19 @@ export class ReaderCache {
 
   /** Forgets an index (deleted): it is loaded again when next used. */
   forget(key: IndexKey): void {
-    this.cache.delete(cacheKey(key));
+    this.drop(cacheKey(key));
+  }
+
+  /**
+   * The served version of an index (`load`), held for a reader until it releases the lease: its files
+   * stay open through the reader's awaits even if the cache lets the engine go meanwhile.
+   */
+  async acquire(key: IndexKey): Promise<{ loaded: LoadedIndex; lease: IndexLease }> {
+    for (;;) {
+      const loaded = await this.load(key);
+      // Let go (and released) between the load and now: load what replaced it.
+      if (!loaded.engine.released) return { loaded, lease: loaded.engine.acquire() };
+    }
   }
 
   /** Runs an in-place change of an index's cached engine, alone among its changes. */
@@ -102,7 +128,7 @@ export class ReaderCache {
       const validity = this.validity(key);
       const meta = await this.store.getMeta(key);
       if (!meta) {
-        this.cache.delete(indexId);
+        this.drop(indexId);
         throw indexNotFound(key);
       }
       if (cached && cached.loaded.meta.version === meta.version) {
@@ -154,7 +180,9 @@ export class ReaderCache {
       this.remember(indexId, loaded, validity);
     } catch (error) {
       // Committed in the store but not applied here: the cached index is behind it, so drop it.
-      this.cache.delete(indexId);
+      prepared.discard();
+      engine.close();
+      this.drop(indexId);
       this.options.log.warn(
         { err: error, index: key.name, tenant: key.tenantId },
         "committed change not applied",
@@ -168,7 +196,7 @@ export class ReaderCache {
     const indexId = cacheKey(change);
     const cached = this.cache.get(indexId);
     if (cached && change.version !== null && cached.loaded.meta.version >= change.version) return;
-    if (change.version === null) this.cache.delete(indexId);
+    if (change.version === null) this.drop(indexId);
     this.stamps.set(indexId, ++this.changeCount);
   }
 
@@ -183,8 +211,18 @@ export class ReaderCache {
     );
   }
 
+  /** Caches a served version; an engine it replaces is let go (closed: see "Lifetime" above). */
   private remember(indexId: string, loaded: LoadedIndex, validity: Validity): void {
+    const before = this.cache.get(indexId)?.loaded.engine;
     this.cache.set(indexId, { loaded, ...validity });
+    if (before !== undefined && before !== loaded.engine) before.close();
+  }
+
+  /** Forgets an index's cached engine and lets it go. */
+  private drop(indexId: string): void {
+    const entry = this.cache.get(indexId);
+    this.cache.delete(indexId);
+    entry?.loaded.engine.close();
   }
 
   /**
@@ -222,7 +260,7 @@ export class ReaderCache {
     const indexId = cacheKey(key);
     const delta = await this.store.loadChanges(key, cached.meta.version);
     if (!delta) {
-      this.cache.delete(indexId);
+      this.drop(indexId);
       throw indexNotFound(key);
     }
     const engine = cached.engine;
@@ -239,7 +277,7 @@ export class ReaderCache {
       });
     } catch (error) {
       // The cached index may be half changed: forget it; the caller loads the index whole.
-      this.cache.delete(indexId);
+      this.drop(indexId);
       this.options.log.warn(
         { err: error, index: key.name, tenant: key.tenantId },
         "catch-up failed; reloading",
@@ -259,12 +297,12 @@ export class ReaderCache {
     const indexId = cacheKey(key);
     const stored = await this.store.loadIndex(key);
     if (!stored) {
-      this.cache.delete(indexId);
+      this.drop(indexId);
       throw indexNotFound(key);
     }
     if (isLegacy(stored)) return LEGACY;
     const engine = SegmentedIndex.load(
-      engineOptionsOf(stored.meta),
+      engineOptionsOf(stored.meta, this.options.directory),
       stored.segments,
       engineStateOf(stored.meta),
     );

@@ -1,5 +1,11 @@
 /** What the RAG service takes and gives: the types its façade (../service.ts) and its parts share. */
-import type { ScorerName, SegmentInfo, SegmentedIndex, TieredMergePolicy } from "../search/index.js";
+import type {
+  Directory,
+  ScorerName,
+  SegmentInfo,
+  SegmentedIndex,
+  TieredMergePolicy,
+} from "../search/index.js";
 import type { Embedder } from "../retrieval/embedder.js";
 import type { FusionOptions } from "../retrieval/fusion.js";
 import type { Reranker } from "../retrieval/reranker.js";
@@ -144,4 +150,9 @@ export interface RagServiceOptions {
   /** Picks the segments to merge after a write; Lucene's tiered defaults when left out. */
   mergePolicy?: TieredMergePolicy;
   log?: ServiceLog;
+  /**
+   * Where the loaded indices keep the vector codes of segments with an HNSW graph (search/directory.ts:
+   * the server's VECTOR_SPILL_DIR); left out, in memory.
+   */
+  vectorDirectory?: Directory;
 }

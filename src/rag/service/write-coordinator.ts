@@ -8,7 +8,13 @@
 import { badRequest, conflict, notFound } from "../../core/errors.js";
 import { embedFor } from "../retrieval/embedder.js";
 import { retrieverUnavailable } from "../retrieval/upstream.js";
-import { buildsGraph, encodeVectorsOffThread, IndexWriter, SegmentedIndex } from "../search/index.js";
+import {
+  buildsGraph,
+  encodeVectorsOffThread,
+  IndexWriter,
+  SegmentedIndex,
+  type Directory,
+} from "../search/index.js";
 import type {
   DocumentRecord,
   IndexKey,
@@ -48,6 +54,8 @@ export interface WriteCoordinatorOptions {
   exclusion: WriteExclusion;
   merges: MergeScheduler;
   stats: ServiceStats;
+  /** Where new indices keep vector codes (RagServiceOptions.vectorDirectory); none: memory. */
+  directory?: Directory;
 }
 
 export class WriteCoordinator {
@@ -193,19 +201,26 @@ export class WriteCoordinator {
         document,
         chunks: chunks.map((chunk): StoredChunk => ({ ...chunk, engineKey: prepared.keys[next++]! })),
       }));
-      const meta = await this.store.write({
-        key,
-        mode,
-        settings,
-        upsert,
-        deleteDocumentIds,
-        segment: prepared.segment,
-        tombstones: [...prepared.tombstones],
-        engine: writtenState(prepared),
-        vocabularySize: prepared.vocabularySize,
-        vectors: space,
-        expectedVersion: base.expectedVersion,
-      });
+      let meta: IndexMeta;
+      try {
+        meta = await this.store.write({
+          key,
+          mode,
+          settings,
+          upsert,
+          deleteDocumentIds,
+          segment: prepared.segment,
+          tombstones: [...prepared.tombstones],
+          engine: writtenState(prepared),
+          vocabularySize: prepared.vocabularySize,
+          vectors: space,
+          expectedVersion: base.expectedVersion,
+        });
+      } catch (error) {
+        // Not written: what the prepared write holds in the vector directory goes.
+        prepared.discard();
+        throw error;
+      }
       readers.applyCommitted(key, base.engine, prepared, meta, validity);
       return { meta, documentsCount: documents.length, chunksCount: engineTexts.length };
     });
@@ -239,7 +254,7 @@ export class WriteCoordinator {
     }
     // A replaced index goes on numbering keys and segments where the old one stopped, so that a
     // replica holding the old one can catch up (drop every old segment, add the new one).
-    const options = engineOptionsOf({ scorer: settings.scorer, vectors: space });
+    const options = engineOptionsOf({ scorer: settings.scorer, vectors: space }, this.options.directory);
     const engine = existing
       ? SegmentedIndex.load(options, [], engineStateOf(existing))
       : SegmentedIndex.create(options);

@@ -227,7 +227,10 @@ export interface TombstoneRow {
 }
 
 /** Segments with their tombstones (both in ascending order), as loadIndex and loadChanges return them. */
-export function withDeleted(segments: SegmentRow[], tombstones: Iterable<TombstoneRow>): LoadedSegment[] {
+export function withDeleted(
+  segments: readonly SegmentRow[],
+  tombstones: Iterable<TombstoneRow>,
+): LoadedSegment[] {
   const loaded = segments.map((row): LoadedSegment => ({
     id: row.segment_id,
     documentCount: row.doc_count,

@@ -28,35 +28,29 @@
  *   REPEATABLE READ transaction, so a replica never mixes two versions.
  */
 import pg from "pg";
-import { fromParts, toParts } from "../search/vectors/vector-codec.js";
 
-import { badRequest, conflict, DomainError, notReady } from "../../core/errors.js";
+import { badRequest, conflict, DomainError, notReady, storageFull } from "../../core/errors.js";
+import { toParts } from "../search/vectors/vector-codec.js";
 import {
   asBuffer,
-  groupTombstones,
   chunkHitsInKeyOrder,
   internal,
-  serialiseDocument,
   utf8,
   validateMerge,
   validateWrite,
-  withDeleted,
   type ChunkHitRow,
   type SegmentRow,
   type TombstoneRow,
 } from "./common.js";
 import {
-  META_COLUMNS,
-  checkTombstoneBounds,
-  indexAfterMerge,
-  indexAfterWrite,
-  planMerge,
-  planWrite,
-  segmentBytes,
-  toMeta,
-  type IndexRowOf,
-  type IndexUpdate,
-} from "./write-plan.js";
+  runAsync,
+  type IndexSnapshot,
+  type IndexTransaction,
+  type RemovedDocument,
+  type RemovedSegments,
+  type SerialisedDocument,
+} from "./port.js";
+import { loadChanges, loadIndex } from "./read-plan.js";
 import type {
   ChangeFeed,
   ChunkHit,
@@ -66,15 +60,24 @@ import type {
   IndexDelta,
   IndexKey,
   IndexMeta,
+  IndexSettings,
   IndexStore,
   IndexWrite,
-  LoadedSegment,
   MergeWrite,
   Metadata,
   SegmentRecord,
   StoredIndex,
   Tombstone,
 } from "./types.js";
+import {
+  META_COLUMNS,
+  applyMerge,
+  applyWrite,
+  dropIndex,
+  toMeta,
+  type IndexRowOf,
+  type IndexUpdate,
+} from "./write-plan.js";
 
 /** The NOTIFY channel of committed changes. */
 export const CHANGE_CHANNEL = "lectern_index_changed";
@@ -292,6 +295,8 @@ function translate(error: unknown): unknown {
     if (code === "23505" || code === "23503") {
       return internal(`the write breaks a constraint of the store: ${error.message} (${error.detail ?? ""})`);
     }
+    // 53100: disk_full.
+    if (code === "53100") return storageFull();
     // 55P03: lock_timeout expired while waiting for another writer of the same index.
     if (code === "55P03") {
       return conflict("Another replica has been writing this index for too long; retry later");
@@ -496,72 +501,13 @@ export class PostgresIndexStore implements IndexStore {
   }
 
   async loadIndex(key: IndexKey): Promise<StoredIndex | undefined> {
-    return this.readTransaction(async (client) => {
-      const row = await selectMeta(client, key);
-      if (row === undefined) return undefined;
-      const args = [key.tenantId, row.id];
-      const segments = await client.query<SegmentRow>(
-        `SELECT segment_id, doc_count, bytes FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2
-         ORDER BY segment_id`,
-        args,
-      );
-      const tombstones = await client.query<TombstoneRow>(
-        `SELECT segment_id, ordinal FROM lectern_tombstones WHERE tenant_id = $1 AND index_id = $2
-         ORDER BY segment_id, ordinal`,
-        args,
-      );
-      const loaded = withDeleted(segments.rows, tombstones.rows);
-      await attachVectors(client, key.tenantId, row.id, loaded);
-      return { meta: toMeta(row), segments: loaded };
-    });
+    return this.readTransaction((client) => runAsync(loadIndex(new PostgresPort(client, key, false), key)));
   }
 
   async loadChanges(key: IndexKey, sinceVersion: number): Promise<IndexDelta | undefined> {
-    return this.readTransaction(async (client) => {
-      const row = await selectMeta(client, key);
-      if (row === undefined) return undefined;
-      const args = [key.tenantId, row.id];
-      const live = await client.query<{ segment_id: number }>(
-        "SELECT segment_id FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2 ORDER BY segment_id",
-        args,
-      );
-      const added = await client.query<SegmentRow>(
-        `SELECT segment_id, doc_count, bytes FROM lectern_segments
-         WHERE tenant_id = $1 AND index_id = $2 AND created_version > $3 ORDER BY segment_id`,
-        [...args, sinceVersion],
-      );
-      const addedIds = added.rows.map((segment) => segment.segment_id);
-      const addedTombstones =
-        addedIds.length === 0
-          ? []
-          : (
-              await client.query<TombstoneRow>(
-                `SELECT segment_id, ordinal FROM lectern_tombstones
-                 WHERE tenant_id = $1 AND index_id = $2 AND segment_id = ANY($3::integer[])
-                 ORDER BY segment_id, ordinal`,
-                [...args, addedIds],
-              )
-            ).rows;
-      const newTombstones = await client.query<TombstoneRow>(
-        `SELECT segment_id, ordinal FROM lectern_tombstones
-         WHERE tenant_id = $1 AND index_id = $2 AND created_version > $3
-           AND NOT (segment_id = ANY($4::integer[]))
-         ORDER BY segment_id, ordinal`,
-        [...args, sinceVersion, addedIds],
-      );
-      const addedSegments = withDeleted(added.rows, addedTombstones);
-      await attachVectors(client, key.tenantId, row.id, addedSegments);
-      return {
-        meta: toMeta(row),
-        addedSegments,
-        liveSegmentIds: live.rows.map((segment) => segment.segment_id),
-        tombstones: newTombstones.rows.map((t): Tombstone => ({
-          segmentId: t.segment_id,
-          ordinal: t.ordinal,
-        })),
-        bytesLoaded: addedSegments.reduce((sum, segment) => sum + segmentBytes(segment), 0),
-      };
-    });
+    return this.readTransaction((client) =>
+      runAsync(loadChanges(new PostgresPort(client, key, false), key, sinceVersion)),
+    );
   }
 
   async getChunks(key: IndexKey, engineKeys: readonly number[]): Promise<ChunkHit[]> {
@@ -633,32 +579,16 @@ export class PostgresIndexStore implements IndexStore {
 
   async write(change: IndexWrite): Promise<IndexMeta> {
     validateWrite(change);
-    return this.transaction((client) => this.applyWrite(client, change));
+    return this.transaction((client) => runAsync(applyWrite(new PostgresPort(client, change.key), change)));
   }
 
   async commitMerge(change: MergeWrite): Promise<IndexMeta> {
     validateMerge(change);
-    return this.transaction((client) => this.applyMerge(client, change));
+    return this.transaction((client) => runAsync(applyMerge(new PostgresPort(client, change.key), change)));
   }
 
   async deleteIndex(key: IndexKey): Promise<boolean> {
-    return this.transaction(async (client) => {
-      await lockIndex(client, key);
-      const { rows } = await client.query<{ id: string }>(
-        "SELECT id FROM lectern_indices WHERE tenant_id = $1 AND name = $2",
-        [key.tenantId, key.name],
-      );
-      const id = rows[0]?.id;
-      if (id === undefined) return false;
-      const args = [key.tenantId, id];
-      await client.query("DELETE FROM lectern_tombstones WHERE tenant_id = $1 AND index_id = $2", args);
-      await client.query("DELETE FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2", args);
-      await client.query("DELETE FROM lectern_chunks WHERE tenant_id = $1 AND index_id = $2", args);
-      await client.query("DELETE FROM lectern_documents WHERE tenant_id = $1 AND index_id = $2", args);
-      await client.query("DELETE FROM lectern_indices WHERE tenant_id = $1 AND id = $2", args);
-      await notify(client, { tenantId: key.tenantId, name: key.name, version: null });
-      return true;
-    });
+    return this.transaction((client) => runAsync(dropIndex(new PostgresPort(client, key), key)));
   }
 
   async sizeBytes(): Promise<number> {
@@ -754,366 +684,328 @@ export class PostgresIndexStore implements IndexStore {
   private async readTransaction<T>(body: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     return this.transaction(body, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   }
+}
 
-  /** The body of the write transaction: its plan (write-plan.ts) executed. */
-  private async applyWrite(client: pg.PoolClient, change: IndexWrite): Promise<IndexMeta> {
-    const { key, settings } = change;
-    const tenant = key.tenantId;
-    await lockIndex(client, key);
-    const plan = planWrite(change, await selectMeta(client, key));
-    const version = await nextVersion(client);
-    const now = new Date().toISOString();
-    let id: string;
-    if (plan.row === undefined) {
-      const inserted = await client.query<{ id: string }>(
-        `INSERT INTO lectern_indices (tenant_id, name, scorer, chunk_size, overlap, documents_count,
-           chunks_count, vocabulary_size, size_bytes, version, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, 0, 0, 0, 0, $6, $7, $7) RETURNING id`,
-        [tenant, key.name, settings.scorer, settings.chunkSize, settings.overlap, version, now],
-      );
-      id = inserted.rows[0]!.id;
-    } else {
-      id = plan.row.id;
-    }
-    const args = [tenant, id];
-    if (plan.clearIndex) {
-      await client.query("DELETE FROM lectern_tombstones WHERE tenant_id = $1 AND index_id = $2", args);
-      await client.query("DELETE FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2", args);
-      await client.query("DELETE FROM lectern_chunks WHERE tenant_id = $1 AND index_id = $2", args);
-      await client.query("DELETE FROM lectern_documents WHERE tenant_id = $1 AND index_id = $2", args);
-    }
-    const removedDocuments = await removeDocuments(client, tenant, id, plan.removeDocumentIds);
-    if (plan.segment !== null) await insertSegment(client, tenant, id, plan.segment, version);
-    await insertTombstones(client, tenant, id, plan.tombstones, version);
-    const inserted = await insertDocuments(client, tenant, id, plan.upsert);
-    const total = await client.query<{ documents: string }>(
-      "SELECT coalesce(sum(doc_count), 0) AS documents FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2",
-      [tenant, id],
-    );
-    const update = indexAfterWrite(plan, {
-      removedDocuments,
-      insertedBytes: inserted.bytes,
-      segmentDocuments: Number(total.rows[0]!.documents),
-      version,
-      now,
-    });
-    const meta = await updateIndex(client, tenant, id, update);
-    await notify(client, { tenantId: tenant, name: key.name, version });
-    return meta;
+/**
+ * The store's port (port.ts) on one pooled connection inside a transaction: every statement names the
+ * tenant of the transaction's index. A write transaction (`lockWriters`) takes the index's advisory
+ * lock before reading its row, so writes of one index from any replica are serialised.
+ */
+class PostgresPort implements IndexTransaction<IndexRow>, IndexSnapshot<IndexRow> {
+  private readonly tenant: string;
+
+  constructor(
+    private readonly client: pg.PoolClient,
+    key: IndexKey,
+    private readonly lockWriters = true,
+  ) {
+    this.tenant = key.tenantId;
   }
 
-  /** The body of the merge transaction: its plan (write-plan.ts) executed. */
-  private async applyMerge(client: pg.PoolClient, change: MergeWrite): Promise<IndexMeta> {
-    const { key, segment } = change;
-    const tenant = key.tenantId;
-    await lockIndex(client, key);
-    const plan = planMerge(change, await selectMeta(client, key));
-    const id = plan.row.id;
-    const version = await nextVersion(client);
-    const args = [tenant, id, change.removedSegmentIds];
-    const removedTombstones =
-      (
-        await client.query(
-          "DELETE FROM lectern_tombstones WHERE tenant_id = $1 AND index_id = $2 AND segment_id = ANY($3::integer[])",
-          args,
-        )
-      ).rowCount ?? 0;
+  private async rows<Row extends pg.QueryResultRow>(sql: string, args: unknown[]): Promise<Row[]> {
+    return (await this.client.query<Row>(sql, [this.tenant, ...args])).rows;
+  }
+
+  async readIndex(key: IndexKey): Promise<IndexRow | undefined> {
+    if (this.lockWriters) {
+      await this.client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [
+        WRITE_LOCK_SPACE,
+        lockKey(key),
+      ]);
+    }
+    return (
+      await this.rows<IndexRow>(
+        `SELECT ${META_COLUMNS} FROM lectern_indices WHERE tenant_id = $1 AND name = $2`,
+        [key.name],
+      )
+    )[0];
+  }
+
+  async nextVersion(): Promise<number> {
+    const next = await this.client.query<{ version: string }>(
+      "SELECT nextval('lectern_version_seq') AS version",
+    );
+    return Number(next.rows[0]!.version);
+  }
+
+  async insertIndex(key: IndexKey, settings: IndexSettings, version: number, now: string): Promise<string> {
+    const inserted = await this.rows<{ id: string }>(
+      `INSERT INTO lectern_indices (tenant_id, name, scorer, chunk_size, overlap, documents_count,
+         chunks_count, vocabulary_size, size_bytes, version, created_at, updated_at)
+       VALUES ($1, $2, $3, $4, $5, 0, 0, 0, 0, $6, $7, $7) RETURNING id`,
+      [key.name, settings.scorer, settings.chunkSize, settings.overlap, version, now],
+    );
+    return inserted[0]!.id;
+  }
+
+  async clearIndex(id: string): Promise<void> {
+    for (const table of ["lectern_tombstones", "lectern_segments", "lectern_chunks", "lectern_documents"])
+      await this.rows(`DELETE FROM ${table} WHERE tenant_id = $1 AND index_id = $2`, [id]);
+  }
+
+  async deleteIndex(id: string): Promise<void> {
+    await this.rows("DELETE FROM lectern_indices WHERE tenant_id = $1 AND id = $2", [id]);
+  }
+
+  async removeDocuments(id: string, documentIds: readonly string[]): Promise<RemovedDocument[]> {
+    const args = [id, documentIds];
+    await this.rows(
+      "DELETE FROM lectern_chunks WHERE tenant_id = $1 AND index_id = $2 AND doc_id = ANY($3::text[])",
+      args,
+    );
+    const removed = await this.rows<{ chunks_count: number; size_bytes: string }>(
+      `DELETE FROM lectern_documents WHERE tenant_id = $1 AND index_id = $2 AND doc_id = ANY($3::text[])
+       RETURNING chunks_count, size_bytes`,
+      args,
+    );
+    return removed.map((row) => ({ chunksCount: row.chunks_count, sizeBytes: Number(row.size_bytes) }));
+  }
+
+  async insertSegment(id: string, segment: SegmentRecord, version: number): Promise<void> {
+    await this.rows(
+      `INSERT INTO lectern_segments (tenant_id, index_id, segment_id, doc_count, created_version, bytes)
+       VALUES ($1, $2, $3, $4, $5, $6)`,
+      [id, segment.id, segment.documentCount, version, asBuffer(segment.bytes)],
+    );
+    if (segment.vectors == null) return;
+    for (const [part, bytes] of toParts(segment.vectors).entries()) {
+      await this.rows(
+        `INSERT INTO lectern_segment_vectors (tenant_id, index_id, segment_id, part, bytes)
+         VALUES ($1, $2, $3, $4, $5)`,
+        [id, segment.id, part, asBuffer(bytes)],
+      );
+    }
+  }
+
+  async segmentDocumentCounts(id: string, segmentIds: readonly number[]): Promise<Map<number, number>> {
+    const rows = await this.rows<{ segment_id: number; doc_count: number }>(
+      `SELECT segment_id, doc_count FROM lectern_segments
+       WHERE tenant_id = $1 AND index_id = $2 AND segment_id = ANY($3::integer[])`,
+      [id, segmentIds],
+    );
+    return new Map(rows.map((row) => [row.segment_id, row.doc_count]));
+  }
+
+  async insertTombstones(id: string, tombstones: readonly Tombstone[], version: number): Promise<void> {
+    await this.rows(
+      `INSERT INTO lectern_tombstones (tenant_id, index_id, segment_id, ordinal, created_version)
+       SELECT $1, $2, t.segment_id, t.ordinal, $5 FROM unnest($3::integer[], $4::integer[]) AS t (segment_id, ordinal)`,
+      [id, tombstones.map((t) => t.segmentId), tombstones.map((t) => t.ordinal), version],
+    );
+  }
+
+  /** Multi-row INSERTs over arrays (a few statements per write); chunks after all their documents. */
+  async insertDocuments(id: string, documents: readonly SerialisedDocument[]): Promise<void> {
+    const documentRows = new ColumnBatch(this.client, "lectern_documents", DOCUMENT_COLUMNS, [
+      this.tenant,
+      id,
+    ]);
+    for (const { document, chunks, metadata, bytes } of documents) {
+      const { title, source, text, contentHash } = document;
+      await documentRows.add(
+        [document.id, chunks.length, bytes, title, source, metadata, text, contentHash],
+        utf8(text) + utf8(metadata),
+      );
+    }
+    await documentRows.flush();
+    const chunkRows = new ColumnBatch(this.client, "lectern_chunks", CHUNK_COLUMNS, [this.tenant, id]);
+    for (const { document, chunks, chunkMetadata } of documents) {
+      for (const [i, chunk] of chunks.entries()) {
+        const metadata = chunkMetadata[i]!;
+        await chunkRows.add(
+          [
+            document.id,
+            chunk.seq,
+            chunk.chunkId,
+            chunk.start,
+            chunk.end,
+            metadata,
+            chunk.text,
+            chunk.engineKey,
+          ],
+          utf8(chunk.text) + utf8(metadata),
+        );
+      }
+    }
+    await chunkRows.flush();
+  }
+
+  async segmentDocumentTotal(id: string): Promise<number> {
+    const total = await this.rows<{ documents: string }>(
+      "SELECT coalesce(sum(doc_count), 0) AS documents FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2",
+      [id],
+    );
+    return Number(total[0]!.documents);
+  }
+
+  async removeSegments(id: string, segmentIds: readonly number[]): Promise<RemovedSegments> {
+    const args = [id, segmentIds];
+    const tombstones = await this.client.query(
+      "DELETE FROM lectern_tombstones WHERE tenant_id = $1 AND index_id = $2 AND segment_id = ANY($3::integer[])",
+      [this.tenant, ...args],
+    );
     // Vector parts go with their segment (ON DELETE CASCADE); their bytes count in the segment's size.
-    const removed = await client.query<{ doc_count: number; size: string }>(
+    const removed = await this.rows<{ doc_count: number; size: string }>(
       `DELETE FROM lectern_segments AS s WHERE tenant_id = $1 AND index_id = $2 AND segment_id = ANY($3::integer[])
        RETURNING doc_count, octet_length(bytes) + coalesce((SELECT sum(octet_length(v.bytes))
          FROM lectern_segment_vectors AS v
          WHERE v.tenant_id = s.tenant_id AND v.index_id = s.index_id AND v.segment_id = s.segment_id), 0) AS size`,
       args,
     );
-    const update = indexAfterMerge(plan, {
-      removedSegments: removed.rows.map((row) => ({
-        documentCount: row.doc_count,
-        sizeBytes: Number(row.size),
-      })),
-      removedTombstones,
-      version,
-      now: new Date().toISOString(),
-    });
-    await insertSegment(client, tenant, id, segment, version);
-    await insertTombstones(client, tenant, id, change.tombstones, version);
-    const meta = await updateIndex(client, tenant, id, update);
-    await notify(client, { tenantId: tenant, name: key.name, version });
-    return meta;
+    return {
+      segments: removed.map((row) => ({ documentCount: row.doc_count, sizeBytes: Number(row.size) })),
+      tombstones: tombstones.rowCount ?? 0,
+    };
   }
-}
 
-/** Deletes documents and their chunks; what the removed document rows held. */
-async function removeDocuments(
-  client: pg.PoolClient,
-  tenant: string,
-  indexId: string,
-  documentIds: string[],
-): Promise<Array<{ chunksCount: number; sizeBytes: number }>> {
-  if (documentIds.length === 0) return [];
-  const args = [tenant, indexId, documentIds];
-  await client.query(
-    "DELETE FROM lectern_chunks WHERE tenant_id = $1 AND index_id = $2 AND doc_id = ANY($3::text[])",
-    args,
-  );
-  const removed = await client.query<{ chunks_count: number; size_bytes: string }>(
-    `DELETE FROM lectern_documents WHERE tenant_id = $1 AND index_id = $2 AND doc_id = ANY($3::text[])
-     RETURNING chunks_count, size_bytes`,
-    args,
-  );
-  return removed.rows.map((row) => ({ chunksCount: row.chunks_count, sizeBytes: Number(row.size_bytes) }));
-}
-
-/** Stores the index row a write or merge computed (write-plan.ts); the meta it now holds. */
-async function updateIndex(
-  client: pg.PoolClient,
-  tenant: string,
-  indexId: string,
-  update: IndexUpdate,
-): Promise<IndexMeta> {
-  const updated = await client.query<IndexRow>(
-    `UPDATE lectern_indices SET scorer = $3, chunk_size = $4, overlap = $5, documents_count = $6,
-       chunks_count = $7, vocabulary_size = $8, size_bytes = $9, version = $10, updated_at = $11,
-       next_key = $12, next_segment_id = $13, total_length = $14, segments_count = $15,
-       deleted_chunks_count = $16, vector_model = $17, vector_dimension = $18, vector_storage = $19
-     WHERE tenant_id = $1 AND id = $2
-     RETURNING ${META_COLUMNS}`,
-    [
-      tenant,
-      indexId,
-      update.scorer,
-      update.chunkSize,
-      update.overlap,
-      update.documentsCount,
-      update.chunksCount,
-      update.vocabularySize,
-      update.sizeBytes,
-      update.version,
-      update.now,
-      update.nextKey,
-      update.nextSegmentId,
-      update.totalLength,
-      update.segmentsCount,
-      update.deletedChunksCount,
-      update.vectorModel,
-      update.vectorDimension,
-      update.vectorStorage,
-    ],
-  );
-  return toMeta(updated.rows[0]!);
-}
-
-async function selectMeta(client: pg.PoolClient, key: IndexKey): Promise<IndexRow | undefined> {
-  const { rows } = await client.query<IndexRow>(
-    `SELECT ${META_COLUMNS} FROM lectern_indices WHERE tenant_id = $1 AND name = $2`,
-    [key.tenantId, key.name],
-  );
-  return rows[0];
-}
-
-async function nextVersion(client: pg.PoolClient): Promise<number> {
-  const next = await client.query<{ version: string }>("SELECT nextval('lectern_version_seq') AS version");
-  return Number(next.rows[0]!.version);
-}
-
-/** A segment row and its vector parts. */
-async function insertSegment(
-  client: pg.PoolClient,
-  tenant: string,
-  indexId: string,
-  segment: SegmentRecord,
-  version: number,
-): Promise<void> {
-  await client.query(
-    `INSERT INTO lectern_segments (tenant_id, index_id, segment_id, doc_count, created_version, bytes)
-     VALUES ($1, $2, $3, $4, $5, $6)`,
-    [tenant, indexId, segment.id, segment.documentCount, version, asBuffer(segment.bytes)],
-  );
-  if (segment.vectors == null) return;
-  for (const [part, bytes] of toParts(segment.vectors).entries()) {
-    await client.query(
-      `INSERT INTO lectern_segment_vectors (tenant_id, index_id, segment_id, part, bytes)
-       VALUES ($1, $2, $3, $4, $5)`,
-      [tenant, indexId, segment.id, part, asBuffer(bytes)],
+  async updateIndex(id: string, update: IndexUpdate): Promise<IndexRow> {
+    const updated = await this.rows<IndexRow>(
+      `UPDATE lectern_indices SET scorer = $3, chunk_size = $4, overlap = $5, documents_count = $6,
+         chunks_count = $7, vocabulary_size = $8, size_bytes = $9, version = $10, updated_at = $11,
+         next_key = $12, next_segment_id = $13, total_length = $14, segments_count = $15,
+         deleted_chunks_count = $16, vector_model = $17, vector_dimension = $18, vector_storage = $19
+       WHERE tenant_id = $1 AND id = $2
+       RETURNING ${META_COLUMNS}`,
+      [
+        id,
+        update.scorer,
+        update.chunkSize,
+        update.overlap,
+        update.documentsCount,
+        update.chunksCount,
+        update.vocabularySize,
+        update.sizeBytes,
+        update.version,
+        update.now,
+        update.nextKey,
+        update.nextSegmentId,
+        update.totalLength,
+        update.segmentsCount,
+        update.deletedChunksCount,
+        update.vectorModel,
+        update.vectorDimension,
+        update.vectorStorage,
+      ],
     );
+    return updated[0]!;
   }
-}
 
-/** Loaded segments with their vectors (one statement per segment: a part is up to 64 MB). */
-async function attachVectors(
-  client: pg.PoolClient,
-  tenant: string,
-  indexId: string,
-  segments: LoadedSegment[],
-): Promise<void> {
-  for (const segment of segments) {
-    const { rows } = await client.query<{ bytes: Buffer }>(
+  /** Queued by the transaction and delivered to every listener when (and only if) it commits. */
+  async announce(change: IndexChange): Promise<void> {
+    await this.client.query("SELECT pg_notify($1, $2)", [CHANGE_CHANNEL, JSON.stringify(change)]);
+  }
+
+  async segments(id: string, createdAfter: number | null): Promise<SegmentRow[]> {
+    return createdAfter === null
+      ? this.rows<SegmentRow>(
+          `SELECT segment_id, doc_count, bytes FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2
+           ORDER BY segment_id`,
+          [id],
+        )
+      : this.rows<SegmentRow>(
+          `SELECT segment_id, doc_count, bytes FROM lectern_segments
+           WHERE tenant_id = $1 AND index_id = $2 AND created_version > $3 ORDER BY segment_id`,
+          [id, createdAfter],
+        );
+  }
+
+  async segmentIds(id: string): Promise<number[]> {
+    const rows = await this.rows<{ segment_id: number }>(
+      "SELECT segment_id FROM lectern_segments WHERE tenant_id = $1 AND index_id = $2 ORDER BY segment_id",
+      [id],
+    );
+    return rows.map((row) => row.segment_id);
+  }
+
+  async tombstones(id: string, createdAfter: number | null): Promise<TombstoneRow[]> {
+    return createdAfter === null
+      ? this.rows<TombstoneRow>(
+          `SELECT segment_id, ordinal FROM lectern_tombstones WHERE tenant_id = $1 AND index_id = $2
+           ORDER BY segment_id, ordinal`,
+          [id],
+        )
+      : this.rows<TombstoneRow>(
+          `SELECT segment_id, ordinal FROM lectern_tombstones
+           WHERE tenant_id = $1 AND index_id = $2 AND created_version > $3
+           ORDER BY segment_id, ordinal`,
+          [id, createdAfter],
+        );
+  }
+
+  /** One statement per segment: a part is up to 64 MB. */
+  async vectorParts(id: string, segmentId: number): Promise<Buffer[]> {
+    const rows = await this.rows<{ bytes: Buffer }>(
       `SELECT bytes FROM lectern_segment_vectors
        WHERE tenant_id = $1 AND index_id = $2 AND segment_id = $3 ORDER BY part`,
-      [tenant, indexId, segment.id],
+      [id, segmentId],
     );
-    if (rows.length === 0) continue;
-    segment.vectors = fromParts(
-      rows.map(({ bytes }) => new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)),
-    );
+    return rows.map((row) => row.bytes);
   }
 }
 
-/** Checks each tombstone's segment (it exists, the ordinal is in it), then inserts them in one statement. */
-async function insertTombstones(
-  client: pg.PoolClient,
-  tenant: string,
-  indexId: string,
-  tombstones: readonly Tombstone[],
-  version: number,
-): Promise<void> {
-  if (tombstones.length === 0) return;
-  const bySegment = groupTombstones(tombstones);
-  const { rows } = await client.query<{ segment_id: number; doc_count: number }>(
-    `SELECT segment_id, doc_count FROM lectern_segments
-     WHERE tenant_id = $1 AND index_id = $2 AND segment_id = ANY($3::integer[])`,
-    [tenant, indexId, [...bySegment.keys()]],
-  );
-  checkTombstoneBounds(bySegment, new Map(rows.map((row) => [row.segment_id, row.doc_count])));
-  await client.query(
-    `INSERT INTO lectern_tombstones (tenant_id, index_id, segment_id, ordinal, created_version)
-     SELECT $1, $2, t.segment_id, t.ordinal, $5 FROM unnest($3::integer[], $4::integer[]) AS t (segment_id, ordinal)`,
-    [tenant, indexId, tombstones.map((t) => t.segmentId), tombstones.map((t) => t.ordinal), version],
-  );
-}
+/** A table's columns after (tenant_id, index_id), with their types; json ones travel as text. */
+type Columns = ReadonlyArray<readonly [name: string, type: "text" | "integer" | "bigint" | "json"]>;
 
-/** Serialises writes of one index across every connection and replica, until COMMIT or ROLLBACK. */
-async function lockIndex(client: pg.PoolClient, key: IndexKey): Promise<void> {
-  await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [WRITE_LOCK_SPACE, lockKey(key)]);
-}
+const DOCUMENT_COLUMNS: Columns = [
+  ["doc_id", "text"],
+  ["chunks_count", "integer"],
+  ["size_bytes", "bigint"],
+  ["title", "text"],
+  ["source", "text"],
+  ["metadata", "json"],
+  ["text", "text"],
+  ["content_hash", "text"],
+];
 
-/** Queued by the transaction and delivered to every listener when (and only if) it commits. */
-async function notify(client: pg.PoolClient, change: IndexChange): Promise<void> {
-  await client.query("SELECT pg_notify($1, $2)", [CHANGE_CHANNEL, JSON.stringify(change)]);
-}
+const CHUNK_COLUMNS: Columns = [
+  ["doc_id", "text"],
+  ["seq", "integer"],
+  ["chunk_id", "text"],
+  ["start_offset", "integer"],
+  ["end_offset", "integer"],
+  ["metadata", "json"],
+  ["text", "text"],
+  ["engine_key", "bigint"],
+];
 
-/** Inserts documents and their chunks with multi-row INSERTs over arrays (a few statements per write). */
-async function insertDocuments(
-  client: pg.PoolClient,
-  tenant: string,
-  indexId: string,
-  upsert: Readonly<IndexWrite["upsert"]>,
-): Promise<{ chunks: number; bytes: number }> {
-  const docs = {
-    ids: [] as string[],
-    chunks: [] as number[],
-    bytes: [] as number[],
-    titles: [] as Array<string | null>,
-    sources: [] as Array<string | null>,
-    metadata: [] as string[],
-    texts: [] as string[],
-    hashes: [] as Array<string | null>,
-  };
-  const chunks = {
-    docIds: [] as string[],
-    seqs: [] as number[],
-    ids: [] as string[],
-    starts: [] as number[],
-    ends: [] as number[],
-    metadata: [] as string[],
-    texts: [] as string[],
-    keys: [] as number[],
-  };
-  let docBytes = 0;
-  let chunkBytes = 0;
+/**
+ * Rows gathered column by column and inserted with one multi-row INSERT over arrays (`SELECT $1, $2,
+ * r.… FROM unnest($3::…[], …)`) each BATCH_ROWS rows or BATCH_BYTES of text, so that one statement
+ * stays well below protocol limits.
+ */
+class ColumnBatch {
+  private readonly sql: string;
+  private readonly columns: unknown[][];
+  private bytes = 0;
 
-  const flushDocuments = async () => {
-    if (docs.ids.length === 0) return;
-    await client.query(
-      `INSERT INTO lectern_documents (tenant_id, index_id, doc_id, chunks_count, size_bytes, title, source,
-         metadata, text, content_hash)
-       SELECT $1, $2, d.doc_id, d.chunks_count, d.size_bytes, d.title, d.source, d.metadata::json, d.text,
-         d.content_hash
-       FROM unnest($3::text[], $4::integer[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[],
-         $10::text[])
-         AS d (doc_id, chunks_count, size_bytes, title, source, metadata, text, content_hash)`,
-      [
-        tenant,
-        indexId,
-        docs.ids,
-        docs.chunks,
-        docs.bytes,
-        docs.titles,
-        docs.sources,
-        docs.metadata,
-        docs.texts,
-        docs.hashes,
-      ],
-    );
-    for (const list of Object.values(docs)) list.length = 0;
-    docBytes = 0;
-  };
-  const flushChunks = async () => {
-    if (chunks.ids.length === 0) return;
-    await client.query(
-      `INSERT INTO lectern_chunks (tenant_id, index_id, doc_id, seq, chunk_id, start_offset, end_offset,
-         metadata, text, engine_key)
-       SELECT $1, $2, c.doc_id, c.seq, c.chunk_id, c.start_offset, c.end_offset, c.metadata::json, c.text,
-         c.engine_key
-       FROM unnest($3::text[], $4::integer[], $5::text[], $6::integer[], $7::integer[], $8::text[], $9::text[],
-         $10::bigint[])
-         AS c (doc_id, seq, chunk_id, start_offset, end_offset, metadata, text, engine_key)`,
-      [
-        tenant,
-        indexId,
-        chunks.docIds,
-        chunks.seqs,
-        chunks.ids,
-        chunks.starts,
-        chunks.ends,
-        chunks.metadata,
-        chunks.texts,
-        chunks.keys,
-      ],
-    );
-    for (const list of Object.values(chunks)) list.length = 0;
-    chunkBytes = 0;
-  };
-
-  const serialisedAll = upsert.map(({ document, chunks: documentChunks }) =>
-    serialiseDocument(document, documentChunks),
-  );
-  for (const [n, { document, chunks: documentChunks }] of upsert.entries()) {
-    const serialised = serialisedAll[n]!;
-    docs.ids.push(document.id);
-    docs.chunks.push(documentChunks.length);
-    docs.bytes.push(serialised.bytes);
-    docs.titles.push(document.title);
-    docs.sources.push(document.source);
-    docs.metadata.push(serialised.metadata);
-    docs.texts.push(document.text);
-    docs.hashes.push(document.contentHash);
-    docBytes += utf8(document.text) + utf8(serialised.metadata);
-    if (docs.ids.length >= BATCH_ROWS || docBytes >= BATCH_BYTES) await flushDocuments();
+  constructor(
+    private readonly client: pg.PoolClient,
+    table: string,
+    columns: Columns,
+    /** $1, $2: the tenant and the index, shared by every row. */
+    private readonly shared: readonly [string, string],
+  ) {
+    const names = columns.map(([name]) => name).join(", ");
+    const values = columns.map(([name, type]) => (type === "json" ? `r.${name}::json` : `r.${name}`));
+    const arrays = columns.map(([, type], i) => `$${i + 3}::${type === "json" ? "text" : type}[]`);
+    this.sql =
+      `INSERT INTO ${table} (tenant_id, index_id, ${names}) ` +
+      `SELECT $1, $2, ${values.join(", ")} FROM unnest(${arrays.join(", ")}) AS r (${names})`;
+    this.columns = columns.map(() => []);
   }
-  await flushDocuments();
 
-  // Chunks after all their documents: each chunk row references its document row.
-  for (const [n, { document, chunks: documentChunks }] of upsert.entries()) {
-    const serialised = serialisedAll[n]!;
-    documentChunks.forEach((chunk, i) => {
-      chunks.docIds.push(document.id);
-      chunks.seqs.push(chunk.seq);
-      chunks.ids.push(chunk.chunkId);
-      chunks.starts.push(chunk.start);
-      chunks.ends.push(chunk.end);
-      chunks.metadata.push(serialised.chunkMetadata[i]!);
-      chunks.texts.push(chunk.text);
-      chunks.keys.push(chunk.engineKey);
-      chunkBytes += utf8(chunk.text) + utf8(serialised.chunkMetadata[i]!);
-    });
-    if (chunks.ids.length >= BATCH_ROWS || chunkBytes >= BATCH_BYTES) await flushChunks();
+  async add(row: readonly unknown[], bytes: number): Promise<void> {
+    row.forEach((value, i) => this.columns[i]!.push(value));
+    this.bytes += bytes;
+    if (this.columns[0]!.length >= BATCH_ROWS || this.bytes >= BATCH_BYTES) await this.flush();
   }
-  await flushChunks();
-  return {
-    chunks: upsert.reduce((sum, { chunks: documentChunks }) => sum + documentChunks.length, 0),
-    bytes: serialisedAll.reduce((sum, serialised) => sum + serialised.bytes, 0),
-  };
+
+  async flush(): Promise<void> {
+    if (this.columns[0]!.length === 0) return;
+    await this.client.query(this.sql, [...this.shared, ...this.columns]);
+    for (const column of this.columns) column.length = 0;
+    this.bytes = 0;
+  }
 }
 
 /**

@@ -21,49 +21,51 @@ import fs from "node:fs";
 import path from "node:path";
 
 import Database from "better-sqlite3";
-import { fromParts, toParts } from "../search/vectors/vector-codec.js";
-import { StorageReserve } from "./reserve.js";
 
-import type {
-  ChunkHit,
-  DocumentChunks,
-  DocumentListing,
-  DocumentRecord,
-  IndexDelta,
-  IndexKey,
-  IndexMeta,
-  IndexStore,
-  IndexWrite,
-  LoadedSegment,
-  MergeWrite,
-  Metadata,
-  SegmentRecord,
-  StoredChunk,
-  StoredIndex,
-  Tombstone,
-} from "./types.js";
+import { storageFull } from "../../core/errors.js";
+import { toParts } from "../search/vectors/vector-codec.js";
 import {
   asBuffer,
-  groupTombstones,
   chunkHitsInKeyOrder,
   internal,
   label,
-  serialiseDocument,
   validateMerge,
   validateWrite,
-  withDeleted,
   type ChunkHitRow,
   type SegmentRow,
   type TombstoneRow,
 } from "./common.js";
 import {
+  runSync,
+  type IndexSnapshot,
+  type IndexTransaction,
+  type RemovedDocument,
+  type RemovedSegments,
+  type SerialisedDocument,
+} from "./port.js";
+import { loadChanges, loadIndex } from "./read-plan.js";
+import { StorageReserve } from "./reserve.js";
+import type {
+  ChunkHit,
+  DocumentChunks,
+  DocumentListing,
+  IndexDelta,
+  IndexKey,
+  IndexMeta,
+  IndexSettings,
+  IndexStore,
+  IndexWrite,
+  MergeWrite,
+  Metadata,
+  SegmentRecord,
+  StoredIndex,
+  Tombstone,
+} from "./types.js";
+import {
   META_COLUMNS,
-  checkTombstoneBounds,
-  indexAfterMerge,
-  indexAfterWrite,
-  planMerge,
-  planWrite,
-  segmentBytes,
+  applyMerge,
+  applyWrite,
+  dropIndex,
   toMeta,
   type IndexRowOf,
   type IndexUpdate,
@@ -310,9 +312,6 @@ function prepareStatements(db: Database.Database) {
     tombstones: db.prepare<[number], TombstoneRow>(
       "SELECT segment_id, ordinal FROM tombstones WHERE index_id = ? ORDER BY segment_id, ordinal",
     ),
-    segmentTombstones: db.prepare<[number, number], TombstoneRow>(
-      "SELECT segment_id, ordinal FROM tombstones WHERE index_id = ? AND segment_id = ? ORDER BY ordinal",
-    ),
     tombstonesSince: db.prepare<[number, number], TombstoneRow>(
       `SELECT segment_id, ordinal FROM tombstones WHERE index_id = ? AND created_version > ?
        ORDER BY segment_id, ordinal`,
@@ -345,13 +344,152 @@ function prepareStatements(db: Database.Database) {
 
 type Statements = ReturnType<typeof prepareStatements>;
 
-/** A constraint the schema enforces (a key or tombstone given twice, a tombstone on no segment) as a 500. */
-function constraintsAsInternal<T>(key: IndexKey, work: () => T): T {
+/** The store's port (port.ts): its statements, run synchronously inside a better-sqlite3 transaction. */
+class SqlitePort implements IndexTransaction<IndexRow>, IndexSnapshot<IndexRow> {
+  constructor(private readonly stmt: Statements) {}
+
+  readIndex(key: IndexKey): IndexRow | undefined {
+    return this.stmt.meta.get(key.tenantId, key.name);
+  }
+
+  nextVersion(): number {
+    return this.stmt.nextVersion.get()!;
+  }
+
+  insertIndex(key: IndexKey, settings: IndexSettings, version: number, now: string): number {
+    const { tenantId, name } = key;
+    return Number(this.stmt.insertIndex.run({ ...settings, tenantId, name, version, now }).lastInsertRowid);
+  }
+
+  clearIndex(id: number): void {
+    this.stmt.deleteAllTombstones.run(id);
+    this.stmt.deleteAllSegments.run(id);
+    this.stmt.deleteAllChunks.run(id);
+    this.stmt.deleteAllDocuments.run(id);
+  }
+
+  deleteIndex(id: number): void {
+    this.stmt.deleteIndex.run(id);
+  }
+
+  removeDocuments(id: number, documentIds: readonly string[]): RemovedDocument[] {
+    const removed: RemovedDocument[] = [];
+    for (const docId of documentIds) {
+      this.stmt.deleteDocumentChunks.run(id, docId);
+      const row = this.stmt.deleteDocument.get(id, docId);
+      if (row !== undefined) removed.push({ chunksCount: row.chunks_count, sizeBytes: row.size_bytes });
+    }
+    return removed;
+  }
+
+  insertSegment(id: number, segment: SegmentRecord, version: number): void {
+    this.stmt.insertSegment.run(id, segment.id, segment.documentCount, version, asBuffer(segment.bytes));
+    if (segment.vectors == null) return;
+    toParts(segment.vectors).forEach((part, i) =>
+      this.stmt.insertVectorPart.run(id, segment.id, i, asBuffer(part)),
+    );
+  }
+
+  segmentDocumentCounts(id: number, segmentIds: readonly number[]): Map<number, number> {
+    const counts = new Map<number, number>();
+    for (const segmentId of segmentIds) {
+      const count = this.stmt.segmentDocumentCount.get(id, segmentId);
+      if (count !== undefined) counts.set(segmentId, count);
+    }
+    return counts;
+  }
+
+  /** One statement for all of them: `[[segmentId, ordinal], …]` as JSON. */
+  insertTombstones(id: number, tombstones: readonly Tombstone[], version: number): void {
+    const pairs = JSON.stringify(tombstones.map((t) => [t.segmentId, t.ordinal]));
+    this.stmt.insertTombstones.run(id, version, pairs);
+  }
+
+  insertDocuments(id: number, documents: readonly SerialisedDocument[]): void {
+    for (const { document, chunks, metadata, chunkMetadata, bytes } of documents) {
+      const { title, source, text, contentHash } = document;
+      this.stmt.insertDocument.run(
+        id,
+        document.id,
+        chunks.length,
+        bytes,
+        title,
+        source,
+        metadata,
+        text,
+        contentHash,
+      );
+      chunks.forEach((chunk, i) => {
+        const { seq, chunkId, start, end } = chunk;
+        this.stmt.insertChunk.run(
+          id,
+          document.id,
+          seq,
+          chunkId,
+          start,
+          end,
+          chunkMetadata[i]!,
+          chunk.text,
+          chunk.engineKey,
+        );
+      });
+    }
+  }
+
+  segmentDocumentTotal(id: number): number {
+    return this.stmt.segmentDocumentTotal.get(id) ?? 0;
+  }
+
+  removeSegments(id: number, segmentIds: readonly number[]): RemovedSegments {
+    let tombstones = 0;
+    const segments: Array<{ documentCount: number; sizeBytes: number }> = [];
+    for (const segmentId of segmentIds) {
+      tombstones += this.stmt.deleteSegmentTombstones.run(id, segmentId).changes;
+      // Vector parts go with their segment (ON DELETE CASCADE); their bytes count in its size.
+      const vectorBytes = this.stmt.vectorBytes.get(id, segmentId) ?? 0;
+      const removed = this.stmt.deleteSegment.get(id, segmentId);
+      if (removed !== undefined)
+        segments.push({ documentCount: removed.doc_count, sizeBytes: removed.size + vectorBytes });
+    }
+    return { segments, tombstones };
+  }
+
+  updateIndex(id: number, update: IndexUpdate): IndexRow {
+    return this.stmt.updateIndex.get({ id, ...update })!;
+  }
+
+  segments(id: number, createdAfter: number | null): SegmentRow[] {
+    return createdAfter === null ? this.stmt.segments.all(id) : this.stmt.segmentsSince.all(id, createdAfter);
+  }
+
+  segmentIds(id: number): number[] {
+    return this.stmt.segmentIds.all(id);
+  }
+
+  tombstones(id: number, createdAfter: number | null): TombstoneRow[] {
+    return createdAfter === null
+      ? this.stmt.tombstones.all(id)
+      : this.stmt.tombstonesSince.all(id, createdAfter);
+  }
+
+  vectorParts(id: number, segmentId: number): Buffer[] {
+    return this.stmt.vectorParts.all(id, segmentId);
+  }
+}
+
+/**
+ * Runs `work`, its SQLite errors as domain errors: SQLITE_FULL is a full disk (507, what reserve.ts
+ * acts on); in a write to `key`, a constraint the schema enforces (a key or tombstone given twice, a
+ * tombstone on no segment) is a broken invariant (500).
+ */
+function translated<T>(work: () => T, key?: IndexKey): T {
   try {
     return work();
   } catch (error) {
-    if (error instanceof Database.SqliteError && error.code.startsWith("SQLITE_CONSTRAINT")) {
-      throw internal(`the write to ${label(key)} breaks a constraint of the store: ${error.message}`);
+    if (error instanceof Database.SqliteError) {
+      if (key !== undefined && error.code.startsWith("SQLITE_CONSTRAINT"))
+        throw internal(`the write to ${label(key)} breaks a constraint of the store: ${error.message}`);
+      if (error.code === "SQLITE_FULL") throw storageFull();
     }
     throw error;
   }
@@ -400,53 +538,14 @@ export class SqliteIndexStore implements IndexStore {
 
     this.stmt = prepareStatements(db);
 
-    this.writeTransaction = db.transaction((change: IndexWrite) =>
-      constraintsAsInternal(change.key, () => this.applyWrite(change)),
+    const port = new SqlitePort(this.stmt);
+    this.writeTransaction = db.transaction((change: IndexWrite) => runSync(applyWrite(port, change)));
+    this.mergeTransaction = db.transaction((change: MergeWrite) => runSync(applyMerge(port, change)));
+    this.deleteTransaction = db.transaction((key: IndexKey) => runSync(dropIndex(port, key)));
+    this.loadTransaction = db.transaction((key: IndexKey) => runSync(loadIndex(port, key)));
+    this.changesTransaction = db.transaction((key: IndexKey, sinceVersion: number) =>
+      runSync(loadChanges(port, key, sinceVersion)),
     );
-    this.mergeTransaction = db.transaction((change: MergeWrite) =>
-      constraintsAsInternal(change.key, () => this.applyMerge(change)),
-    );
-    this.deleteTransaction = db.transaction((key: IndexKey) => {
-      const id = this.stmt.indexId.get(key.tenantId, key.name);
-      if (id === undefined) return false;
-      this.stmt.deleteAllTombstones.run(id);
-      this.stmt.deleteAllSegments.run(id);
-      this.stmt.deleteAllChunks.run(id);
-      this.stmt.deleteAllDocuments.run(id);
-      this.stmt.deleteIndex.run(id);
-      return true;
-    });
-    this.loadTransaction = db.transaction((key: IndexKey) => {
-      const row = this.stmt.meta.get(key.tenantId, key.name);
-      if (row === undefined) return undefined;
-      return {
-        meta: toMeta(row),
-        segments: this.withVectors(
-          row.id,
-          withDeleted(this.stmt.segments.all(row.id), this.stmt.tombstones.iterate(row.id)),
-        ),
-      };
-    });
-    this.changesTransaction = db.transaction((key: IndexKey, sinceVersion: number) => {
-      const row = this.stmt.meta.get(key.tenantId, key.name);
-      if (row === undefined) return undefined;
-      const liveSegmentIds = this.stmt.segmentIds.all(row.id);
-      const added = this.stmt.segmentsSince.all(row.id, sinceVersion);
-      const addedSegments = this.withVectors(
-        row.id,
-        added.map(
-          (segment) =>
-            withDeleted([segment], this.stmt.segmentTombstones.iterate(row.id, segment.segment_id))[0]!,
-        ),
-      );
-      const addedIds = new Set(added.map((segment) => segment.segment_id));
-      const tombstones: Tombstone[] = [];
-      for (const t of this.stmt.tombstonesSince.iterate(row.id, sinceVersion)) {
-        if (!addedIds.has(t.segment_id)) tombstones.push({ segmentId: t.segment_id, ordinal: t.ordinal });
-      }
-      const bytesLoaded = addedSegments.reduce((sum, segment) => sum + segmentBytes(segment), 0);
-      return { meta: toMeta(row), addedSegments, liveSegmentIds, tombstones, bytesLoaded };
-    });
   }
 
   /**
@@ -470,11 +569,11 @@ export class SqliteIndexStore implements IndexStore {
 
   async loadIndex(key: IndexKey): Promise<StoredIndex | undefined> {
     // One read transaction: meta, segments and tombstones all come from the same committed version.
-    return this.loadTransaction.deferred(key);
+    return translated(() => this.loadTransaction.deferred(key));
   }
 
   async loadChanges(key: IndexKey, sinceVersion: number): Promise<IndexDelta | undefined> {
-    return this.changesTransaction.deferred(key, sinceVersion);
+    return translated(() => this.changesTransaction.deferred(key, sinceVersion));
   }
 
   async getChunks(key: IndexKey, engineKeys: readonly number[]): Promise<ChunkHit[]> {
@@ -517,30 +616,36 @@ export class SqliteIndexStore implements IndexStore {
 
   async write(change: IndexWrite): Promise<IndexMeta> {
     validateWrite(change);
+    const run = () => translated(() => this.writeTransaction.immediate(change), change.key);
     // A write that only deletes may use the slack on a full disk; one that adds data needs it in place.
-    if (change.upsert.length === 0 && change.segment === null) {
-      return this.reserve.guardDelete(() => this.writeTransaction.immediate(change), this.reclaim);
-    }
-    return this.reserve.guardWrite(() => this.writeTransaction.immediate(change));
+    if (change.upsert.length === 0 && change.segment === null)
+      return this.reserve.guardDelete(run, this.reclaim);
+    return this.reserve.guardWrite(run);
   }
 
   async commitMerge(change: MergeWrite): Promise<IndexMeta> {
     validateMerge(change);
-    return this.reserve.guardWrite(() => this.mergeTransaction.immediate(change));
+    return this.reserve.guardWrite(() =>
+      translated(() => this.mergeTransaction.immediate(change), change.key),
+    );
   }
 
   async deleteIndex(key: IndexKey): Promise<boolean> {
-    return this.reserve.guardDelete(() => this.deleteTransaction.immediate(key), this.reclaim);
+    return this.reserve.guardDelete(
+      () => translated(() => this.deleteTransaction.immediate(key)),
+      this.reclaim,
+    );
   }
 
   /**
    * Gives the room of freed pages back to the file system: the free pages first (so the database the
    * checkpoint writes is already small: it must not need to grow on a full disk), then the WAL.
    */
-  private readonly reclaim = () => {
-    this.db.pragma("incremental_vacuum");
-    this.db.pragma("wal_checkpoint(TRUNCATE)");
-  };
+  private readonly reclaim = () =>
+    translated(() => {
+      this.db.pragma("incremental_vacuum");
+      this.db.pragma("wal_checkpoint(TRUNCATE)");
+    });
 
   async sizeBytes(): Promise<number> {
     let total = 0;
@@ -582,7 +687,6 @@ export class SqliteIndexStore implements IndexStore {
       segmentDocumentCount: this.stmt.segmentDocumentCount,
       segmentDocumentTotal: this.stmt.segmentDocumentTotal,
       tombstonesSince: this.stmt.tombstonesSince,
-      segmentTombstones: this.stmt.segmentTombstones,
     };
     return Object.fromEntries(
       Object.entries(hot).map(([name, statement]) => {
@@ -596,130 +700,6 @@ export class SqliteIndexStore implements IndexStore {
         return [name, rows.map((row) => row.detail)];
       }),
     );
-  }
-
-  /** The body of the write transaction: its plan (write-plan.ts) executed. */
-  private applyWrite(change: IndexWrite): IndexMeta {
-    const { key, settings } = change;
-    const stmt = this.stmt;
-    const plan = planWrite(change, stmt.meta.get(key.tenantId, key.name));
-    const version = stmt.nextVersion.get() as number;
-    const now = new Date().toISOString();
-    const id =
-      plan.row?.id ??
-      Number(
-        stmt.insertIndex.run({ ...settings, tenantId: key.tenantId, name: key.name, version, now })
-          .lastInsertRowid,
-      );
-    if (plan.clearIndex) {
-      stmt.deleteAllTombstones.run(id);
-      stmt.deleteAllSegments.run(id);
-      stmt.deleteAllChunks.run(id);
-      stmt.deleteAllDocuments.run(id);
-    }
-    const removedDocuments: Array<{ chunksCount: number; sizeBytes: number }> = [];
-    for (const docId of plan.removeDocumentIds) {
-      stmt.deleteDocumentChunks.run(id, docId);
-      const removed = stmt.deleteDocument.get(id, docId);
-      if (removed !== undefined)
-        removedDocuments.push({ chunksCount: removed.chunks_count, sizeBytes: removed.size_bytes });
-    }
-    if (plan.segment !== null) this.insertSegment(id, plan.segment, version);
-    this.insertTombstones(id, plan.tombstones, version);
-    let insertedBytes = 0;
-    for (const { document, chunks } of plan.upsert)
-      insertedBytes += this.insertDocument(id, document, chunks);
-    const segmentDocuments = stmt.segmentDocumentTotal.get(id) ?? 0;
-    const update = indexAfterWrite(plan, { removedDocuments, insertedBytes, segmentDocuments, version, now });
-    return toMeta(stmt.updateIndex.get({ id, ...update })!);
-  }
-
-  /** The body of the merge transaction: its plan (write-plan.ts) executed. */
-  private applyMerge(change: MergeWrite): IndexMeta {
-    const { key, segment } = change;
-    const stmt = this.stmt;
-    const plan = planMerge(change, stmt.meta.get(key.tenantId, key.name));
-    const id = plan.row.id;
-    const version = stmt.nextVersion.get() as number;
-    let removedTombstones = 0;
-    const removedSegments: Array<{ documentCount: number; sizeBytes: number }> = [];
-    for (const segmentId of change.removedSegmentIds) {
-      removedTombstones += stmt.deleteSegmentTombstones.run(id, segmentId).changes;
-      const vectorBytes = stmt.vectorBytes.get(id, segmentId) ?? 0;
-      const removed = stmt.deleteSegment.get(id, segmentId);
-      if (removed !== undefined)
-        removedSegments.push({ documentCount: removed.doc_count, sizeBytes: removed.size + vectorBytes });
-    }
-    const now = new Date().toISOString();
-    const update = indexAfterMerge(plan, { removedSegments, removedTombstones, version, now });
-    this.insertSegment(id, segment, version);
-    this.insertTombstones(id, change.tombstones, version);
-    return toMeta(stmt.updateIndex.get({ id, ...update })!);
-  }
-
-  /** A segment row and its vector parts. */
-  private insertSegment(indexId: number, segment: SegmentRecord, version: number): void {
-    this.stmt.insertSegment.run(indexId, segment.id, segment.documentCount, version, asBuffer(segment.bytes));
-    if (segment.vectors == null) return;
-    toParts(segment.vectors).forEach((part, i) =>
-      this.stmt.insertVectorPart.run(indexId, segment.id, i, asBuffer(part)),
-    );
-  }
-
-  /** Loaded segments with their vectors (read per segment: a part is up to 64 MB). */
-  private withVectors(indexId: number, segments: LoadedSegment[]): LoadedSegment[] {
-    for (const segment of segments) {
-      const parts = this.stmt.vectorParts.all(indexId, segment.id);
-      if (parts.length > 0)
-        segment.vectors = fromParts(
-          parts.map((part) => new Uint8Array(part.buffer, part.byteOffset, part.byteLength)),
-        );
-    }
-    return segments;
-  }
-
-  /** Checks each tombstone's segment (it exists, the ordinal is in it), then inserts them all at once. */
-  private insertTombstones(indexId: number, tombstones: readonly Tombstone[], version: number): void {
-    if (tombstones.length === 0) return;
-    const bySegment = groupTombstones(tombstones);
-    const documentCounts = new Map<number, number>();
-    for (const segmentId of bySegment.keys()) {
-      const documentCount = this.stmt.segmentDocumentCount.get(indexId, segmentId);
-      if (documentCount !== undefined) documentCounts.set(segmentId, documentCount);
-    }
-    checkTombstoneBounds(bySegment, documentCounts);
-    const pairs = JSON.stringify(tombstones.map((t) => [t.segmentId, t.ordinal]));
-    this.stmt.insertTombstones.run(indexId, version, pairs);
-  }
-
-  /** Inserts a document and its chunks; returns the bytes they occupy. */
-  private insertDocument(indexId: number, document: DocumentRecord, chunks: StoredChunk[]): number {
-    const { metadata, chunkMetadata, bytes } = serialiseDocument(document, chunks);
-    this.stmt.insertDocument.run(
-      indexId,
-      document.id,
-      chunks.length,
-      bytes,
-      document.title,
-      document.source,
-      metadata,
-      document.text,
-      document.contentHash,
-    );
-    chunks.forEach((chunk, i) => {
-      this.stmt.insertChunk.run(
-        indexId,
-        document.id,
-        chunk.seq,
-        chunk.chunkId,
-        chunk.start,
-        chunk.end,
-        chunkMetadata[i]!,
-        chunk.text,
-        chunk.engineKey,
-      );
-    });
-    return bytes;
   }
 }
 

@@ -1,63 +1,47 @@
 /**
- * The write logic both stores share, as pure functions: what a write or a merge must find (its
- * preconditions), which rows it removes and adds, and the index row after it (its counters kept
- * incrementally, the live-documents invariant checked). A store executes a plan in its own
- * transaction with its own statements and hands back what only the database knows (the rows a
- * delete removed, the documents its segments hold); the plan turns that into the index row to store.
- * So the SQLite and PostgreSQL stores cannot drift apart in what a write means, down to the messages.
+ * The write logic every store shares: what a write or a merge must find (its preconditions), which
+ * rows it removes and adds, and the index row after it (its counters kept incrementally, the
+ * live-documents invariant checked), as pure functions; and the scripts that run them over a store's
+ * transaction port (port.ts): `applyWrite`, `applyMerge` and `dropIndex`, step by step. A store only
+ * supplies the statements and the transaction around them, and hands back what only the database
+ * knows (the rows a delete removed, the documents its segments hold). So no two stores can drift
+ * apart in what a write means, down to the messages.
  */
 import { conflict, notFound } from "../../core/errors.js";
-import type { ScorerName } from "../search/types.js";
-import { StaleVersionError, checkLiveCount, internal, label } from "./common.js";
+import {
+  StaleVersionError,
+  checkLiveCount,
+  groupTombstones,
+  internal,
+  label,
+  serialiseDocument,
+} from "./common.js";
+import {
+  step,
+  type AnyIndexRow,
+  type IndexTransaction,
+  type IndexUpdate,
+  type RemovedDocument,
+  type Script,
+} from "./port.js";
 import type {
-  DocumentRecord,
   IndexKey,
   IndexMeta,
   IndexWrite,
   MergeWrite,
   SegmentRecord,
-  StoredChunk,
   Tombstone,
   VectorSpace,
   VectorStorage,
 } from "./types.js";
 
-/**
- * An index row as a store reads it: `Big` is how its 64-bit columns arrive (numbers from SQLite,
- * strings from PostgreSQL's bigint), `Time` its timestamps (ISO strings, or Dates from PostgreSQL).
- */
-export interface IndexRowOf<Big extends number | string, Time extends string | Date> {
-  id: Big;
-  tenant_id: string;
-  name: string;
-  scorer: ScorerName;
-  chunk_size: number;
-  overlap: number;
-  documents_count: number;
-  chunks_count: number;
-  vocabulary_size: number;
-  size_bytes: Big;
-  version: Big;
-  created_at: Time;
-  updated_at: Time;
-  next_key: Big;
-  next_segment_id: number;
-  total_length: Big;
-  segments_count: number;
-  deleted_chunks_count: number;
-  vector_model: string | null;
-  vector_dimension: number | null;
-  vector_storage: string | null;
-}
+export type { AnyIndexRow, IndexRowOf, IndexUpdate } from "./port.js";
 
 /** The columns of an IndexRowOf, for SELECT and RETURNING lists. */
 export const META_COLUMNS =
   "id, tenant_id, name, scorer, chunk_size, overlap, documents_count, chunks_count, vocabulary_size, " +
   "size_bytes, version, created_at, updated_at, next_key, next_segment_id, total_length, segments_count, " +
   "deleted_chunks_count, vector_model, vector_dimension, vector_storage";
-
-/** An index row of either store. */
-export type AnyIndexRow = IndexRowOf<number | string, string | Date>;
 
 const isoTime = (time: string | Date) => (typeof time === "string" ? time : time.toISOString());
 
@@ -91,28 +75,6 @@ export function toMeta(row: AnyIndexRow): IndexMeta {
     updatedAt: isoTime(row.updated_at),
     version: Number(row.version),
   };
-}
-
-/** What the index row holds after a write or merge: every column a store updates. */
-export interface IndexUpdate {
-  scorer: ScorerName;
-  chunkSize: number;
-  overlap: number;
-  documentsCount: number;
-  chunksCount: number;
-  vocabularySize: number;
-  sizeBytes: number;
-  version: number;
-  /** ISO 8601: updated_at. */
-  now: string;
-  nextKey: number;
-  nextSegmentId: number;
-  totalLength: number;
-  segmentsCount: number;
-  deletedChunksCount: number;
-  vectorModel: string | null;
-  vectorDimension: number | null;
-  vectorStorage: VectorStorage | null;
 }
 
 /** The vector columns of an index row holding `space`. */
@@ -164,7 +126,7 @@ export interface WritePlan<Row extends AnyIndexRow = AnyIndexRow> {
   /** Then the write's segment (if any), its tombstones (checkTombstoneBounds), its documents and chunks. */
   segment: SegmentRecord | null;
   tombstones: readonly Tombstone[];
-  upsert: ReadonlyArray<{ document: DocumentRecord; chunks: StoredChunk[] }>;
+  upsert: IndexWrite["upsert"];
   /** The counters the write starts from: the index's own for an update, zeros for a new or replaced one. */
   base: Counts;
   /** The index's embedding space after the write. */
@@ -205,7 +167,7 @@ export function planWrite<Row extends AnyIndexRow>(change: IndexWrite, row: Row 
 /** What the database did for a write: the rows it removed and what it holds after the write. */
 export interface WriteOutcome {
   /** The document rows `removeDocumentIds` found (an id the index did not hold is no row). */
-  removedDocuments: ReadonlyArray<{ chunksCount: number; sizeBytes: number }>;
+  removedDocuments: readonly RemovedDocument[];
   /** Bytes of the inserted documents and chunks (text and serialised metadata, UTF-8). */
   insertedBytes: number;
   /** Documents in all the index's segments after the write. */
@@ -352,4 +314,98 @@ function countsOf(meta: IndexMeta): Counts {
     segmentsCount: meta.segmentsCount,
     deletedChunksCount: meta.deletedChunksCount,
   };
+}
+
+/**
+ * A write, executed in the store's write transaction: the index row read (under the store's writer
+ * lock, if it has one), the plan made, then its rows removed and added in this order, and the index
+ * row stored. Anything thrown rolls the whole transaction back.
+ */
+export function* applyWrite<Row extends AnyIndexRow>(
+  tx: IndexTransaction<Row>,
+  change: IndexWrite,
+): Script<IndexMeta> {
+  const { key } = change;
+  const plan = planWrite(change, yield* step(tx.readIndex(key)));
+  const version = yield* step(tx.nextVersion());
+  const now = new Date().toISOString();
+  const id = plan.row?.id ?? (yield* step(tx.insertIndex(key, change.settings, version, now)));
+  if (plan.clearIndex) yield* step(tx.clearIndex(id));
+  const removedDocuments =
+    plan.removeDocumentIds.length === 0 ? [] : yield* step(tx.removeDocuments(id, plan.removeDocumentIds));
+  if (plan.segment !== null) yield* step(tx.insertSegment(id, plan.segment, version));
+  yield* insertTombstones(tx, id, plan.tombstones, version);
+  const documents = plan.upsert.map(({ document, chunks }) => ({
+    document,
+    chunks,
+    ...serialiseDocument(document, chunks),
+  }));
+  if (documents.length > 0) yield* step(tx.insertDocuments(id, documents));
+  const insertedBytes = documents.reduce((sum, document) => sum + document.bytes, 0);
+  const segmentDocuments = yield* step(tx.segmentDocumentTotal(id));
+  const update = indexAfterWrite(plan, { removedDocuments, insertedBytes, segmentDocuments, version, now });
+  return yield* storeIndexRow(tx, key, id, update);
+}
+
+/**
+ * A merge, executed in the store's write transaction: the merged segments and their tombstones
+ * removed (reporting what they held), the index row after it computed and checked, then the merged
+ * segment and its tombstones added and the index row stored.
+ */
+export function* applyMerge<Row extends AnyIndexRow>(
+  tx: IndexTransaction<Row>,
+  change: MergeWrite,
+): Script<IndexMeta> {
+  const plan = planMerge(change, yield* step(tx.readIndex(change.key)));
+  const id = plan.row.id;
+  const version = yield* step(tx.nextVersion());
+  const removed = yield* step(tx.removeSegments(id, change.removedSegmentIds));
+  const update = indexAfterMerge(plan, {
+    removedSegments: removed.segments,
+    removedTombstones: removed.tombstones,
+    version,
+    now: new Date().toISOString(),
+  });
+  yield* step(tx.insertSegment(id, change.segment, version));
+  yield* insertTombstones(tx, id, change.tombstones, version);
+  return yield* storeIndexRow(tx, change.key, id, update);
+}
+
+/** Deletes an index and every row of it, in the store's write transaction; false when it is missing. */
+export function* dropIndex<Row extends AnyIndexRow>(
+  tx: IndexTransaction<Row>,
+  key: IndexKey,
+): Script<boolean> {
+  const row = yield* step(tx.readIndex(key));
+  if (row === undefined) return false;
+  yield* step(tx.clearIndex(row.id));
+  yield* step(tx.deleteIndex(row.id));
+  if (tx.announce) yield* step(tx.announce({ tenantId: key.tenantId, name: key.name, version: null }));
+  return true;
+}
+
+/** Stores the index row and announces the version it committed; the meta it now holds. */
+function* storeIndexRow<Row extends AnyIndexRow>(
+  tx: IndexTransaction<Row>,
+  key: IndexKey,
+  id: Row["id"],
+  update: IndexUpdate,
+): Script<IndexMeta> {
+  const meta = toMeta(yield* step(tx.updateIndex(id, update)));
+  if (tx.announce)
+    yield* step(tx.announce({ tenantId: key.tenantId, name: key.name, version: update.version }));
+  return meta;
+}
+
+/** Checks each tombstone's segment (the index holds it, the ordinal is in it), then inserts them all. */
+function* insertTombstones<Row extends AnyIndexRow>(
+  tx: IndexTransaction<Row>,
+  id: Row["id"],
+  tombstones: readonly Tombstone[],
+  version: number,
+): Script<void> {
+  if (tombstones.length === 0) return;
+  const bySegment = groupTombstones(tombstones);
+  checkTombstoneBounds(bySegment, yield* step(tx.segmentDocumentCounts(id, [...bySegment.keys()])));
+  yield* step(tx.insertTombstones(id, tombstones, version));
 }

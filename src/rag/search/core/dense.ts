@@ -7,6 +7,7 @@
  * fresh build over its live documents rank alike whatever their segments (merged segments hold keys in
  * ascending order, written ones too, so a segment's own ties by ordinal are ties by key).
  */
+import type { Directory } from "../directory.js";
 import type { DenseSearchOptions, SearchHit, VectorIndexOptions, VectorStats } from "../types.js";
 import { prepareQuery, SegmentVectors, type VectorSetOptions } from "../vectors/segment-vectors.js";
 import { decodeVectors } from "../vectors/vector-codec.js";
@@ -37,21 +38,28 @@ export function resolveVectorOptions(options: VectorIndexOptions | undefined): V
 
 /**
  * A stored segment's vectors, decoded and checked against the index: an index with vectors has them
- * on every segment, one per document, of its dimension and storage; a lexical index has none.
+ * on every segment, one per document, of its dimension and storage; a lexical index has none. Codes of
+ * a set with a graph go to the index's directory, if it has one: the caller owns the set (releases it).
  */
 export function decodeSegmentVectors(
-  options: VectorIndexOptions | null,
+  index: { readonly vectors: VectorIndexOptions | null; readonly directory: Directory | null },
   segmentId: number,
   documentCount: number,
   bytes: Uint8Array | null | undefined,
 ): SegmentVectors | null {
+  const options = index.vectors;
   if (options === null) {
     if (bytes != null) throw new RangeError(`segment ${segmentId} has vectors, the index has none`);
     return null;
   }
   if (bytes == null) throw new RangeError(`segment ${segmentId} has no vectors, the index keeps them`);
-  const vectors = decodeVectors(bytes);
-  checkSegmentVectors(options, segmentId, documentCount, vectors);
+  const vectors = decodeVectors(bytes, { directory: index.directory });
+  try {
+    checkSegmentVectors(options, segmentId, documentCount, vectors);
+  } catch (error) {
+    vectors.release();
+    throw error;
+  }
   return vectors;
 }
 

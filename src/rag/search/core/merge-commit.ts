@@ -11,6 +11,7 @@ import { indexOfSorted } from "./sorted.js";
 import type { TermDictionary } from "./term-dictionary.js";
 import type { ScorerParameters } from "../scoring.js";
 import type { IndexState, SegmentRecord, Tombstone, VectorIndexOptions } from "../types.js";
+import type { Directory } from "../directory.js";
 import { decodeSegmentVectors } from "./dense.js";
 
 /**
@@ -18,7 +19,10 @@ import { decodeSegmentVectors } from "./dense.js";
  * shape so that this file and segmented-index.ts (which calls prepareMerge) do not import each other.
  */
 export interface MergeableIndex {
-  readonly options: { readonly vectors: Readonly<VectorIndexOptions> | null };
+  readonly options: {
+    readonly vectors: Readonly<VectorIndexOptions> | null;
+    readonly directory: Directory | null;
+  };
   readonly dictionary: TermDictionary;
   readonly scorerParameters: ScorerParameters;
   readonly liveDocumentCount: number;
@@ -55,6 +59,11 @@ export interface PreparedMerge {
   readonly state: IndexState;
   /** Swaps the segments in memory; throws if the index changed since `prepareMerge`. */
   apply(): void;
+  /**
+   * Lets go of a merge that will not be applied (its commit failed, or it went stale): the merged
+   * segment's vector file, if its codes went to the index's directory, is released. No-op once applied.
+   */
+  discard(): void;
 }
 
 /** Results already turned into a PreparedMerge (whose bytes must not change under it). */
@@ -96,9 +105,10 @@ export function prepareMerge(index: MergeableIndex, result: MergeResult): Prepar
   for (const ordinal of carried) live.delete(ordinal);
   const segment = new Segment(id, data, result.derived, live, bytes.byteLength);
   segment.markFrontiersStale(carried);
-  segment.vectors = decodeSegmentVectors(index.options.vectors, id, data.keys.length, result.vectors);
+  segment.vectors = decodeSegmentVectors(index.options, id, data.keys.length, result.vectors);
   const state: IndexState = { nextKey: before.nextKey, nextSegmentId: id + 1 };
   let applied = false;
+  let discarded = false;
   return {
     segment: {
       id,
@@ -111,6 +121,7 @@ export function prepareMerge(index: MergeableIndex, result: MergeResult): Prepar
     state,
     apply(): void {
       if (applied) throw new Error("this merge was already applied");
+      if (discarded) throw new Error("this merge was discarded");
       if (index.version !== version) throw new Error("the index changed since this merge was prepared");
       const position = Math.min(...sources.map((source) => index.segmentsInOrder.indexOf(source)));
       // Insert before detaching, so that no shared term is forgotten in between. Statistics do not change.
@@ -120,6 +131,11 @@ export function prepareMerge(index: MergeableIndex, result: MergeResult): Prepar
       index.version++;
       applied = true;
       sources = []; // a PreparedMerge kept by the caller must not keep the old segments alive
+    },
+    discard(): void {
+      if (applied || discarded) return;
+      discarded = true;
+      segment.vectors?.release();
     },
   };
 }

@@ -5,7 +5,14 @@
  *
  * Changes come from an {@link IndexWriter} (a batch: one new segment + tombstones), from a committed
  * merge ({@link SegmentedIndex.prepareMerge}) or from a replica catch-up ({@link SegmentedIndex.applyChanges}).
+ *
+ * Files. Segments whose vector codes went to the index's Directory hold a file each, released when the
+ * segment can no longer be read: when a merge or a catch-up drops it (every search reads the segments
+ * the index holds at that moment, in one synchronous call, so none reads a dropped one), or when the
+ * index itself is closed by its owner and released by every reader that acquired it (Lucene's
+ * SearcherManager acquire/release, reference counted).
  */
+import type { Directory } from "../directory.js";
 
 import {
   createAnalyzer,
@@ -41,6 +48,14 @@ import { Segment, type SegmentData } from "./segment.js";
 import { searchSegments, SearchScratch, type QueryTerms, type ResolvedSearchOptions } from "./searcher.js";
 import { TermCache } from "../term-cache.js";
 import { TermDictionary } from "./term-dictionary.js";
+import type { SegmentVectors } from "../vectors/segment-vectors.js";
+
+/** What a catch-up decodes of a stored segment besides its postings. */
+interface DecodedExtras {
+  deleted: number[];
+  byteLength: number;
+  vectors: SegmentVectors | null;
+}
 
 /** {@link SearchIndexOptions} with every default filled in. */
 export interface ResolvedSearchIndexOptions {
@@ -50,6 +65,8 @@ export interface ResolvedSearchIndexOptions {
   readonly analyzer: Readonly<ResolvedAnalyzerOptions>;
   /** The index's vectors (null: lexical only). */
   readonly vectors: Readonly<VectorIndexOptions> | null;
+  /** Where vector codes of segments with a graph go (null: memory). */
+  readonly directory: Directory | null;
 }
 
 export function resolveIndexOptions(options: SearchIndexOptions): ResolvedSearchIndexOptions {
@@ -64,7 +81,20 @@ export function resolveIndexOptions(options: SearchIndexOptions): ResolvedSearch
     bm25: resolveBm25(options.bm25),
     analyzer: resolveAnalyzerOptions(options.analyzer),
     vectors: resolveVectorOptions(options.vectors),
+    directory: resolveDirectory(options.directory),
   };
+}
+
+function resolveDirectory(directory: Directory | undefined): Directory | null {
+  if (directory === undefined) return null;
+  if (typeof (directory as Partial<Directory> | null)?.create !== "function")
+    throw new TypeError("directory must be a Directory (directory.ts)");
+  return directory;
+}
+
+/** A reader's hold on an index, from `SegmentedIndex.acquire` until `release` (idempotent). */
+export interface IndexLease {
+  release(): void;
 }
 
 function validateState(state: IndexState): IndexState {
@@ -125,6 +155,9 @@ export class SegmentedIndex {
   private maxDocumentLength = 0;
   private scratch: SearchScratch | undefined;
   private searching = false;
+  /** The owner (until `close`) and each reader holding a lease: at 0, every segment's files go. */
+  private holders = 1;
+  private ownerClosed = false;
 
   private constructor(options: SearchIndexOptions) {
     this.options = resolveIndexOptions(options);
@@ -157,6 +190,44 @@ export class SegmentedIndex {
 
   get scorer(): ScorerName {
     return this.options.scorer;
+  }
+
+  /**
+   * Holds the index for a reader (a query that searches it across awaits): its segments' files stay
+   * open until the lease is released, even if the owner closes the index meanwhile (a cache that
+   * replaced it with a newer load). Throws on an index already closed and released.
+   */
+  acquire(): IndexLease {
+    if (this.holders === 0) throw new Error("the index is closed");
+    this.holders++;
+    let held = true;
+    return {
+      release: () => {
+        if (!held) return;
+        held = false;
+        this.drop();
+      },
+    };
+  }
+
+  /**
+   * The owner lets go of the index (idempotent): its files are released now, or when the last reader
+   * releases its lease. A closed index must not be searched afterwards by anyone but those readers.
+   */
+  close(): void {
+    if (this.ownerClosed) return;
+    this.ownerClosed = true;
+    this.drop();
+  }
+
+  /** Whether the owner closed the index and no reader holds it: its files are released. */
+  get released(): boolean {
+    return this.holders === 0;
+  }
+
+  private drop(): void {
+    if (--this.holders > 0) return;
+    for (const segment of this.segmentList) segment.vectors?.release();
   }
 
   get liveDocumentCount(): number {
@@ -314,31 +385,22 @@ export class SegmentedIndex {
     state: IndexState;
   }): void {
     const state = validateState(change.state);
-    // Decode everything first, so that corrupt bytes change nothing.
-    const decoded = change.addSegments.map(({ bytes, deleted, vectors }) => {
-      const segment = decodeStoredSegment(bytes);
-      return {
-        ...segment,
-        deleted: [...deleted],
-        byteLength: bytes.byteLength,
-        vectors: decodeSegmentVectors(this.options.vectors, segment.id, segment.data.keys.length, vectors),
-      };
-    });
-    for (const id of change.removeSegmentIds) {
-      if (this.segmentById(id) === undefined) throw new RangeError(`segment ${id} is not in the index`);
-    }
-    const ids = new Set(this.segmentList.map((segment) => segment.id));
-    for (const id of change.removeSegmentIds) ids.delete(id);
-    for (const { id } of decoded) {
-      if (ids.has(id)) throw new RangeError(`segment ${id} is already in the index`);
-      ids.add(id);
-    }
-    for (const { segmentId } of change.tombstones) {
-      if (!ids.has(segmentId)) throw new RangeError(`tombstone for segment ${segmentId}, not in the index`);
+    // Decode everything first, so that corrupt bytes change nothing (and hold no file).
+    const decoded: Array<ReturnType<typeof decodeStoredSegment> & DecodedExtras> = [];
+    try {
+      for (const { bytes, deleted, vectors } of change.addSegments) {
+        const segment = decodeStoredSegment(bytes);
+        const ofSegment = decodeSegmentVectors(this.options, segment.id, segment.data.keys.length, vectors);
+        decoded.push({ ...segment, deleted: [...deleted], byteLength: bytes.byteLength, vectors: ofSegment });
+      }
+      this.checkChanges(change, decoded);
+    } catch (error) {
+      for (const { vectors } of decoded) vectors?.release();
+      throw error;
     }
     for (const id of change.removeSegmentIds) this.detachSegment(this.segmentById(id) as Segment);
     for (const { id, data, terms, deleted, byteLength, vectors } of decoded)
-      this.attachSegment(id, data, terms, deleted, byteLength).vectors = vectors;
+      this.attachSegment(id, data, terms, deleted, byteLength, vectors);
     const bySegment = new Map<number, number[]>();
     for (const { segmentId, ordinal } of change.tombstones) {
       const list = bySegment.get(segmentId) ?? [];
@@ -352,6 +414,25 @@ export class SegmentedIndex {
     this.version++;
   }
 
+  /** A catch-up's segment ids and tombstones, checked against the index before anything changes. */
+  private checkChanges(
+    change: { removeSegmentIds: readonly number[]; tombstones: readonly Tombstone[] },
+    decoded: ReadonlyArray<{ id: number }>,
+  ): void {
+    for (const id of change.removeSegmentIds) {
+      if (this.segmentById(id) === undefined) throw new RangeError(`segment ${id} is not in the index`);
+    }
+    const ids = new Set(this.segmentList.map((segment) => segment.id));
+    for (const id of change.removeSegmentIds) ids.delete(id);
+    for (const { id } of decoded) {
+      if (ids.has(id)) throw new RangeError(`segment ${id} is already in the index`);
+      ids.add(id);
+    }
+    for (const { segmentId } of change.tombstones) {
+      if (!ids.has(segmentId)) throw new RangeError(`tombstone for segment ${segmentId}, not in the index`);
+    }
+  }
+
   /**
    * A merged segment computed in the background, turned into a commit against the current state: deletes
    * since its snapshot become its tombstones. Throws if a merged segment is no longer in the index.
@@ -361,9 +442,9 @@ export class SegmentedIndex {
   }
 
   /**
-   * @internal Adds a segment (its live postings count in the statistics). `knownIds`: per term of
-   * `terms` (a list), its id in the dictionary (−1: not in it) looked up since the last change (a prepared
-   * write's), so that no term is looked up twice.
+   * @internal Adds a segment with its vectors, whose owner the index becomes (its live postings count in
+   * the statistics). `knownIds`: per term of `terms` (a list), its id in the dictionary (−1: not in it)
+   * looked up since the last change (a prepared write's), so that no term is looked up twice.
    */
   attachSegment(
     id: number,
@@ -371,6 +452,7 @@ export class SegmentedIndex {
     terms: readonly string[] | StoredTerms,
     deleted: Iterable<number>,
     byteLength: number,
+    vectors: SegmentVectors | null,
     countStatistics = true,
     knownIds?: Int32Array,
   ): Segment {
@@ -395,12 +477,17 @@ export class SegmentedIndex {
       }
     }
     const segment = Segment.build(id, data, termIds, this.scorerParameters, deleted, byteLength);
+    segment.vectors = vectors;
     this.insertSegment(segment, this.segmentList.length, countStatistics);
     return segment;
   }
 
-  /** @internal Inserts a built segment whose terms the dictionary already holds. */
+  /**
+   * @internal Inserts a built segment whose terms the dictionary already holds; the index owns its
+   * vectors from now on (an index already released releases them at once: no one may read it).
+   */
   insertSegment(segment: Segment, position: number, countStatistics: boolean): void {
+    if (this.holders === 0) segment.vectors?.release();
     if (!countStatistics) this.dictionary.retainAll(segment.termIds);
     this.segmentList.splice(position, 0, segment);
     this.postings += segment.postingCount;
@@ -419,11 +506,15 @@ export class SegmentedIndex {
     }
   }
 
-  /** @internal Removes a segment; its live postings leave the statistics unless `countStatistics` is false. */
+  /**
+   * @internal Removes a segment and releases its vectors' file (no search can reach it any more: module
+   * comment); its live postings leave the statistics unless `countStatistics` is false.
+   */
   detachSegment(segment: Segment, countStatistics = true): void {
     const position = this.segmentList.indexOf(segment);
     if (position < 0) throw new Error("segment is not in the index");
     this.segmentList.splice(position, 1);
+    segment.vectors?.release();
     this.postings -= segment.postingCount;
     this.deleted -= segment.live.deletedCount;
     if (countStatistics) {

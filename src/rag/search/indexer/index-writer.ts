@@ -32,7 +32,7 @@ function vectorsOf(
   }
   if (encoded !== undefined) {
     const id = index.state.nextSegmentId;
-    return { set: decodeSegmentVectors(options, id, added, encoded)!, bytes: encoded };
+    return { set: decodeSegmentVectors(index.options, id, added, encoded)!, bytes: encoded };
   }
   if (added === 0 && (vectors === undefined || vectors.length === 0)) return null;
   if (vectors === undefined || vectors.length !== added) {
@@ -57,6 +57,11 @@ export interface PreparedWrite {
   readonly vocabularySize: number;
   /** Makes the write visible; throws if the index changed since `prepare`. */
   apply(): void;
+  /**
+   * Lets go of a write that will not be applied (its commit failed): its vectors' file, if their codes
+   * went to the index's directory (`encodedVectors` with a graph), is released. No-op once applied.
+   */
+  discard(): void;
 }
 
 export class IndexWriter {
@@ -77,13 +82,24 @@ export class IndexWriter {
     vectors?: ReadonlyArray<ArrayLike<number>>;
     encodedVectors?: Uint8Array;
   }): PreparedWrite {
+    const written = vectorsOf(this.index, batch.add?.length ?? 0, batch.vectors, batch.encodedVectors);
+    try {
+      return this.prepareWith(batch.add ?? [], batch.delete ?? [], written);
+    } catch (error) {
+      written?.set.release(); // decoded into the index's directory: nothing will own it
+      throw error;
+    }
+  }
+
+  private prepareWith(
+    texts: readonly string[],
+    deletes: ReadonlyArray<{ key: number; text: string }>,
+    written: ReturnType<typeof vectorsOf>,
+  ): PreparedWrite {
     const index = this.index;
     const dictionary = index.dictionary;
     const version = index.version;
     const before = index.state;
-    const texts = batch.add ?? [];
-    const deletes = batch.delete ?? [];
-    const written = vectorsOf(index, texts.length, batch.vectors, batch.encodedVectors);
     const segmentVectors = written?.set ?? null;
 
     // Deletions: find and check every document first.
@@ -183,6 +199,7 @@ export class IndexWriter {
     }
     const tombstones = deletions.map(({ segment: { id }, ordinal }) => ({ segmentId: id, ordinal }));
     let applied = false;
+    let discarded = false;
     return {
       keys,
       segment,
@@ -193,6 +210,7 @@ export class IndexWriter {
       vocabularySize,
       apply(): void {
         if (applied) throw new Error("this write was already applied");
+        if (discarded) throw new Error("this write was discarded");
         if (index.version !== version) throw new Error("the index changed since this write was prepared");
         if (segment !== null && segmentData !== null) {
           index.attachSegment(
@@ -201,14 +219,20 @@ export class IndexWriter {
             segmentData.terms,
             [],
             segment.bytes.byteLength,
+            segmentVectors,
             true,
             knownIds,
-          ).vectors = segmentVectors;
+          );
         }
         for (const deletion of deletions) index.deleteDocument(deletion);
         index.setState(state);
         index.version++;
         applied = true;
+      },
+      discard(): void {
+        if (applied || discarded) return;
+        discarded = true;
+        segmentVectors?.release();
       },
     };
   }

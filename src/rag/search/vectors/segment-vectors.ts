@@ -15,8 +15,9 @@
  * Score: cosine similarity = dot(unit query, stored vector as decoded), computed in doubles the same way
  * by every path, so the exact and approximate paths agree on a candidate's score.
  *
- * Codes: in memory, or, for a set with a graph decoded while a spill directory is configured, in a spill
- * file (spill.ts) read a row or a block at a time; the arithmetic on them is the same either way.
+ * Codes: in memory, or, for a set with a graph decoded for an index with a Directory, in a file of it
+ * (spill.ts) read a row or a block at a time; the arithmetic on them is the same either way. A spilled
+ * set is released (`release`) by its owner once nothing reads it any more.
  */
 import type { LiveDocs } from "../core/live-docs.js";
 import { TopK } from "../topk.js";
@@ -188,6 +189,11 @@ export class SegmentVectors {
   /** Whether the codes are in a spill file rather than in memory. */
   get spilled(): boolean {
     return this.spill !== null;
+  }
+
+  /** Closes the spill file (nothing for codes in memory); reading spilled codes afterwards throws. */
+  release(): void {
+    this.spill?.release();
   }
 
   /**

@@ -23,6 +23,7 @@
  */
 import { AnnGraph, type HnswParams } from "./ann.js";
 import { bytesPerDimension, f16Table16, type VectorCodes, type VectorStorage } from "./quantize.js";
+import type { Directory } from "../directory.js";
 import { checkDimension, SegmentVectors } from "./segment-vectors.js";
 import { SpilledCodes } from "./spill.js";
 
@@ -97,13 +98,16 @@ function typedAt<T extends VectorCodes | Float32Array>(
 export interface DecodeVectorOptions {
   /** Threads for a graph that has to be rebuilt (0 = all cores). */
   threads?: number;
+  /** Where the codes of a set with a graph go (spill.ts); none: they stay in memory. */
+  directory?: Directory | null;
 }
 
 /**
  * Reads bytes made by `encodeVectors`. Without a graph the codes are views on the bytes where aligned
- * (keep them unmodified); with one they are written to a spill file where a spill directory is configured
- * (spill.ts: the walk reads USearch's copy, rescoring reads rows from the file), else copied; either way
- * the bytes (mostly graph, which USearch copies into its own memory) are not kept alive by the codes.
+ * (keep them unmodified); with one they are written to a file of `options.directory` where one is given
+ * (spill.ts: the walk reads USearch's copy, rescoring reads rows from the file; the set's owner releases
+ * it), else copied; either way the bytes (mostly graph, which USearch copies into its own memory) are not
+ * kept alive by the codes.
  */
 export function decodeVectors(bytes: Uint8Array, options: DecodeVectorOptions = {}): SegmentVectors {
   if (bytes.byteLength < HEADER_BYTES) throw corrupt("shorter than the header");
@@ -135,9 +139,11 @@ export function decodeVectors(bytes: Uint8Array, options: DecodeVectorOptions = 
     storage === "i8" ? typedAt(Float32Array, Float32Array, bytes, HEADER_BYTES, count, 4, hasGraph) : null;
   const codesAt = HEADER_BYTES + scaleBytes;
   // Spilled, the codes are only read here (to load the graph): a view on the bytes will do.
-  const spilled = hasGraph
-    ? SpilledCodes.write(bytes.subarray(codesAt, codesAt + codeBytes), storage, dimension, count)
-    : null;
+  const directory = options.directory ?? null;
+  const spilled =
+    hasGraph && directory !== null
+      ? SpilledCodes.write(directory, bytes.subarray(codesAt, codesAt + codeBytes), storage, dimension, count)
+      : null;
   const copy = hasGraph && spilled === null;
   const length = count * dimension;
   const codes =
@@ -149,9 +155,14 @@ export function decodeVectors(bytes: Uint8Array, options: DecodeVectorOptions = 
   const set = new SegmentVectors(dimension, storage, spilled ?? codes, scales);
   if (hasGraph) {
     const graph = bytes.subarray(graphAt);
-    set.graph =
-      AnnGraph.deserialize(graph, graphScalar, dimension, codes, params) ??
-      AnnGraph.build(storage, graphScalar, dimension, codes, f16Table16(), params, options.threads ?? 0);
+    try {
+      set.graph =
+        AnnGraph.deserialize(graph, graphScalar, dimension, codes, params) ??
+        AnnGraph.build(storage, graphScalar, dimension, codes, f16Table16(), params, options.threads ?? 0);
+    } catch (error) {
+      set.release();
+      throw error;
+    }
   }
   return set;
 }

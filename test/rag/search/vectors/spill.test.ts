@@ -1,6 +1,6 @@
 /**
- * Spilled codes (vectors/spill.ts): a set with a graph decoded while a spill directory is configured
- * keeps its codes in an unlinked file, not in memory, and answers every question (search, exact search,
+ * Spilled codes (vectors/spill.ts): a set with a graph decoded with a directory (here FsDirectory, the
+ * server's) keeps its codes in an unlinked file, not in memory, and answers every question (search, exact search,
  * filtered scan, scores, vectors, merges, encodes) exactly as the same set held in memory does; an
  * index whose segments spill answers dense and hybrid queries as one that does not, through a merge.
  */
@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { after, afterEach, before, describe, it } from "node:test";
+import { after, before, describe, it } from "node:test";
 
 import { reciprocalRankFusion } from "../../../../src/rag/retrieval/fusion.js";
 import { LiveDocs } from "../../../../src/rag/search/core/live-docs.js";
@@ -24,7 +24,7 @@ import {
   prepareQuery,
   SegmentVectors,
 } from "../../../../src/rag/search/vectors/segment-vectors.js";
-import { configureVectorSpill, vectorSpillDir } from "../../../../src/rag/search/vectors/spill.js";
+import { FsDirectory } from "../../../../src/rag/search/fs-directory.js";
 import { decodeVectors, encodeVectors } from "../../../../src/rag/search/vectors/vector-codec.js";
 import { clusteredVectors, rowsOf } from "../../../../scripts/lib/synthetic-vectors.js";
 import { hashVector } from "../../../helpers/hash-embedder.js";
@@ -32,19 +32,15 @@ import { makeProse, seededRandom } from "../../../helpers/text-fixtures.js";
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "lectern-spill-test-"));
 const spillDir = path.join(root, "spill");
-before(() => configureVectorSpill(spillDir));
-afterEach(() => configureVectorSpill(spillDir));
-after(() => {
-  configureVectorSpill(null);
-  fs.rmSync(root, { recursive: true, force: true });
+let directory: FsDirectory;
+before(() => {
+  directory = FsDirectory.open(spillDir);
 });
+after(() => fs.rmSync(root, { recursive: true, force: true }));
 
-/** The same encoded set decoded twice: with the spill directory configured, and without. */
+/** The same encoded set decoded twice: with the spill directory, and without. */
 function decodedBoth(bytes: Uint8Array): { memory: SegmentVectors; spilled: SegmentVectors } {
-  configureVectorSpill(null);
-  const memory = decodeVectors(bytes);
-  configureVectorSpill(spillDir);
-  return { memory, spilled: decodeVectors(bytes) };
+  return { memory: decodeVectors(bytes), spilled: decodeVectors(bytes, { directory }) };
 }
 
 function encodedSet(storage: VectorStorage, count: number, dimension: number, seed: number) {
@@ -140,7 +136,7 @@ describe("spilled vector codes", () => {
     const { bytes, queries } = encodedSet("f16", 120, 12, 4);
     const { memory } = decodedBoth(bytes);
     fs.rmSync(spillDir, { recursive: true });
-    const again = decodeVectors(bytes);
+    const again = decodeVectors(bytes, { directory });
     assert.equal(again.spilled, true);
     assert.ok(fs.statSync(spillDir).isDirectory());
     fs.rmSync(spillDir, { recursive: true });
@@ -149,7 +145,7 @@ describe("spilled vector codes", () => {
     const onWarning = (warning: Error) => warnings.push(warning.message);
     process.on("warning", onWarning);
     try {
-      const kept = decodeVectors(bytes);
+      const kept = decodeVectors(bytes, { directory });
       assert.equal(kept.spilled, false);
       assertSameAnswers(memory, kept, queries.slice(0, 2));
       await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
@@ -160,9 +156,8 @@ describe("spilled vector codes", () => {
     } finally {
       process.off("warning", onWarning);
       fs.rmSync(spillDir, { force: true });
-      configureVectorSpill(spillDir);
     }
-    assert.equal(vectorSpillDir(), spillDir);
+    assert.equal(directory.location, spillDir);
   });
 });
 
@@ -180,7 +175,6 @@ describe("an index whose segments spill", () => {
         vectors: { dimension: DIMENSION, storage, graphThreshold: 100 },
       };
       // The same segments (graphs included) loaded twice: once in memory, once spilled.
-      configureVectorSpill(null);
       const memory = SegmentedIndex.create(options);
       const stored = [];
       for (let i = 0; i < texts.length; i += 150) {
@@ -189,8 +183,7 @@ describe("an index whose segments spill", () => {
         stored.push({ bytes: write.segment!.bytes, deleted: [], vectors: write.segment!.vectors });
         write.apply();
       }
-      configureVectorSpill(spillDir);
-      const spilled = SegmentedIndex.load(options, stored, memory.state);
+      const spilled = SegmentedIndex.load({ ...options, directory }, stored, memory.state);
       const segments = (index: SegmentedIndex) =>
         index.segments().map(({ id }) => index.segmentById(id)!.vectors!);
       assert.ok(segments(spilled).every((v) => v.spilled && v.graph !== null));
@@ -203,9 +196,7 @@ describe("an index whose segments spill", () => {
 
       const ids = memory.segments().map(({ id }) => id);
       const merged = await Promise.all([memory, spilled].map((index) => mergeInBackground(index, ids)));
-      configureVectorSpill(null);
       memory.prepareMerge(merged[0]!).apply();
-      configureVectorSpill(spillDir);
       const merge = spilled.prepareMerge(merged[1]!);
       merge.apply();
       assert.ok(segments(spilled).every((v) => v.spilled && v.graph !== null));
@@ -214,13 +205,11 @@ describe("an index whose segments spill", () => {
       const exact = (index: SegmentedIndex, q: string) =>
         index.searchDense(hashVector(q, DIMENSION), { topK: 50, exact: true });
       for (const q of queries) assert.deepEqual(exact(spilled, q), exact(memory, q));
-      configureVectorSpill(null);
       const reloaded = SegmentedIndex.load(
         options,
         [{ bytes: merge.segment.bytes, deleted: [], vectors: merge.segment.vectors }],
         spilled.state,
       );
-      configureVectorSpill(spillDir);
       assertSameQueries(reloaded, spilled);
     });
   }
