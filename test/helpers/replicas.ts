@@ -17,7 +17,8 @@ export interface Replica {
 }
 
 /** Starts one RAG replica with `env` added to this process's environment; resolves once /health answers. */
-export async function startReplica(env: Record<string, string>, timeoutMs = 30_000): Promise<Replica> {
+// Generous: a replica starting on a loaded 2-core CI machine took 23 s alone; this bounds a hang, not speed.
+export async function startReplica(env: Record<string, string>, timeoutMs = 180_000): Promise<Replica> {
   const port = await freePort();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "lectern-replica-"));
   const child = spawn(process.execPath, ["--import", "tsx", "src/cli/serve.ts", "rag"], {
