@@ -76,7 +76,6 @@ for (const [network, bits] of [
   PRIVATE.addSubnet(network, bits, "ipv4");
 for (const [network, bits] of [
   ["::", 127],
-  ["::ffff:0:0", 96],
   ["64:ff9b::", 96],
   ["fc00::", 7],
   ["fe80::", 10],
@@ -86,6 +85,9 @@ for (const [network, bits] of [
 
 /** Whether an address is one a pull may not reach without being listed by it (or as localhost). */
 export function isPrivateAddress(address: string): boolean {
+  // An IPv4-mapped IPv6 address (::ffff:127.0.0.1) reaches its IPv4 address.
+  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
+  if (mapped) return isPrivateAddress(mapped[1]!);
   const family = isIP(address);
   if (family === 0) return true;
   return PRIVATE.check(address, family === 6 ? "ipv6" : "ipv4");
