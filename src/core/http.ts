@@ -177,7 +177,9 @@ export async function createHttpApp(options: HttpAppOptions) {
   const lifecycle = new RequestLifecycle({ cors });
   const app = Fastify(fastifyOptions(options, lifecycle, hosts)).withTypeProvider<TypeBoxTypeProvider>();
 
-  // Before any route: state-changing routes get the CSRF check (cors.ts).
+  // First, so no other check answers in its place (a refused Host is a 403 that says why).
+  hosts.registerRefusal(app);
+  // Before any other route: state-changing routes get the CSRF check (cors.ts).
   cors.registerCsrfCheck(app);
   app.decorate("onRequestCompleted", (listener: RequestCompletedListener) =>
     lifecycle.addCompletedListener(listener),
@@ -187,7 +189,6 @@ export async function createHttpApp(options: HttpAppOptions) {
   app.removeContentTypeParser("text/plain");
   registerJsonBodyParser(app, config.limits.maxJsonDepth);
   registerErrorHandlers(app);
-  hosts.registerRefusal(app);
   cors.registerPreflightRoute(app);
   const keysOn = await registerAccess(app, config);
   await registerDocs(app, options, keysOn);
