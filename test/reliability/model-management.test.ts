@@ -31,6 +31,7 @@ import { after, before, describe, it } from "node:test";
 import { syntheticModel, type SyntheticShape } from "../../scripts/lib/synthetic-gguf.js";
 import { testModelPath } from "../helpers/env.js";
 import { HEALTH_BOUND_MS, whileProbing } from "../helpers/health-probe.js";
+import { memoryOf, resetPeak } from "../helpers/process-memory.js";
 import { startServe, waitHealthy, type ServedProcess } from "../helpers/serve-process.js";
 import { makeTestCertificate, startHttpsServer, type TestHttpsServer } from "../helpers/tls.js";
 
@@ -275,6 +276,9 @@ describe("model management is an administrator's; pulls are bounded (#35)", () =
       ["chunked-big.gguf", /MODELS_PULL_MAX_BYTES/],
       ["notes.gguf", /not a model llama\.cpp can load: not a GGUF file/],
     ];
+    const pid = served.child.pid!;
+    const before = memoryOf(pid).rss;
+    resetPeak(pid);
     for (const [file, message] of cases) {
       const { result, slowest } = await whileProbing(base, pull(fileUrl(file)));
       assert.equal(result.status, 400, `${file}: ${JSON.stringify(result.body)}`);
@@ -282,6 +286,8 @@ describe("model management is an administrator's; pulls are bounded (#35)", () =
       assert.deepEqual(onDisk(), ["chat.gguf"], `${file} left something`);
       assert.ok(slowest < HEALTH_BOUND_MS, `/health took ${Math.round(slowest)} ms`);
     }
+    const growth = memoryOf(pid).peak - before;
+    assert.ok(growth < 300 * 1024 * 1024, `peak RSS grew ${Math.round(growth / 1024 / 1024)} MB`);
   });
 
   it("a host that resets or stalls is a prompt 502; a client that leaves stops the download", async () => {

@@ -18,6 +18,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { loadConfig } from "../../src/core/config.js";
 import { HEALTH_BOUND_MS, whileProbing } from "../helpers/health-probe.js";
+import { memoryOf, resetPeak } from "../helpers/process-memory.js";
 import { openRagApp, type RagApp } from "../helpers/rag-http.js";
 import { startServe, waitHealthy, type ServedProcess } from "../helpers/serve-process.js";
 
@@ -112,6 +113,9 @@ describe("request bounds (#35)", () => {
 
   it("1 MiB prompts to count_tokens and /tokenize are a 413 naming MAX_TOKENIZE_CHARS; /health answers", async () => {
     const text = "Once upon a time there was a little girl named Lily. ".repeat(MIB / 64);
+    const pid = served.child.pid!;
+    const before = memoryOf(pid).rss;
+    resetPeak(pid);
     const attacks = Promise.all([
       send(
         "/v1/messages/count_tokens",
@@ -133,6 +137,8 @@ describe("request bounds (#35)", () => {
     assert.equal(chat.status, 413, JSON.stringify(chat.body));
     assert.match((chat.body.error as { message: string }).message, /MAX_TOKENIZE_CHARS/);
     assert.ok(slowest < HEALTH_BOUND_MS, `/health took ${Math.round(slowest)} ms`);
+    const growth = memoryOf(pid).peak - before;
+    assert.ok(growth < 300 * 1024 * 1024, `peak RSS grew ${Math.round(growth / 1024 / 1024)} MB`);
   });
 
   it("failed keys are limited per client (X-Forwarded-For behind TRUST_PROXY); a valid key never is", async () => {

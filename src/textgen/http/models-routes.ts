@@ -100,7 +100,7 @@ export function registerModelRoutes(app: TypedApp, service: TextgenService): voi
 
   app.post(
     "/models/load",
-    { schema: loadSchema("Load a model now; answers once it is loaded (or failed, saying why)") },
+    { schema: loadSchema("Load a model now; answers once it is loaded (or failed, saying why); admin only") },
     async (request) => {
       requireModelAdmin(request, "load models");
       const id = modelIdOf(service, request.body.model);
@@ -111,7 +111,7 @@ export function registerModelRoutes(app: TypedApp, service: TextgenService): voi
 
   app.post(
     "/models/unload",
-    { schema: loadSchema("Unload a model (after its running requests finish)") },
+    { schema: loadSchema("Unload a model (after its running requests finish); admin only") },
     async (request) => {
       requireModelAdmin(request, "unload models");
       const id = modelIdOf(service, request.body.model);
