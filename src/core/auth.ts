@@ -6,8 +6,12 @@
  *
  * Access is decided on the normalised path (escapes decoded, `//` collapsed, dot segments resolved)
  * and on the route the router picked, so `/%6detrics` is /metrics here too. A request refused with
- * 401 counts against RATE_LIMIT_PER_MINUTE for its client address; past it, 429 before any key is
- * compared, so keys cannot be guessed faster than the limit.
+ * 401 counts against AUTH_FAILURES_PER_MINUTE (30 by default) for its client address: the
+ * connection's, or X-Forwarded-For's behind a proxy TRUST_PROXY names, so clients behind one proxy are
+ * not counted as one. Past the limit a wrong or missing key gets 429 instead of 401; a valid key is
+ * never limited (issue #35: with a shared address, one client guessing would lock out every other).
+ * The limit thus bounds the 401s (and their log lines) an address can cause; keys themselves must be
+ * long random strings, which no rate of guessing finds.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -192,7 +196,7 @@ class FailedAttempts {
 }
 
 export interface AuthOptions {
-  /** 401s one client address may get per minute before 429 (RATE_LIMIT_PER_MINUTE); 0: no limit. */
+  /** 401s one client address may get per minute before 429 (AUTH_FAILURES_PER_MINUTE); 0: no limit. */
   failuresPerMinute?: number;
 }
 
@@ -204,17 +208,6 @@ export function registerAuth(app: FastifyInstance, keys: KeyRing | null, options
   app.addHook("onRequest", async (request: FastifyRequest) => {
     // A browser sends its CORS preflight without credentials; the OPTIONS route answers it (cors.ts).
     if (isPublicPath(request.url) || isPreflight(request)) return;
-    const now = Date.now();
-    const wait = failures?.retryAfter(request.ip, now) ?? 0;
-    if (wait > 0) {
-      throw new ApiError(
-        429,
-        "rate_limited",
-        `Too many requests without a valid API key from this address (RATE_LIMIT_PER_MINUTE); retry after ${wait} s`,
-        [],
-        { "retry-after": String(wait) },
-      );
-    }
     // Anthropic's clients send the key as `x-api-key`; it is accepted the same way.
     const apiKeyHeader = request.headers["x-api-key"];
     const header =
@@ -223,6 +216,17 @@ export function registerAuth(app: FastifyInstance, keys: KeyRing | null, options
     const match = typeof header === "string" ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
     const principal = match ? keys.authenticate(match[1]!) : null;
     if (!principal) {
+      const now = Date.now();
+      const wait = failures?.retryAfter(request.ip, now) ?? 0;
+      if (wait > 0) {
+        throw new ApiError(
+          429,
+          "rate_limited",
+          `Too many requests without a valid API key from this address (AUTH_FAILURES_PER_MINUTE); retry after ${wait} s`,
+          [],
+          { "retry-after": String(wait) },
+        );
+      }
       failures?.record(request.ip, now);
       throw new ApiError(
         401,

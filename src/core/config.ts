@@ -3,6 +3,7 @@
  * here; a bad value stops start-up with a message that names the variable and says what is allowed.
  */
 import { closeSync, openSync, readSync, statSync } from "node:fs";
+import { isIP } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { ConfigError } from "./errors.js";
@@ -29,6 +30,21 @@ export interface Config {
     rateLimitPerMinute: number;
     /** Origins allowed by CORS; empty = CORS off (no Access-Control headers). */
     corsOrigins: string[];
+    /**
+     * 401s one client address may get per minute before 429 (AUTH_FAILURES_PER_MINUTE; by default
+     * RATE_LIMIT_PER_MINUTE when set, else 30); 0 = no limit. A valid key is never limited by it.
+     */
+    authFailuresPerMinute: number;
+    /**
+     * Host names a request's `Host` may name besides the bind address, `localhost` and loopback
+     * addresses (ALLOWED_HOSTS; `.example.com` takes its subdomains too); `*`: any (keys on only).
+     */
+    allowedHosts: string[];
+    /**
+     * Proxies whose X-Forwarded-For is believed (TRUST_PROXY): addresses or CIDR ranges, or a number
+     * of hops; false: none, the client address is the connection's.
+     */
+    trustProxy: string | number | false;
   };
   /** The default model and the llama.cpp runtime that serves it. */
   textgen: {
@@ -74,6 +90,12 @@ export interface Config {
     modelKeepAliveMs: number;
     /** /v1/embeddings from EMBEDDING_MODEL_PATH, or from MODEL_PATH's model when unset. */
     embeddingModelPath: string | null;
+    /** Hosts `/api/pull` may download from, redirects included (MODELS_PULL_HOSTS); `.x` takes subdomains. */
+    modelsPullHosts: string[];
+    /** Bytes one pulled model file may have (MODELS_PULL_MAX_BYTES). */
+    modelsPullMaxBytes: number;
+    /** How long a pull waits for the next byte from the server (MODELS_PULL_TIMEOUT_MS). */
+    modelsPullTimeoutMs: number;
     /** Tokens one embedding input may hold. */
     embeddingContextSize: number;
   };
@@ -150,6 +172,13 @@ export interface Config {
     maxBodyBytesLarge: number;
     /** Body limit of every other route. */
     maxBodyBytes: number;
+    /** Nesting depth of a JSON body (MAX_JSON_DEPTH); deeper bodies are a 400 before they are parsed. */
+    maxJsonDepth: number;
+    /**
+     * Characters of text one request may have tokenized (MAX_TOKENIZE_CHARS): llama.cpp tokenizes
+     * synchronously, on the event loop (see TextgenService).
+     */
+    maxTokenizeChars: number;
     /** Upper bound of `max_length` / `max_tokens`. */
     maxNewTokens: number;
     /** Inputs one /v1/embeddings request may carry. */
@@ -239,6 +268,44 @@ function origins(env: Env, name: string): string[] {
   });
 }
 
+/** Host names as ALLOWED_HOSTS and MODELS_PULL_HOSTS take them: `name`, `.suffix` (or `*.suffix`), `*`. */
+function hostList(env: Env, name: string, fallback: string[], allowAny: boolean): string[] {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  return raw
+    .split(",")
+    .map((entry) => entry.trim().toLowerCase())
+    .filter((entry) => entry !== "")
+    .map((entry) => {
+      if (entry === "*" && allowAny) return entry;
+      const host = entry.replace(/^\*\./, ".");
+      const bare = host.replace(/^\./, "").replace(/^\[(.*)\]$/, "$1");
+      if (!/^[a-z0-9-]+(\.[a-z0-9-]+)*$/.test(bare) && isIP(bare) === 0)
+        throw new ConfigError(
+          `${name} must be a comma-separated list of host names (no scheme or port) such as example.com or .example.com, got "${entry}"`,
+        );
+      return host.startsWith(".") ? host : bare;
+    });
+}
+
+/** TRUST_PROXY: unset, no proxy; a number of hops; or addresses, CIDR ranges and proxy-addr's names. */
+function trustProxy(env: Env): string | number | false {
+  const raw = read(env, "TRUST_PROXY");
+  if (raw === undefined || raw === "false") return false;
+  if (/^\d+$/.test(raw)) return integer(env, "TRUST_PROXY", 0, 1, 100);
+  const named = new Set(["loopback", "linklocal", "uniquelocal"]);
+  for (const entry of raw.split(",").map((part) => part.trim())) {
+    const [address, bits, extra] = entry.split("/");
+    const family = isIP(address ?? "");
+    const bitsOk = bits === undefined || (/^\d+$/.test(bits) && Number(bits) <= (family === 6 ? 128 : 32));
+    if (named.has(entry) || (family !== 0 && bitsOk && extra === undefined)) continue;
+    throw new ConfigError(
+      `TRUST_PROXY must be a number of proxies, or addresses and CIDR ranges of the proxies (e.g. 127.0.0.1 or 10.0.0.0/8; "loopback" for all loopback addresses), got "${entry}"`,
+    );
+  }
+  return raw;
+}
+
 function physicalCores(): number {
   // Node has no physical-core count; llama.cpp gains nothing from SMT siblings, so halve logical
   // CPUs on machines that report many, and keep at least one thread.
@@ -264,6 +331,9 @@ function vectorSpillDir(env: Env, dataDir: string): string | null {
   return raw.trim() === "" ? null : path.resolve(raw.trim());
 }
 
+/** The model hub's hosts: huggingface.co and the CDN and Xet storage hosts its downloads redirect to. */
+export const MODEL_HUB_HOSTS = ["huggingface.co", ".huggingface.co", "hf.co", ".hf.co"];
+
 /** Ollama's keep_alive: a duration (30s, 5m, 1h), seconds, 0, or -1 for ever; in ms. */
 function keepAlive(env: Env, name: string, fallback: string): number {
   const raw = read(env, name) ?? fallback;
@@ -283,6 +353,13 @@ export function loadConfig(env: Env = process.env): Config {
   const mib = 1024 * 1024;
   const largeBody = integer(env, "MAX_BODY_BYTES", 64 * mib, 1024, 1024 * mib);
   const dataDir = path.resolve(read(env, "DATA_DIR") ?? "./data");
+  const apiKeysFile = read(env, "API_KEYS_FILE") ?? null;
+  const rateLimitPerMinute = integer(env, "RATE_LIMIT_PER_MINUTE", 0, 0, 10_000_000);
+  const allowedHosts = hostList(env, "ALLOWED_HOSTS", [], true);
+  if (allowedHosts.includes("*") && apiKeysFile === null)
+    throw new ConfigError(
+      "ALLOWED_HOSTS=* needs API_KEYS_FILE: without keys, any web page could reach this server through DNS rebinding; list the host names instead",
+    );
   return {
     server: {
       host,
@@ -301,9 +378,18 @@ export function loadConfig(env: Env = process.env): Config {
       shutdownGraceMs: integer(env, "SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
     },
     auth: {
-      apiKeysFile: read(env, "API_KEYS_FILE") ?? null,
-      rateLimitPerMinute: integer(env, "RATE_LIMIT_PER_MINUTE", 0, 0, 10_000_000),
+      apiKeysFile,
+      rateLimitPerMinute,
       corsOrigins: origins(env, "CORS_ORIGINS"),
+      authFailuresPerMinute: integer(
+        env,
+        "AUTH_FAILURES_PER_MINUTE",
+        rateLimitPerMinute > 0 ? rateLimitPerMinute : 30,
+        0,
+        10_000_000,
+      ),
+      allowedHosts,
+      trustProxy: trustProxy(env),
     },
     textgen: {
       modelPath: read(env, "MODEL_PATH") ?? DEFAULT_MODEL,
@@ -326,6 +412,9 @@ export function loadConfig(env: Env = process.env): Config {
       modelKeepAliveMs: keepAlive(env, "MODEL_KEEP_ALIVE", "5m"),
       embeddingModelPath: read(env, "EMBEDDING_MODEL_PATH") ?? null,
       embeddingContextSize: integer(env, "EMBEDDING_CONTEXT_SIZE", 2048, 16, 1 << 20),
+      modelsPullHosts: hostList(env, "MODELS_PULL_HOSTS", MODEL_HUB_HOSTS, false),
+      modelsPullMaxBytes: byteSize(env, "MODELS_PULL_MAX_BYTES") || 64 * 1024 ** 3,
+      modelsPullTimeoutMs: integer(env, "MODELS_PULL_TIMEOUT_MS", 30_000, 100, 3_600_000),
     },
     generation: {
       generationUrl: url(env, "GENERATION_URL", ["http:", "https:"]),
@@ -369,6 +458,10 @@ export function loadConfig(env: Env = process.env): Config {
       // MAX_BODY_BYTES names the large limit; other routes keep 1 MiB unless that is larger.
       maxBodyBytes: Math.min(mib, largeBody),
       maxBodyBytesLarge: largeBody,
+      // JSON.stringify and the schema checks recurse: 5,000 levels overflowed the stack (a 500).
+      maxJsonDepth: integer(env, "MAX_JSON_DEPTH", 256, 8, 1000),
+      // The /tokenize route's bound (4 × 32,768): a 1 MiB prompt held the event loop 0.5–6 s.
+      maxTokenizeChars: integer(env, "MAX_TOKENIZE_CHARS", 131_072, 1024, 64 * mib),
       maxNewTokens: integer(env, "MAX_NEW_TOKENS", 2048, 1, 1 << 20),
       embeddingMaxInputs: integer(env, "EMBEDDING_MAX_INPUTS", 2048, 1, 100_000),
       grammarMaxBytes: integer(env, "GRAMMAR_MAX_BYTES", 128 * 1024, 64, 16 * mib),

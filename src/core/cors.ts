@@ -11,19 +11,26 @@
  *
  * CSRF (issue #23): a browser sends a cross-origin form POST (urlencoded, multipart, text/plain)
  * without a preflight, and CORS only hides the answer, not the effect. So state-changing routes
- * (POST, PUT, PATCH, DELETE) refuse with 403 a request whose Origin is neither this app's own (same
- * host and port as the Host header) nor allowed above, auth on or off. Requests without Origin
- * (curl, SDKs, servers) are unaffected: only browsers send it, and a browser always sends it on these
- * methods. The check is a route-level hook on those routes only, so GET /health runs no hook.
+ * (POST, PUT, PATCH, DELETE) refuse with 403 a request whose Origin is neither this app's own nor
+ * allowed above, auth on or off. "Own" comes from the configuration (hosts.ts: loopback names and the
+ * bind address on the port the request reached, ALLOWED_HOSTS), not from the request's Host header,
+ * which a DNS-rebinding page controls (issue #35). Requests without Origin (curl, SDKs, servers) are
+ * unaffected: only browsers send it, and a browser always sends it on these methods. The check is a
+ * route-level hook on those routes only, so GET /health runs no hook.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from "fastify";
 import { ApiError } from "./errors.js";
+import type { HostPolicy } from "./hosts.js";
 
 export interface CorsOptions {
   /** Allowed origins; `*` allows any. */
   origins: readonly string[];
-  /** Also allow the same host name as the request's `Host` on this port (the sibling app); null: no. */
+  /** Also allow an allowed host name on this port (the sibling app's playground); null: no. */
   siblingPort: number | null;
+  /** The host names this server answers to (ALLOWED_HOSTS and the bind address). */
+  hosts: HostPolicy;
+  /** This app's configured port: its own origins' port where the connection does not say. */
+  port: number;
 }
 
 const ALLOW_METHODS = "GET, HEAD, POST, PUT, PATCH, DELETE";
@@ -54,40 +61,36 @@ export function isPreflight(request: FastifyRequest): boolean {
 
 const STATE_CHANGING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
-/** Whether `origin` is the app's own: the same host and port as the request's Host header. */
-export function isSameOrigin(origin: string, host: string | undefined): boolean {
-  if (host === undefined) return false;
-  try {
-    const url = new URL(origin);
-    if (url.protocol !== "http:" && url.protocol !== "https:") return false;
-    return url.host.toLowerCase() === new URL(`${url.protocol}//${host}`).host.toLowerCase();
-  } catch {
-    return false;
-  }
-}
-
 export class CorsPolicy {
   readonly #any: boolean;
   readonly #origins: ReadonlySet<string>;
   readonly #siblingPort: number | null;
+  readonly #hosts: HostPolicy;
+  readonly #port: number;
 
   constructor(options: CorsOptions) {
     this.#any = options.origins.includes("*");
     this.#origins = new Set(options.origins);
     this.#siblingPort = options.siblingPort;
+    this.#hosts = options.hosts;
+    this.#port = options.port;
   }
 
-  allows(origin: string, host: string | undefined): boolean {
+  allows(origin: string): boolean {
     return (
       this.#any ||
       this.#origins.has(origin) ||
-      (this.#siblingPort !== null && isSiblingOrigin(origin, host, this.#siblingPort))
+      (this.#siblingPort !== null && this.#hosts.isOriginOnPort(origin, this.#siblingPort))
     );
   }
 
-  /** Whether a request with this Origin may change state: the app's own origin, or one CORS allows. */
-  allowsWrite(origin: string, host: string | undefined): boolean {
-    return isSameOrigin(origin, host) || this.allows(origin, host);
+  /**
+   * Whether a request with this Origin may change state: the app's own origin, or one CORS allows.
+   * The port the connection reached is this app's (a configured port of 0 means a random one).
+   */
+  allowsWrite(origin: string, request: FastifyRequest): boolean {
+    const port = request.raw.socket?.localPort ?? this.#port;
+    return this.#hosts.isOwnOrigin(origin, request.headers.host, port) || this.allows(origin);
   }
 
   /**
@@ -97,7 +100,7 @@ export class CorsPolicy {
   registerCsrfCheck(app: FastifyInstance): void {
     const check: onRequestHookHandler = (request, _reply, done) => {
       const origin = request.headers.origin;
-      if (origin === undefined || this.allowsWrite(origin, request.headers.host)) {
+      if (origin === undefined || this.allowsWrite(origin, request)) {
         done();
         return;
       }
@@ -123,7 +126,7 @@ export class CorsPolicy {
     if (origin === undefined) return;
     // The answer depends on Origin: shared caches must not serve one origin's answer to another.
     addVary(reply, "Origin");
-    if (!this.allows(origin, request.headers.host)) return;
+    if (!this.allows(origin)) return;
     void reply.header("access-control-allow-origin", origin);
     void reply.header("access-control-expose-headers", EXPOSE_HEADERS);
   }
@@ -136,7 +139,7 @@ export class CorsPolicy {
   registerPreflightRoute(app: FastifyInstance): void {
     app.options("*", { schema: { hide: true } }, (request, reply) => {
       const origin = request.headers.origin;
-      if (origin === undefined || !this.allows(origin, request.headers.host)) {
+      if (origin === undefined || !this.allows(origin)) {
         reply.callNotFound();
         return reply;
       }
@@ -154,16 +157,5 @@ export class CorsPolicy {
       // Safari waits for a body on a 204 without Content-Length.
       return reply.code(204).header("content-length", "0").send();
     });
-  }
-}
-
-/** Whether `origin` is the sibling app of a request to `host` (same host name, the other port). */
-function isSiblingOrigin(origin: string, host: string | undefined, siblingPort: number): boolean {
-  try {
-    const url = new URL(origin);
-    const hostName = (host ?? "").replace(/:\d+$/, "");
-    return url.hostname === hostName && Number(url.port) === siblingPort;
-  } catch {
-    return false;
   }
 }

@@ -62,6 +62,8 @@ export type ErrorKind =
   /** Well-formed input that cannot be processed (a file that fails to parse, or past its parse time). */
   | "unprocessable"
   | "not_found"
+  /** The caller may not do this (a key's scope, a client that is not local; issue #35). */
+  | "forbidden"
   /** The state does not allow it (already exists, changed by another writer). */
   | "conflict"
   /** Bigger than a configured limit. */
@@ -108,6 +110,8 @@ export class DomainError extends Error {
 export const badRequest = (message: string, details: unknown[] = []) =>
   new DomainError("invalid", message, { details });
 export const notFound = (message: string) => new DomainError("not_found", message);
+export const forbidden = (message: string, details: unknown[] = []) =>
+  new DomainError("forbidden", message, { details });
 export const conflict = (message: string, options: DomainErrorOptions = {}) =>
   new DomainError("conflict", message, options);
 export const notReady = (message: string, code: ErrorCode = "not_ready") =>

@@ -4,7 +4,14 @@
  * routes to the instance this returns; nothing here listens, so tests use `app.inject()`.
  */
 import { randomUUID } from "node:crypto";
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
+import type { Duplex } from "node:stream";
+import type { Server } from "node:http";
+import Fastify, {
+  type FastifyError,
+  type FastifyHttpOptions,
+  type FastifyInstance,
+  type FastifyReply,
+} from "fastify";
 import type { DestinationStream } from "pino";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
@@ -21,6 +28,8 @@ import { lazyRequestLogger, loggerOptions } from "./logger.js";
 import { RequestLifecycle, type RequestCompletedListener } from "./request-lifecycle.js";
 import rateLimit from "@fastify/rate-limit";
 import { CorsPolicy, isPreflight } from "./cors.js";
+import { HostPolicy } from "./hosts.js";
+import { registerJsonBodyParser } from "./json-body.js";
 import { isPublicPath, KeyRing, registerAuth } from "./auth.js";
 import { registerUi } from "./ui.js";
 import type { Config } from "./config.js";
@@ -45,9 +54,9 @@ export interface HttpAppOptions {
   service: string;
   description: string;
   config: {
-    server: Pick<Config["server"], "logLevel" | "httpRequestTimeoutMs" | "textgenPort" | "ragPort">;
+    server: Pick<Config["server"], "host" | "logLevel" | "httpRequestTimeoutMs" | "textgenPort" | "ragPort">;
     auth: Config["auth"];
-    limits: Pick<Config["limits"], "maxBodyBytes">;
+    limits: Pick<Config["limits"], "maxBodyBytes" | "maxJsonDepth">;
   };
   /** Serve the web playground at /ui, as this app. */
   ui?: { service: "textgen" | "rag" };
@@ -102,6 +111,7 @@ const HTTP_OF_KIND: Readonly<Record<ErrorKind, { status: number; code: ErrorCode
   invalid: { status: 400, code: "invalid_request" },
   unprocessable: { status: 422, code: "invalid_request" },
   not_found: { status: 404, code: "not_found" },
+  forbidden: { status: 403, code: "forbidden" },
   conflict: { status: 409, code: "conflict" },
   too_large: { status: 413, code: "payload_too_large" },
   busy: { status: 429, code: "queue_full" },
@@ -162,35 +172,79 @@ export function sendError(reply: FastifyReply, apiError: ApiError): FastifyReply
 
 export async function createHttpApp(options: HttpAppOptions) {
   const { config } = options;
-  // CORS: the configured origins, plus the sibling app on the same host (so the playground served by
-  // one app can call the other).
-  const siblingPort =
-    options.ui === undefined
-      ? null
-      : options.ui.service === "textgen"
-        ? config.server.ragPort
-        : config.server.textgenPort;
-  const cors = new CorsPolicy({ origins: config.auth.corsOrigins, siblingPort });
+  const hosts = new HostPolicy({ bindAddress: config.server.host, allowedHosts: config.auth.allowedHosts });
+  const cors = corsPolicyOf(options, hosts);
   // Request id and CORS headers on entry, metrics and the access line on completion (no hooks).
   const lifecycle = new RequestLifecycle({ cors });
-  const app = Fastify({
+  const app = Fastify(fastifyOptions(options, lifecycle, hosts)).withTypeProvider<TypeBoxTypeProvider>();
+
+  // First, so no other check answers in its place (a refused Host is a 403 that says why).
+  hosts.registerRefusal(app);
+  // Before any other route: state-changing routes get the CSRF check (cors.ts).
+  cors.registerCsrfCheck(app);
+  app.decorate("onRequestCompleted", (listener: RequestCompletedListener) =>
+    lifecycle.addCompletedListener(listener),
+  );
+  // Bodies are JSON (or multipart where a route says so); Fastify's default text/plain parser would let
+  // unvalidated strings reach handlers, so such bodies are a 415 instead.
+  app.removeContentTypeParser("text/plain");
+  registerJsonBodyParser(app, config.limits.maxJsonDepth);
+  registerErrorHandlers(app);
+  cors.registerPreflightRoute(app);
+  const keysOn = await registerAccess(app, config);
+  await registerDocs(app, options, keysOn);
+  if (options.ui) await registerUi(app, { service: options.ui.service, config });
+  // Liveness: the process answers. Readiness is /health, which each app defines.
+  app.get("/livez", { schema: { tags: ["service"], summary: "Liveness (the process is up)" } }, async () => ({
+    status: "alive",
+  }));
+  return app;
+}
+
+/**
+ * CORS: the configured origins, plus the sibling app on an allowed host (so the playground served by
+ * one app can call the other). This app's own port is the one its playground would be served on.
+ */
+function corsPolicyOf(options: HttpAppOptions, hosts: HostPolicy): CorsPolicy {
+  const { server } = options.config;
+  const service = options.ui?.service;
+  const siblingPort =
+    service === undefined ? null : service === "textgen" ? server.ragPort : server.textgenPort;
+  const port = service === "rag" ? server.ragPort : server.textgenPort;
+  return new CorsPolicy({ origins: options.config.auth.corsOrigins, siblingPort, hosts, port });
+}
+
+/** Fastify's own options: logging, limits, timeouts, the client address and the Host check. */
+function fastifyOptions(
+  options: HttpAppOptions,
+  lifecycle: RequestLifecycle,
+  hosts: HostPolicy,
+): FastifyHttpOptions<Server> {
+  const { server, limits, auth } = options.config;
+  const hops = auth.trustProxy;
+  return {
     logger: {
-      ...loggerOptions(config.server.logLevel),
+      ...loggerOptions(server.logLevel),
       ...(options.logStream ? { stream: options.logStream } : {}),
     },
     // One access-log line per request instead of Fastify's two, and the per-request duties above.
     logController: lifecycle,
     // A request's child logger is made only when something logs through it (see logger.ts).
     childLoggerFactory: lazyRequestLogger,
-    bodyLimit: config.limits.maxBodyBytes,
-    requestTimeout: config.server.httpRequestTimeoutMs,
+    bodyLimit: limits.maxBodyBytes,
+    requestTimeout: server.httpRequestTimeoutMs,
     // Node checks for timed-out requests every 30 s by default: check often enough that the 408
     // comes close to HTTP_REQUEST_TIMEOUT_MS; and with a headers timeout (60 s by default) longer than
     // the request timeout, Node answers a stalled body only at the headers timeout: bound it too.
     http: {
-      connectionsCheckingInterval: Math.min(30_000, Math.max(250, config.server.httpRequestTimeoutMs / 4)),
-      headersTimeout: Math.min(60_000, config.server.httpRequestTimeoutMs),
+      connectionsCheckingInterval: Math.min(30_000, Math.max(250, server.httpRequestTimeoutMs / 4)),
+      headersTimeout: Math.min(60_000, server.httpRequestTimeoutMs),
     },
+    // request.ip is X-Forwarded-For's client only behind the proxies TRUST_PROXY names.
+    // A number of proxies: the address that many hops before the connection's (as proxy-addr does).
+    trustProxy: typeof hops === "number" ? (_address: string, hop: number) => hop < hops : hops,
+    // A Host that is not ours is routed to a 403 (DNS rebinding; hosts.ts), without a hook.
+    rewriteUrl: (request) => hosts.rewrite(request),
     // JSON keys that could reach a prototype are refused (400), never merged.
     onProtoPoisoning: "error",
     onConstructorPoisoning: "error",
@@ -199,30 +253,7 @@ export async function createHttpApp(options: HttpAppOptions) {
     // Errors raised before routing (bad percent-encoding…) still get the contract's shape.
     frameworkErrors: (error, _request, reply) => sendError(reply, toApiError(error)),
     // Requests Node's HTTP parser rejects never reach Fastify: answer them in the contract's shape too.
-    clientErrorHandler: (error, socket) => {
-      // A response already begun (headers sent) cannot be replaced by an error: only closed.
-      const started = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent;
-      if (!socket.writable || started) return socket.destroy(error);
-      // HTTP_REQUEST_TIMEOUT_MS passed before the whole request arrived: 408, as Node itself answers.
-      // Routes that write wait for the whole body first, so this never follows a commit.
-      const timedOut = (error as { code?: string }).code === "ERR_HTTP_REQUEST_TIMEOUT";
-      const [status, reason] = timedOut ? [408, "Request Timeout"] : [400, "Bad Request"];
-      const body = JSON.stringify(
-        new ApiError(
-          status,
-          "invalid_request",
-          timedOut
-            ? "The request was not received in time (HTTP_REQUEST_TIMEOUT_MS); nothing was done"
-            : "Malformed HTTP request; check the request line, path and headers",
-        ).toBody(),
-      );
-      // A HEAD request gets the headers only: a body there would break the client's parser.
-      const raw = (error as unknown as { rawPacket?: Buffer }).rawPacket;
-      const isHead = raw !== undefined && raw.subarray(0, 5).toString("latin1") === "HEAD ";
-      socket.end(
-        `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${isHead ? "" : body}`,
-      );
-    },
+    clientErrorHandler: answerClientError,
     requestIdHeader: "x-request-id",
     genReqId: () => randomUUID(),
     ajv: {
@@ -230,19 +261,40 @@ export async function createHttpApp(options: HttpAppOptions) {
       customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false },
     },
     return503OnClosing: true,
-  }).withTypeProvider<TypeBoxTypeProvider>();
+  };
+}
 
-  // Before any route: state-changing routes get the CSRF check (cors.ts).
-  cors.registerCsrfCheck(app);
-
-  app.decorate("onRequestCompleted", (listener: RequestCompletedListener) =>
-    lifecycle.addCompletedListener(listener),
+/** Answers a request Node's HTTP parser rejected (or that timed out) on the raw socket. */
+function answerClientError(error: Error, socket: Duplex): void {
+  // A response already begun (headers sent) cannot be replaced by an error: only closed.
+  const started = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent;
+  if (!socket.writable || started) {
+    socket.destroy(error);
+    return;
+  }
+  // HTTP_REQUEST_TIMEOUT_MS passed before the whole request arrived: 408, as Node itself answers.
+  // Routes that write wait for the whole body first, so this never follows a commit.
+  const timedOut = (error as { code?: string }).code === "ERR_HTTP_REQUEST_TIMEOUT";
+  const [status, reason] = timedOut ? [408, "Request Timeout"] : [400, "Bad Request"];
+  const body = JSON.stringify(
+    new ApiError(
+      status,
+      "invalid_request",
+      timedOut
+        ? "The request was not received in time (HTTP_REQUEST_TIMEOUT_MS); nothing was done"
+        : "Malformed HTTP request; check the request line, path and headers",
+    ).toBody(),
   );
+  // A HEAD request gets the headers only: a body there would break the client's parser.
+  const raw = (error as unknown as { rawPacket?: Buffer }).rawPacket;
+  const isHead = raw !== undefined && raw.subarray(0, 5).toString("latin1") === "HEAD ";
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${isHead ? "" : body}`,
+  );
+}
 
-  // Bodies are JSON (or multipart where a route says so); Fastify's default text/plain parser would let
-  // unvalidated strings reach handlers, so such bodies are a 415 instead.
-  app.removeContentTypeParser("text/plain");
-
+/** Every error as the contract's JSON (logged by kind), and unknown routes as a 404 that says so. */
+function registerErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((error, request, reply) => {
     const apiError = toApiError(error);
     // A 5xx the code chose (not ready, timed out, upstream down) is a state, not a bug: one warning
@@ -254,35 +306,40 @@ export async function createHttpApp(options: HttpAppOptions) {
     } else request.log.info({ code: apiError.code, msg: apiError.message }, "request rejected");
     return sendError(reply, apiError);
   });
-
   app.setNotFoundHandler((request, reply) =>
     sendError(
       reply,
       new ApiError(404, "not_found", `No route ${request.method} ${pathOf(request.url)}; see /docs`),
     ),
   );
+}
 
-  cors.registerPreflightRoute(app);
+/** Keys (auth.ts) and RATE_LIMIT_PER_MINUTE; whether keys are on. */
+async function registerAccess(app: FastifyInstance, config: HttpAppOptions["config"]): Promise<boolean> {
   // Read here, where the app is built: the config only parses values (a bad file is a ConfigError still).
   const apiKeys = config.auth.apiKeysFile === null ? null : KeyRing.load(config.auth.apiKeysFile);
-  registerAuth(app, apiKeys, { failuresPerMinute: config.auth.rateLimitPerMinute });
-  if (config.auth.rateLimitPerMinute > 0) {
-    await app.register(rateLimit, {
-      max: config.auth.rateLimitPerMinute,
-      timeWindow: 60_000,
-      // Per key when keys are on, per client address otherwise; health checks are never limited.
-      keyGenerator: (request) => request.principal?.keyId ?? request.ip,
-      allowList: (request) => isPublicPath(request.url) || isPreflight(request),
-      errorResponseBuilder: (_request, context) =>
-        new ApiError(
-          429,
-          "rate_limited",
-          `Rate limit of ${context.max} requests per minute reached; retry after ${Math.ceil(context.ttl / 1000)} s`,
-          [],
-          { "retry-after": String(Math.ceil(context.ttl / 1000)) },
-        ),
-    });
-  }
+  registerAuth(app, apiKeys, { failuresPerMinute: config.auth.authFailuresPerMinute });
+  if (config.auth.rateLimitPerMinute === 0) return apiKeys !== null;
+  await app.register(rateLimit, {
+    max: config.auth.rateLimitPerMinute,
+    timeWindow: 60_000,
+    // Per key when keys are on, per client address otherwise; health checks are never limited.
+    keyGenerator: (request) => request.principal?.keyId ?? request.ip,
+    allowList: (request) => isPublicPath(request.url) || isPreflight(request),
+    errorResponseBuilder: (_request, context) =>
+      new ApiError(
+        429,
+        "rate_limited",
+        `Rate limit of ${context.max} requests per minute reached; retry after ${Math.ceil(context.ttl / 1000)} s`,
+        [],
+        { "retry-after": String(Math.ceil(context.ttl / 1000)) },
+      ),
+  });
+  return apiKeys !== null;
+}
+
+/** The OpenAPI document, /openapi.json and the offline Swagger UI at /docs. */
+async function registerDocs(app: FastifyInstance, options: HttpAppOptions, keysOn: boolean): Promise<void> {
   await app.register(swagger, {
     openapi: {
       openapi: "3.0.3",
@@ -298,19 +355,12 @@ export async function createHttpApp(options: HttpAppOptions) {
         },
       },
       // Shown as the Authorize button in /docs; public routes need no key even when keys are on.
-      ...(apiKeys ? { security: [{ bearer: [] }] } : {}),
+      ...(keysOn ? { security: [{ bearer: [] }] } : {}),
     },
   });
   // Swagger UI's assets ship inside the package; validatorUrl null keeps the page from calling out.
   await app.register(swaggerUi, { routePrefix: "/docs", uiConfig: { validatorUrl: null }, staticCSP: true });
   app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
-  if (options.ui) await registerUi(app, { service: options.ui.service, config });
-  // Liveness: the process answers. Readiness is /health, which each app defines.
-  app.get("/livez", { schema: { tags: ["service"], summary: "Liveness (the process is up)" } }, async () => ({
-    status: "alive",
-  }));
-
-  return app;
 }
 
 export type TypedApp = Awaited<ReturnType<typeof createHttpApp>>;

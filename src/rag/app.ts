@@ -11,7 +11,9 @@ import type { IndexStore } from "./store/types.js";
 import { AnswerWriter, upstreamGeneration, type GenerationPort } from "./answering/generative.js";
 import { ingestFromConfig } from "./ingest/limits.js";
 import { openAiRagRoutes } from "./http/openai-routes.js";
+import { tmpdir } from "node:os";
 import path from "node:path";
+import { registerUploadRoomCheck } from "./http/upload-room.js";
 import type { TextgenService } from "../textgen/engine/service.js";
 import { Retrievers } from "./retrieval/retrievers.js";
 import { FsDirectory } from "./search/fs-directory.js";
@@ -100,6 +102,11 @@ export async function buildRagApp({ config, store, localGeneration, textgenServi
     maxBuildChars: config.ingest.maxBuildChars,
     ingest: ingestFromConfig(config),
   };
+  // Before the routes: multipart uploads keep DISK_RESERVE_BYTES free where they are written.
+  registerUploadRoomCheck(app, {
+    reserveBytes: config.rag.diskReserveBytes,
+    folders: [tmpdir(), config.rag.dataDir],
+  });
   await app.register(ragRoutes, routeDeps);
   // OpenAI's API over the indices (chat completions, models, vector stores, files).
   await app.register(openAiRagRoutes, {

@@ -12,6 +12,7 @@ import { generatorBackend, loadBackend, type ServingBackend } from "./engine/mod
 import { locateModel } from "./engine/model-source.js";
 import { registerRerankRoutes } from "./http/rerank-routes.js";
 import { registerModelRoutes } from "./http/models-routes.js";
+import { registerKeepAliveCheck } from "./http/model-access.js";
 import { LlamaGenerator } from "./engine/llama-generator.js";
 import { anthropicRoutes } from "./http/dialects/anthropic.js";
 import { ollamaRoutes } from "./http/dialects/ollama.js";
@@ -93,9 +94,12 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
       multiModel: catalogue.multiModel,
       embeddingId: catalogue.embeddingId,
       startingGenerator: () => initial,
+      maxTokenizeChars: config.limits.maxTokenizeChars,
     },
     registry,
   );
+  // Before the routes: keep_alive 0 (an unload) is a model administrator's, on every API.
+  registerKeepAliveCheck(app);
   registerTextgenRoutes(app, { service, limits: config.limits });
   registerRerankRoutes(app, service);
   registerModelRoutes(app, service);
@@ -109,7 +113,11 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
     prefix: "/api",
     service,
     // /api/tags, /api/ps, /api/show, /api/pull and /api/delete: the registry's models.
-    catalog: new RegistryCatalog(service, config.models.modelsDir),
+    catalog: new RegistryCatalog(service, config.models.modelsDir, {
+      hosts: config.models.modelsPullHosts,
+      maxBytes: config.models.modelsPullMaxBytes,
+      timeoutMs: config.models.modelsPullTimeoutMs,
+    }),
     limits: config.limits,
   });
   // Closing: Fastify answers new requests 503 at once; admitted generations get SHUTDOWN_GRACE_MS to

@@ -14,7 +14,7 @@ import type { MultipartFile } from "@fastify/multipart";
 import type { FastifyRequest } from "fastify";
 import type { TSchema } from "typebox";
 import { Value } from "typebox/value";
-import { badRequest, DomainError, tooLarge } from "../../core/errors.js";
+import { badRequest, DomainError, isStorageFull, storageFull, tooLarge } from "../../core/errors.js";
 import { validationProblem } from "../../core/http.js";
 import { parseSpooledFile } from "../ingest/parse-pool.js";
 import { RequestTextBudget, type Ingest } from "../ingest/limits.js";
@@ -141,10 +141,11 @@ async function readSpooled<Fields>(
     }
     await bodyReceived(request);
   } catch (error) {
-    // Our own refusals and the plugin's size limits (413) keep their status; anything else thrown by
-    // the multipart parser means the body itself is malformed.
+    // Our own refusals and the plugin's size limits (413) keep their status; a full spool disk is a
+    // 507; anything else thrown by the multipart parser means the body itself is malformed.
     if (error instanceof DomainError || typeof (error as { statusCode?: unknown }).statusCode === "number")
       throw error;
+    if (isStorageFull(error)) throw storageFull("the upload spool folder is full");
     throw badRequest(`Malformed multipart/form-data body: ${(error as Error).message}`);
   }
   if (uploads.length === 0) throw badRequest('Send at least one file (form field "files")');

@@ -179,7 +179,11 @@ function registerFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fil
         metadata: document.metadata ?? {},
       };
       await mkdir(filesOf(tenant), { recursive: true });
-      await writeFile(fileAt(tenant, stored.id), JSON.stringify(stored));
+      // A write cut short (a full disk: 507) leaves no half file to list.
+      await writeFile(fileAt(tenant, stored.id), JSON.stringify(stored)).catch(async (error: unknown) => {
+        await rm(fileAt(tenant, stored.id), { force: true });
+        throw error;
+      });
       return fileObject(stored);
     },
   );

@@ -94,7 +94,10 @@ interface ModelState<B> {
 export interface Lease<B> {
   readonly id: string;
   readonly backend: B;
-  /** `keepAliveMs`: the request's keep_alive (0 unloads now, -1 never); the model's default when absent. */
+  /**
+   * `keepAliveMs`: the request's keep_alive (0 unloads now, -1 never); the model's current one when
+   * absent. Other values only lengthen the model's stay (see `longerStay`).
+   */
   release(keepAliveMs?: number): void;
 }
 
@@ -285,7 +288,7 @@ export class ModelRegistry<B extends ModelBackend> {
         released = true;
         state.inUse--;
         state.lastUsed = performance.now();
-        if (keepAliveMs !== undefined) state.keepAliveMs = keepAliveMs;
+        if (keepAliveMs !== undefined) state.keepAliveMs = longerStay(state.keepAliveMs, keepAliveMs);
         this.settle(state);
       },
     };
@@ -479,11 +482,38 @@ function failedError(id: string, reason: string): DomainError {
   return notReady(`The model "${id}" failed to load: ${reason}`, "model_not_ready");
 }
 
-/** Ollama's keep_alive: a duration ("5m", "1h30m", "500ms"), seconds as a number, 0 or negative. */
+/**
+ * The keep-alive a model gets after a request asking for `requested`: 0 unloads it (only model
+ * administrators may send it: textgen/http/model-access.ts); any other value only lengthens its stay
+ * (-1: for ever), so one client's short keep_alive never unloads a model others keep (issue #35). To
+ * unload sooner, send 0 or POST /models/unload.
+ */
+export function longerStay(current: number, requested: number): number {
+  if (requested === 0) return 0;
+  if (current < 0 || requested < 0) return -1;
+  return Math.max(current, requested);
+}
+
+/** The longest delay a Node timer takes (2^31 − 1 ms, ~24.8 days); a longer one would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Ollama's keep_alive: a duration ("5m", "1h30m", "500ms"), seconds as a number, 0 or negative; in
+ * ms, -1 for ever. Longer than a timer can wait counts as for ever (as Ollama clamps an overflowing
+ * one): `1e10` seconds once became a 1 ms timer and unloaded the model at once.
+ */
 export function parseKeepAlive(value: string | number): number {
-  if (typeof value === "number") return value < 0 ? -1 : Math.round(value * 1000);
+  const ms = parseKeepAliveMs(value);
+  return ms < 0 || ms > MAX_TIMER_MS ? -1 : ms;
+}
+
+function parseKeepAliveMs(value: string | number): number {
+  if (typeof value === "number") {
+    if (Number.isNaN(value)) throw new Error(`${value} is not a duration`);
+    return value < 0 ? -1 : Math.round(value * 1000);
+  }
   const text = value.trim();
-  if (/^-?\d+(\.\d+)?$/.test(text)) return parseKeepAlive(Number(text));
+  if (/^-?\d+(\.\d+)?$/.test(text)) return parseKeepAliveMs(Number(text));
   if (text.startsWith("-")) return -1;
   const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
   let total = 0;

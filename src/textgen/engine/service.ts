@@ -7,14 +7,15 @@
  * (until then it can still get a plain JSON 429/504).
  */
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
-import { badRequest, DomainError } from "../../core/errors.js";
+import { badRequest, DomainError, tooLarge } from "../../core/errors.js";
 import type { EmbeddingResult } from "./embedder.js";
-import type {
-  CompletionResult,
-  GenerationRequest,
-  Generator,
-  GeneratorStatus,
-  TextTokenizer,
+import {
+  isChatRequest,
+  type CompletionResult,
+  type GenerationRequest,
+  type Generator,
+  type GeneratorStatus,
+  type TextTokenizer,
 } from "./generator.js";
 import type { ModelRole } from "./gguf-check.js";
 import type { ServingBackend } from "./model-backends.js";
@@ -61,6 +62,19 @@ export interface ModelsView {
   embeddingId: string | null;
   /** The default model's generator while its first load runs (its status is the freshest). */
   startingGenerator?: () => Generator | undefined;
+  /** MAX_TOKENIZE_CHARS: characters one request may have tokenized (see `checkTokenizable`). */
+  maxTokenizeChars?: number;
+}
+
+/** Characters of text a request's prompt is made of: what tokenizing it costs grows with. */
+export function promptChars(request: GenerationRequest): number {
+  if (!isChatRequest(request)) return request.prompt.length;
+  let chars = request.tools === undefined ? 0 : JSON.stringify(request.tools).length;
+  for (const message of request.messages) {
+    chars += message.content.length;
+    for (const call of message.toolCalls ?? []) chars += call.name.length + call.arguments.length;
+  }
+  return chars;
 }
 
 export class TextgenService {
@@ -170,6 +184,21 @@ export class TextgenService {
     return this.handle(id, keepAliveMs);
   }
 
+  /**
+   * 413 for text longer than MAX_TOKENIZE_CHARS. llama.cpp's tokenizer is synchronous (node-llama-cpp's
+   * `tokenize` is a native call on the event loop, with no async form), so a 1 MiB prompt held every
+   * other request, /health included, for 0.5–6 s; the cap bounds that wait (131,072 characters, the
+   * default, took 0.4 s on a loaded 2-core machine with the test model).
+   */
+  checkTokenizable(chars: number, what = "The prompt"): void {
+    const max = this.view.maxTokenizeChars;
+    if (max === undefined || chars <= max) return;
+    throw tooLarge(
+      `${what} is ${chars} characters; this server tokenizes at most ${max} per request (MAX_TOKENIZE_CHARS)`,
+      [{ chars, max_chars: max, setting: "MAX_TOKENIZE_CHARS" }],
+    );
+  }
+
   /** The default model for a role: MODEL_PATH for generation, EMBEDDING_MODEL_PATH for embeddings. */
   private pickModel(name: string | undefined, role: ModelRole): string {
     if (name !== undefined && name !== "") {
@@ -219,8 +248,10 @@ export class TextgenService {
       get name() {
         return nameOf(id);
       },
-      run: (request, signal, hooks = {}) =>
-        withModel("generate", (backend) => this.generate(id, backend, request, signal, hooks)),
+      run: async (request, signal, hooks = {}) => {
+        this.checkTokenizable(promptChars(request));
+        return withModel("generate", (backend) => this.generate(id, backend, request, signal, hooks));
+      },
       embed: (inputs, signal) =>
         withModel("embed", (backend) =>
           backend.scheduler.run(signal, () => backend.embedder!.embed(inputs, signal)),
@@ -229,7 +260,10 @@ export class TextgenService {
         withModel("rerank", (backend) =>
           backend.scheduler.run(signal, (runSignal) => backend.ranker!.rank(query, documents, runSignal)),
         ),
-      countTokens: (request) => withModel("generate", (backend) => backend.generator!.validate(request)),
+      countTokens: async (request) => {
+        this.checkTokenizable(promptChars(request));
+        return withModel("generate", (backend) => backend.generator!.validate(request));
+      },
       preload: async () => {
         if (keepAliveMs === 0) {
           await models.unload(id);

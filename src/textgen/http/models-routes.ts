@@ -7,6 +7,7 @@ import { Type } from "typebox";
 import { badRequest } from "../../core/errors.js";
 import type { TypedApp } from "../../core/http.js";
 import { ErrorResponse } from "./schemas.js";
+import { requireModelAdmin } from "./model-access.js";
 import type { ModelInfo } from "../engine/model-registry.js";
 import type { TextgenService } from "../engine/service.js";
 
@@ -99,8 +100,9 @@ export function registerModelRoutes(app: TypedApp, service: TextgenService): voi
 
   app.post(
     "/models/load",
-    { schema: loadSchema("Load a model now; answers once it is loaded (or failed, saying why)") },
+    { schema: loadSchema("Load a model now; answers once it is loaded (or failed, saying why); admin only") },
     async (request) => {
+      requireModelAdmin(request, "load models");
       const id = modelIdOf(service, request.body.model);
       await service.models.load(id);
       return { success: true };
@@ -109,8 +111,9 @@ export function registerModelRoutes(app: TypedApp, service: TextgenService): voi
 
   app.post(
     "/models/unload",
-    { schema: loadSchema("Unload a model (after its running requests finish)") },
+    { schema: loadSchema("Unload a model (after its running requests finish); admin only") },
     async (request) => {
+      requireModelAdmin(request, "unload models");
       const id = modelIdOf(service, request.body.model);
       if (!(await service.models.unload(id)))
         throw badRequest(`The model "${id}" is not loaded`, [{ path: "/model" }]);
@@ -124,7 +127,10 @@ function modelIdOf(service: TextgenService, name: string): string {
   return service.models.find(name)?.id ?? service.resolveModel(name, "generate").id;
 }
 
-/** /models/load and /models/unload (the llama.cpp server router's): a model name in, success out. */
+/**
+ * /models/load and /models/unload (the llama.cpp server router's): a model name in, success out; a
+ * model administrator's only (model-access.ts).
+ */
 function loadSchema(summary: string) {
   return {
     tags: ["models"],

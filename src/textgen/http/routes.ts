@@ -111,6 +111,7 @@ export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): vo
     },
     async (request) => {
       const { content, add_special, with_pieces } = request.body;
+      service.checkTokenizable(content.length, "The content");
       const model = await tokenizer();
       const tokens = model.tokenize(content, add_special);
       return { tokens: with_pieces ? tokens.map((id) => ({ id, piece: model.piece(id) })) : tokens };

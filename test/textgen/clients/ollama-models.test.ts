@@ -4,9 +4,7 @@
  * model and an embedding model). /api/tags lists every model, /api/ps exactly the loaded ones.
  */
 import assert from "node:assert/strict";
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, statSync } from "node:fs";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
+import { copyFileSync, existsSync, mkdtempSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -34,13 +32,12 @@ describe("Ollama model routes over the registry: ollama-js against three real GG
   let server: RunningTextgen;
   let ollama: Ollama;
   let dir: string;
-  let chatFile: string;
 
   const running = async () => (await ollama.ps()).models.map((model) => model.name).sort();
   const listed = async () => (await ollama.list()).models.map((model) => model.name).sort();
 
   before(async () => {
-    chatFile = await syntheticModel(testModelPath, TINY, { dir: cacheDir, tag: "chat" });
+    const chatFile = await syntheticModel(testModelPath, TINY, { dir: cacheDir, tag: "chat" });
     const embedFile = await syntheticModel(testModelPath, TINY, {
       dir: cacheDir,
       tag: "embed",
@@ -146,39 +143,23 @@ describe("Ollama model routes over the registry: ollama-js against three real GG
     assert.equal(new Date(served!.expires_at).getUTCFullYear(), 9999);
   });
 
-  it("pull serves the downloaded file at once; delete removes a model of MODELS_DIR not in use", async () => {
-    const files = http.createServer((_request, response) => {
-      response.writeHead(200, { "content-type": "application/octet-stream" });
-      response.end(readFileSync(chatFile));
-    });
-    await new Promise<void>((resolve) => files.listen(0, "127.0.0.1", resolve));
-    try {
-      const { port } = files.address() as AddressInfo;
-      await ollama.pull({ model: `http://127.0.0.1:${port}/pulled.gguf`, stream: false });
-      const names = await listed();
-      const pulled = names.find((name) => /pulled/.test(name));
-      assert.ok(pulled, `the pulled model is listed: ${names.join(", ")}`);
-      const answer = await ollama.generate({ model: pulled, prompt: "Once", options: { num_predict: 2 } });
-      assert.equal(answer.model, pulled);
-      assert.ok((await running()).includes(pulled));
-      // Loaded: refused. Unloaded: its file goes, and so does the model.
-      await assert.rejects(
-        ollama.delete({ model: pulled }),
-        (error: OllamaError) => error.status_code === 409,
-      );
-      await ollama.generate({ model: pulled, prompt: "", keep_alive: 0 });
-      await ollama.delete({ model: pulled });
-      assert.ok(!(await listed()).includes(pulled));
-      await assert.rejects(
-        ollama.generate({ model: pulled, prompt: "Once" }),
-        (error: OllamaError) => error.status_code === 404,
-      );
-    } finally {
-      files.close();
-    }
+  it("delete removes a model of MODELS_DIR not in use (pulls: test/reliability/model-management.test.ts)", async () => {
+    const answer = await ollama.generate({ model: "chat", prompt: "Once", options: { num_predict: 2 } });
+    assert.equal(answer.model, "chat");
+    assert.ok((await running()).includes("chat"));
+    // Loaded: refused. Unloaded: its file goes, and so does the model.
+    await assert.rejects(ollama.delete({ model: "chat" }), (error: OllamaError) => error.status_code === 409);
+    await ollama.generate({ model: "chat", prompt: "", keep_alive: 0 });
+    await ollama.delete({ model: "chat" });
+    assert.equal(existsSync(path.join(dir, "chat.gguf")), false);
+    assert.ok(!(await listed()).includes("chat"));
+    await assert.rejects(
+      ollama.generate({ model: "chat", prompt: "Once" }),
+      (error: OllamaError) => error.status_code === 404,
+    );
     await ollama.delete({ model: "embed" });
     assert.equal(existsSync(path.join(dir, "embed.gguf")), false);
-    assert.deepEqual(await listed(), ["chat", "stories260K"]);
+    assert.deepEqual(await listed(), ["stories260K"]);
     // The default model's file is not in MODELS_DIR: never deleted from here.
     await assert.rejects(
       ollama.delete({ model: "stories260K" }),

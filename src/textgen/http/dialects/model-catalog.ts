@@ -1,15 +1,18 @@
 /**
  * The models the Ollama routes list, show, pull and delete, read from the model registry (the one
  * list of models every API serves): `/api/tags` lists each registry model whose file is here,
- * `/api/ps` the loaded ones with their keep-alive's end, `/api/pull` downloads into MODELS_DIR and
- * serves the file at once, `/api/delete` removes a file of MODELS_DIR that is not being served.
+ * `/api/ps` the loaded ones with their keep-alive's end, `/api/pull` downloads into MODELS_DIR (through
+ * engine/model-pull.ts's checks) and serves the file at once, `/api/delete` removes a file of
+ * MODELS_DIR that is not being served.
  */
 import { createHash } from "node:crypto";
 import { stat, unlink } from "node:fs/promises";
 import path from "node:path";
 import { readGgufFileInfo, resolveModelFile } from "node-llama-cpp";
-import { badRequest, conflict, notFound } from "../../../core/errors.js";
+import { conflict, notFound } from "../../../core/errors.js";
 import { isRemoteModelReference } from "../../../core/config.js";
+import { KeyedMutex } from "../../../core/keyed-mutex.js";
+import { planPull, pullModel, type PullPolicy } from "../../engine/model-pull.js";
 import type { ModelRole } from "../../engine/gguf-check.js";
 import type { ModelInfo } from "../../engine/model-registry.js";
 import { modelIdOf } from "../../engine/presets.js";
@@ -57,7 +60,10 @@ export interface ModelCatalog {
   /** One model by name, or a 404. */
   find(name: string): Promise<CatalogModel>;
   details(model: CatalogModel): Promise<ModelDetails>;
-  /** Downloads an `hf:` reference or URL into MODELS_DIR (nothing when it is already there). */
+  /**
+   * Downloads an `hf:` reference or https URL into MODELS_DIR (nothing when it is already there),
+   * under MODELS_PULL_HOSTS, MODELS_PULL_MAX_BYTES and MODELS_PULL_TIMEOUT_MS (engine/model-pull.ts).
+   */
   pull(
     reference: string,
     onProgress: (progress: PullProgress) => void,
@@ -71,9 +77,13 @@ const digestOf = (file: string, size: number, modified: Date) =>
   createHash("sha256").update(`${file}\0${size}\0${modified.getTime()}`).digest("hex");
 
 export class RegistryCatalog implements ModelCatalog {
+  /** One download per file at a time: a second pull of it waits, then finds the file there. */
+  private readonly pulls = new KeyedMutex();
+
   constructor(
     private readonly service: TextgenService,
     private readonly modelsDir: string,
+    private readonly pullPolicy: PullPolicy,
   ) {}
 
   /** The local file of a registry model: known, or a reference already downloaded (no network). */
@@ -154,18 +164,10 @@ export class RegistryCatalog implements ModelCatalog {
     onProgress: (progress: PullProgress) => void,
     signal: AbortSignal,
   ): Promise<CatalogModel> {
-    if (!isRemoteModelReference(reference))
-      throw badRequest(
-        `"${reference}" is not a model reference this server can pull: give hf:<owner>/<repo>/<file>.gguf or an https URL`,
-        [{ path: "/model" }],
-      );
-    const file = await resolveModelFile(reference, {
-      directory: this.modelsDir,
-      cli: false,
-      signal,
-      onProgress: ({ totalSize, downloadedSize }) =>
-        onProgress({ completed: downloadedSize, total: totalSize }),
-    });
+    const plan = planPull(reference);
+    const file = await this.pulls.run(plan.fileName, () =>
+      pullModel(plan, this.modelsDir, this.pullPolicy, { onProgress, signal }),
+    );
     // Served from now on under its file's name, unless the registry already serves it (a preset's reference).
     const known = this.service.models.list().find((info) => info.reference === reference);
     const id =

@@ -7,9 +7,9 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Type, type Static } from "typebox";
 import { badRequest, type ApiError } from "../../../core/errors.js";
 import type { TypedApp } from "../../../core/http.js";
-import { toApiError } from "../../../core/http.js";
 import { VERSION } from "../../../core/version.js";
-import { isRemoteModelReference, type Config } from "../../../core/config.js";
+import type { Config } from "../../../core/config.js";
+import { parseJsonText } from "../../../core/json-body.js";
 import type { ChatMessage, CompletionResult, GenerationRequest } from "../../engine/generator.js";
 import type { ModelRole } from "../../engine/gguf-check.js";
 import type { ServedModel, TextgenService } from "../../engine/service.js";
@@ -24,6 +24,7 @@ import {
 } from "./common.js";
 import { parseArgumentsObject } from "./json-partial.js";
 import type { CatalogModel, ModelCatalog } from "./model-catalog.js";
+import { modelNameFields, namedModel, registerOllamaModelManagement } from "./ollama-models.js";
 import { openLineStream, type LineStream } from "./ndjson.js";
 import { DEFAULT_CHAT_MAX_TOKENS, JsonSchemaObject } from "./openai-shared.js";
 
@@ -130,21 +131,6 @@ const GenerateBody = Type.Object(
   },
   strict,
 );
-/** The model a management route names: `model`, or `name`, its older spelling that ollama-js sends. */
-const modelNameFields = {
-  model: Type.Optional(Type.String({ minLength: 1 })),
-  name: Type.Optional(
-    Type.String({ minLength: 1, description: "older name of `model` (ollama-js sends it)" }),
-  ),
-};
-const ModelName = Type.Object(modelNameFields, strict);
-
-function namedModel(body: { model?: string; name?: string }): string {
-  const name = body.model ?? body.name;
-  if (name === undefined) throw badRequest("model is required");
-  return name;
-}
-
 /** The model a request names; `name:latest` is `name`, as in Ollama (its clients add the tag). */
 function ollamaModel(
   service: TextgenService,
@@ -162,7 +148,7 @@ export interface OllamaRouteOptions {
   service: TextgenService;
   catalog: ModelCatalog;
   /** MAX_NEW_TOKENS and EMBEDDING_MAX_INPUTS. */
-  limits: Pick<Config["limits"], "maxNewTokens" | "embeddingMaxInputs">;
+  limits: Pick<Config["limits"], "maxNewTokens" | "embeddingMaxInputs" | "maxJsonDepth">;
 }
 
 /** Ollama's `options` and `format` in the generator's terms. */
@@ -316,9 +302,9 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
     { parseAs: "string" },
     (_request, body, done) => {
       try {
-        done(null, JSON.parse(body as string));
-      } catch {
-        done(badRequest("The body is not valid JSON"), undefined);
+        done(null, parseJsonText(body as string, options.limits.maxJsonDepth));
+      } catch (error) {
+        done(error as Error, undefined);
       }
     },
   );
@@ -326,6 +312,7 @@ export const ollamaRoutes: FastifyPluginAsync<OllamaRouteOptions> = async (insta
   registerGeneration(app, service, maxNewTokens);
   registerEmbeddings(app, service, embeddingMaxInputs);
   registerModels(app, catalog);
+  registerOllamaModelManagement(app, catalog);
 };
 
 function registerGeneration(app: TypedApp, service: TextgenService, maxNewTokens: number): void {
@@ -588,70 +575,6 @@ function registerModels(app: TypedApp, catalog: ModelCatalog): void {
         capabilities,
         modified_at: model.modifiedAt.toISOString(),
       };
-    },
-  );
-
-  app.post(
-    "/pull",
-    {
-      schema: {
-        tags: ["ollama"],
-        summary: "Download a model (hf:<owner>/<repo>/<file>.gguf or an https URL) into MODELS_DIR",
-        body: Type.Object(
-          {
-            ...modelNameFields,
-            insecure: Type.Optional(Type.Boolean()),
-            stream: Type.Optional(Type.Boolean({ default: true })),
-          },
-          strict,
-        ),
-      },
-    },
-    async (request, reply) => {
-      const reference = namedModel(request.body);
-      const signal = clientGoneSignal(request, reply);
-      if (request.body.stream === false) {
-        await catalog.pull(reference, () => undefined, signal);
-        return { status: "success" };
-      }
-      // Checked before the stream opens, so a bad reference is a plain 400.
-      if (!isRemoteModelReference(reference))
-        throw badRequest(
-          `"${reference}" is not a model reference this server can pull: give hf:<owner>/<repo>/<file>.gguf or an https URL`,
-        );
-      const lines = openLineStream(request, reply);
-      lines.send({ status: "pulling manifest" });
-      try {
-        let last = -1;
-        const model = await catalog.pull(
-          reference,
-          ({ completed, total }) => {
-            // One line per percent at most: a progress bar needs no more.
-            const percent = total > 0 ? Math.floor((completed / total) * 100) : 0;
-            if (percent === last) return;
-            last = percent;
-            lines.send({ status: `pulling ${reference}`, digest: reference, total, completed });
-          },
-          signal,
-        );
-        lines.send({ status: "verifying sha256 digest", digest: model.digest });
-        lines.send({ status: "success" });
-      } catch (error) {
-        lines.send(ollamaErrorBody(toApiError(error)));
-      } finally {
-        lines.end();
-      }
-      return reply;
-    },
-  );
-
-  app.delete(
-    "/delete",
-    { schema: { tags: ["ollama"], summary: "Delete a downloaded model's file", body: ModelName } },
-    async (request, reply) => {
-      const name = namedModel(request.body);
-      await catalog.remove(name);
-      return reply.status(200).send();
     },
   );
 }
