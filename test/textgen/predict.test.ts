@@ -75,13 +75,12 @@ describe("text generation API with the real test model", () => {
     const generator = createGenerator(config) as LlamaGenerator;
     await generator.ready();
     try {
-      const direct = await generator.generate({
-        prompt: "Once upon a time",
-        maxTokens: 5,
-        temperature: 0,
-        stop: [],
-        onText: () => counted++,
-      });
+      const direct = await generator.generate(
+        { prompt: "Once upon a time", maxTokens: 5, temperature: 0, stop: [] },
+        (event) => {
+          if (event.type === "text-delta") counted++;
+        },
+      );
       assert.equal(direct.text, body.generated_text);
       assert.equal(direct.tokensGenerated, 5);
       assert.ok(counted >= 1 && counted <= 5);
