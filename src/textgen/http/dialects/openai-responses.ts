@@ -683,7 +683,7 @@ class ResponsesEncoder implements StreamEncoder {
   error(error: ApiError): WireFrame[] {
     const body = openAiErrorBody(error).error;
     return [
-      this.frame("error", { ...body }),
+      this.frame("error", { code: body.code, message: body.message, param: body.param }),
       this.frame("response.failed", { response: { ...this.responseOf("failed", this.output), error: body } }),
     ];
   }
