@@ -179,7 +179,7 @@ describe("Responses API: real clients against the app on the test model", () => 
       store: true,
       max_output_tokens: 2,
     });
-    assert.equal(stored.store, false);
+    assert.equal((stored as unknown as { store: boolean }).store, false);
     await assert.rejects(
       client.responses.create({ model: "llama", input: "Hi", previous_response_id: "resp_1" }),
       (error: InstanceType<typeof OpenAI.APIError>) =>
