@@ -486,7 +486,7 @@ export class LlamaGenerator implements Generator {
     // A thinking budget spent stops the job; the answer then continues after a closed thought block.
     const maxTokens = prepared.maxTokens ?? request.maxTokens;
     const budget = new AbortController();
-    const job = (tokens: readonly Token[], maxTokens: number, context: readonly Token[]): BatchJob => ({
+    const job = (tokens: readonly Token[], maxTokens: number, signal?: AbortSignal): BatchJob => ({
       promptTokens: tokens,
       maxTokens,
       sampling: {
@@ -503,11 +503,11 @@ export class LlamaGenerator implements Generator {
       },
       text: new ResponseText({
         detokenize: (tokens, lastTokens) => model.detokenize(tokens, false, lastTokens),
-        context,
+        context: prepared.context,
         stopStrings: prepared.stopStrings,
         stopTokenSequences: prepared.stopTokenSequences,
       }),
-      signal: request.signal ? AbortSignal.any([request.signal, budget.signal]) : budget.signal,
+      signal,
       onText: (piece) => answer.push(piece),
       onTokens: (count) => {
         request.onTokens?.(count);
@@ -525,7 +525,9 @@ export class LlamaGenerator implements Generator {
       },
     });
     const batcher = pickBatcher(batchers, prepared.tokens);
-    let result = await batcher.run(job(prepared.tokens, maxTokens, prepared.context));
+    const first = request.signal ? AbortSignal.any([request.signal, budget.signal]) : budget.signal;
+    let result = await batcher.run(job(prepared.tokens, maxTokens, first));
+    const { cachedTokens } = result;
     let { tokensGenerated } = result;
     const logprobEntries = [...(result.logprobs ?? [])];
     const budgetSpent = result.finish === "abort" && budget.signal.aborted && !request.signal?.aborted;
@@ -533,7 +535,7 @@ export class LlamaGenerator implements Generator {
       // The prompt and the thought so far are in the sequence's cells: only the close is evaluated.
       const continued = [...prepared.tokens, ...model.tokenize(result.text + answer.closeReasoning(), true)];
       result = await pickBatcher(batchers, continued).run(
-        job(continued, maxTokens - tokensGenerated, prepared.context),
+        job(continued, maxTokens - tokensGenerated, request.signal),
       );
       tokensGenerated += result.tokensGenerated;
       logprobEntries.push(...(result.logprobs ?? []));
@@ -551,7 +553,7 @@ export class LlamaGenerator implements Generator {
       finish: result.finish,
       promptTokens,
       tokensGenerated,
-      cachedTokens: result.cachedTokens,
+      cachedTokens,
       truncatedTokens: prepared.truncated,
       logprobs,
     });
