@@ -11,6 +11,7 @@ import { findModelObject, modelList } from "./models-routes.js";
 import { anthropicModelList, anthropicModelObject, isAnthropicRequest } from "./dialects/anthropic-models.js";
 import { dialectPlugin } from "./dialects/plugin.js";
 import { clientGoneSignal, validationLimits, type LimitsConfig } from "./dialects/run.js";
+import { truncated } from "./dialects/embedding-shape.js";
 import { openAiDialect } from "./dialects/openai-shared.js";
 import { registerChatCompletions } from "./dialects/openai-chat.js";
 import { registerCompletions } from "./dialects/openai-completions.js";
@@ -159,19 +160,4 @@ async function embeddingInputs(
   const empty = texts.findIndex((text) => text === "");
   if (empty !== -1) throw badRequest(`input ${empty} is empty`, [{ path: "/input" }]);
   return texts;
-}
-
-/**
- * The first `dimensions` values, scaled back to unit length: how Matryoshka-trained models (and
- * OpenAI's text-embedding-3) shorten an embedding. A model not trained that way still gives vectors of
- * the asked size, but their similarities are only as good as its first dimensions happen to be.
- */
-export function truncated(vector: Float32Array, dimensions: number | undefined): Float32Array {
-  if (dimensions === undefined || dimensions >= vector.length) return vector;
-  const head = vector.slice(0, dimensions);
-  let norm = 0;
-  for (const value of head) norm += value * value;
-  norm = Math.sqrt(norm);
-  if (norm > 0) for (let i = 0; i < head.length; i++) head[i]! /= norm;
-  return head;
 }

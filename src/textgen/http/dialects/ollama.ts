@@ -13,6 +13,7 @@ import type { ModelRole } from "../../engine/gguf-check.js";
 import type { ServedModel, TextgenService } from "../../engine/service.js";
 import type { CatalogModel, ModelCatalog } from "./model-catalog.js";
 import { openLineStream } from "./ndjson.js";
+import { truncated } from "./embedding-shape.js";
 import { keepAlive, ollamaErrorBody, Options, registerGeneration } from "./ollama-generation.js";
 import { dialectPlugin, type Dialect } from "./plugin.js";
 import { clientGoneSignal, validationLimits, type LimitsConfig } from "./run.js";
@@ -143,13 +144,12 @@ function registerEmbeddings(app: TypedApp, service: TextgenService, maxEmbedding
       const target = ollamaModel(service, body.model, body.keep_alive, "embed");
       const { vectors, promptTokens } = await target.embed(inputs, clientGoneSignal(request, reply));
       const size = vectors[0]?.length ?? 0;
-      if (body.dimensions !== undefined && body.dimensions !== size)
-        throw badRequest(
-          `dimensions ${body.dimensions} is not supported: this model's embeddings have ${size}`,
-        );
+      if (body.dimensions !== undefined && body.dimensions > size)
+        throw badRequest(`dimensions ${body.dimensions} is more than this model's ${size}`);
       return {
         model: target.name,
-        embeddings: vectors.map((vector) => Array.from(vector)),
+        // Fewer dimensions: the first ones, renormalised, as /v1/embeddings does.
+        embeddings: vectors.map((vector) => Array.from(truncated(vector, body.dimensions))),
         total_duration: nanoseconds(performance.now() - started),
         load_duration: 0,
         prompt_eval_count: promptTokens,
