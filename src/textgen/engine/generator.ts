@@ -1,5 +1,4 @@
 import type { GbnfJsonSchema, LlamaModel } from "node-llama-cpp";
-import type { EventListener } from "./events.js";
 
 /**
  * The boundary between the HTTP layer and whatever produces tokens. Routes and the scheduler only
@@ -189,3 +188,41 @@ export interface Generator {
   generate(request: GenerationRequest, listener?: EventListener): Promise<CompletionResult>;
   close(): Promise<void>;
 }
+
+// --- The answer as a stream of parts (events.ts writes them) ---------------------------------------
+
+export interface Usage {
+  promptTokens: number;
+  completionTokens: number;
+  /** Prompt tokens taken from the prompt cache instead of being evaluated. */
+  cachedTokens: number;
+}
+
+export type GenerationEvent =
+  /** The request holds a sequence; its prompt is `promptTokens` long (counted before the first token). */
+  | { type: "start"; promptTokens: number }
+  | { type: "reasoning-start" }
+  | { type: "reasoning-delta"; delta: string }
+  | { type: "reasoning-end" }
+  | { type: "text-start" }
+  /** `logprobs`: the tokens this delta's text came from (when the request asked for logprobs). */
+  | { type: "text-delta"; delta: string; logprobs?: TokenLogprob[] }
+  | { type: "text-end" }
+  /** `index` counts the calls of this answer from 0. */
+  | { type: "tool-call-start"; index: number; id: string; name: string }
+  | { type: "tool-call-delta"; index: number; delta: string }
+  /** `arguments`: the whole arguments text (the deltas joined). */
+  | { type: "tool-call-end"; index: number; id: string; name: string; arguments: string }
+  /**
+   * The end: the assembled result, and `logprobs` of tokens that no text delta carried (text held back
+   * as a possible tool call, or cut by a stop string).
+   */
+  | {
+      type: "finish";
+      finishReason: FinishReason;
+      usage: Usage;
+      result: CompletionResult;
+      logprobs?: TokenLogprob[];
+    };
+
+export type EventListener = (event: GenerationEvent) => void;
