@@ -15,6 +15,7 @@ import { badRequest, DomainError, notFound, notReady, type ErrorKind } from "../
 import { defaultOverlap } from "../rag/ingest/chunker.js";
 import type { RagService, DocumentInput } from "../rag/service.js";
 import type { Which } from "../server.js";
+import { onTextDeltas } from "../textgen/engine/events.js";
 import type { LlamaGenerator } from "../textgen/engine/llama-generator.js";
 
 // Each command loads only what it needs (llama.cpp, the stores, the document parsers are heavy), so
@@ -481,14 +482,16 @@ async function generate(args: string[], config: Config): Promise<number> {
     await generator.ready?.();
     const status = generator.status();
     if (status.state === "unhealthy") throw notReady(status.reason, "model_not_ready");
-    const result = await generator.generate({
-      prompt,
-      maxTokens: integer(values["max-length"], "max-length") ?? 128,
-      temperature,
-      seed: integer(values.seed, "seed"),
-      stop: [],
-      onText: values.json ? undefined : (piece) => process.stdout.write(piece),
-    });
+    const result = await generator.generate(
+      {
+        prompt,
+        maxTokens: integer(values["max-length"], "max-length") ?? 128,
+        temperature,
+        seed: integer(values.seed, "seed"),
+        stop: [],
+      },
+      onTextDeltas(values.json ? undefined : (piece) => process.stdout.write(piece)),
+    );
     if (values.json) {
       print({
         generated_text: result.text,

@@ -189,6 +189,8 @@ export async function createHttpApp(options: HttpAppOptions) {
   // unvalidated strings reach handlers, so such bodies are a 415 instead.
   app.removeContentTypeParser("text/plain");
   registerJsonBodyParser(app, config.limits.maxJsonDepth);
+  readEmptyBodiesAsNone(app);
+  coerceQueryScalars(app);
   registerErrorHandlers(app);
   cors.registerPreflightRoute(app);
   const keysOn = await registerAccess(app, config);
@@ -367,4 +369,41 @@ export type TypedApp = Awaited<ReturnType<typeof createHttpApp>>;
 
 export function rootMessage(service: string) {
   return { message: `${PRODUCT_NAME} ${service} API v${VERSION}`, docs: "/docs" };
+}
+
+/**
+ * A request that says `content-type: application/json` and carries no body (every DELETE of the
+ * Python SDKs) is read as having no body, as if it had no content type, instead of failing to parse.
+ */
+function readEmptyBodiesAsNone(app: FastifyInstance): void {
+  app.addHook("onRequest", async (request) => {
+    const headers = request.headers;
+    if (headers["content-type"] === undefined || headers["transfer-encoding"] !== undefined) return;
+    const length = headers["content-length"];
+    if (length === undefined || length === "0") delete headers["content-type"];
+  });
+}
+
+/**
+ * Query strings are text: `?limit=5` is read as the integer, number or boolean the route's
+ * querystring schema declares (bodies are never coerced: a wrong type there is the client's to fix).
+ */
+function coerceQueryScalars(app: FastifyInstance): void {
+  app.addHook("preValidation", async (request) => {
+    const schema = request.routeOptions.schema?.querystring as
+      { properties?: Record<string, { type?: unknown }> } | undefined;
+    const query = request.query as Record<string, unknown> | undefined;
+    if (!schema?.properties || !query) return;
+    for (const [name, property] of Object.entries(schema.properties)) {
+      const value = query[name];
+      if (typeof value !== "string") continue;
+      if (
+        (property.type === "integer" && /^-?\d+$/.test(value)) ||
+        (property.type === "number" && value.trim() !== "" && Number.isFinite(Number(value)))
+      )
+        query[name] = Number(value);
+      else if (property.type === "boolean" && (value === "true" || value === "false"))
+        query[name] = value === "true";
+    }
+  });
 }

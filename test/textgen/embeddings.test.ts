@@ -54,8 +54,21 @@ describe("/v1/embeddings from the served model (no EMBEDDING_MODEL_PATH)", () =>
     assert.deepEqual(decoded, batch.body.data[1].embedding);
   });
 
-  it("refuses clearly: dimensions other than the model's, too many inputs, an input too long", async () => {
-    const dimensions = await embed({ input: "hello", dimensions: 32 });
+  it("dimensions below the model's: the first values, renormalised to unit length", async () => {
+    const full = await embed({ input: "Once upon a time" });
+    const short = await embed({ input: "Once upon a time", dimensions: 16 });
+    assert.equal(short.status, 200);
+    const vector = short.body.data[0].embedding as number[];
+    assert.equal(vector.length, 16);
+    const norm = Math.hypot(...vector);
+    assert.ok(Math.abs(norm - 1) < 1e-5, `unit length, got ${norm}`);
+    const head = (full.body.data[0].embedding as number[]).slice(0, 16);
+    const headNorm = Math.hypot(...head);
+    vector.forEach((value, i) => assert.ok(Math.abs(value - head[i]! / headNorm) < 1e-5));
+  });
+
+  it("refuses clearly: more dimensions than the model's, too many inputs, an input too long", async () => {
+    const dimensions = await embed({ input: "hello", dimensions: 65 });
     assert.equal(dimensions.status, 400);
     assert.equal(dimensions.body.error.param, "dimensions");
     assert.match(dimensions.body.error.message, /64 dimensions/);

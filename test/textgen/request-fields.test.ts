@@ -60,26 +60,41 @@ describe("request fields and small routes on the test model", () => {
     assert.equal(status, 200);
   });
 
-  it("a field the server does not implement is a 400 naming it", async () => {
-    const { status, body } = await request("POST", "/v1/chat/completions", {
-      messages: [{ role: "user", content: "Hi" }],
+  it("a field no reference defines is ignored and named in x-lectern-ignored-fields; a wrong type is a 400", async () => {
+    const post = (path: string, body: object) =>
+      fetch(`${server.url}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const ignored = await post("/v1/chat/completions", {
+      messages: [{ role: "user", content: "Hi", cache_hint: 1 }],
+      max_tokens: 2,
       best_of: 2,
     });
-    assert.equal(status, 400);
-    assert.equal(body.error.param, "best_of");
-    assert.match(body.error.message, /best_of/);
-    // null means "not set" in OpenAI's API: an unknown field sent as null is no error.
-    const nulls = await request("POST", "/v1/chat/completions", {
+    assert.equal(ignored.status, 200);
+    assert.equal(ignored.headers.get("x-lectern-ignored-fields"), "messages.0.cache_hint, best_of");
+    // null means "not set" in OpenAI's API: a known field sent as null is no error and not "ignored".
+    const nulls = await post("/v1/chat/completions", {
       messages: [{ role: "user", content: "Hi" }],
       max_tokens: 2,
       logit_bias: null,
-      best_of: null,
-      functions: null,
+      seed: null,
     });
     assert.equal(nulls.status, 200);
-    const suffix = await request("POST", "/v1/completions", { prompt: "Hi", suffix: "end" });
-    assert.equal(suffix.status, 400);
-    assert.match(suffix.body.error.message, /suffix/);
+    assert.equal(nulls.headers.get("x-lectern-ignored-fields"), null);
+    // suffix is in the completions reference: accepted (no effect), not ignored.
+    const suffix = await post("/v1/completions", { prompt: "Hi", suffix: "end", max_tokens: 2 });
+    assert.equal(suffix.status, 200);
+    assert.equal(suffix.headers.get("x-lectern-ignored-fields"), null);
+    const wrongType = await post("/v1/chat/completions", {
+      messages: [{ role: "user", content: "Hi" }],
+      max_tokens: "two",
+    });
+    assert.equal(wrongType.status, 400);
+    const body = (await wrongType.json()) as Loose;
+    assert.equal(body.error.type, "invalid_request_error");
+    assert.match(body.error.message, /max_tokens/);
   });
 
   it("logit_bias bans and forces tokens; ignore_eos generates past the end-of-generation token", async () => {

@@ -148,7 +148,47 @@ describe("structured output (response_format, json_schema, grammar) on the test 
     assertPerson(json.body.generated_text);
   });
 
+  it("pattern and format uuid are enforced; format uri is dropped and named in x-lectern-unenforced", async () => {
+    const schema = {
+      type: "object",
+      properties: {
+        code: { type: "string", pattern: "^[A-Z]{2}-[0-9]{2}$" },
+        id: { type: "string", format: "uuid" },
+        link: { type: "string", format: "uri", maxLength: 10 },
+      },
+      required: ["code", "id", "link"],
+      additionalProperties: false,
+    };
+    for (const sampling of [{ temperature: 0 }, { temperature: 1.5, seed: 3 }]) {
+      const response = await fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(
+          chat({ response_format: { type: "json_schema", json_schema: { name: "x", schema } }, ...sampling }),
+        ),
+      });
+      assert.equal(response.status, 200);
+      assert.equal(
+        response.headers.get("x-lectern-unenforced"),
+        "response_format.json_schema.schema.properties.link.format",
+      );
+      const body = (await response.json()) as Loose;
+      const value = JSON.parse(body.choices[0].message.content) as Record<string, string>;
+      assert.match(value.code!, /^[A-Z]{2}-[0-9]{2}$/);
+      assert.match(value.id!, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
+      assert.ok(value.link!.length <= 10);
+    }
+    // strict: a format the grammar cannot enforce is refused, naming it.
+    const refused = await post(
+      "/v1/chat/completions",
+      chat({ response_format: { type: "json_schema", json_schema: { name: "x", schema, strict: true } } }),
+    );
+    assert.equal(refused.status, 400);
+    assert.match(refused.body.error.message, /properties\.link\.format/);
+  });
+
   it("a schema or grammar that cannot be compiled is a 400 naming the problem", async () => {
+    // pattern is enforced since issue #34; a keyword the grammar cannot enforce is refused when strict.
     const badKeyword = await post(
       "/v1/chat/completions",
       chat({
@@ -156,14 +196,15 @@ describe("structured output (response_format, json_schema, grammar) on the test 
           type: "json_schema",
           json_schema: {
             name: "x",
-            schema: { type: "object", properties: { id: { type: "string", pattern: "^a" } } },
+            strict: true,
+            schema: { type: "object", properties: { id: { type: "string", not: { const: "a" } } } },
           },
         },
       }),
     );
     assert.equal(badKeyword.status, 400);
     assert.equal(badKeyword.body.error.type, "invalid_request_error");
-    assert.match(badKeyword.body.error.message, /properties\.id\.pattern/);
+    assert.match(badKeyword.body.error.message, /properties\.id\.not/);
     const badType = await post(
       "/v1/chat/completions",
       chat({

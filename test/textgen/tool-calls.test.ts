@@ -109,11 +109,30 @@ describe("tool calls on the test model", () => {
     assert.match(body.error.message, /"launch"/);
   });
 
-  it("tool parameters that are not a usable schema are a 400 naming the tool", async () => {
-    const broken = { ...weather, function: { ...weather.function, parameters: { type: "object", not: {} } } };
-    const { status, body } = await chat({ tools: [broken], tool_choice: "required" });
+  it("what a forced call's grammar cannot enforce is named in x-lectern-unenforced; strict refuses it", async () => {
+    // Issue #34: forced calls enforce what the grammar can and drop the rest with a note.
+    const parameters = { ...weather.function.parameters, not: { required: ["x"] } };
+    const lenient = { ...weather, function: { ...weather.function, parameters } };
+    const response = await fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        messages: [{ role: "user", content: "What is the weather in Paris?" }],
+        max_tokens: 200,
+        temperature: 0,
+        tools: [lenient],
+        tool_choice: "required",
+      }),
+    });
+    assert.equal(response.status, 200);
+    assert.equal(response.headers.get("x-lectern-unenforced"), "tools.0.function.parameters.not");
+    const answer = (await response.json()) as Loose;
+    assertWeatherArguments(answer.choices[0].message.tool_calls[0].function.arguments);
+    const strict = { ...weather, function: { ...weather.function, parameters, strict: true } };
+    const { status, body } = await chat({ tools: [strict], tool_choice: "required" });
     assert.equal(status, 400);
     assert.match(body.error.message, /tools\.0\.function\.parameters\.not/);
+    assert.equal(body.error.param, "tools.0.function.parameters");
   });
 
   it("tool_choice none answers in text", async () => {

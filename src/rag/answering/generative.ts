@@ -7,6 +7,7 @@
  */
 import type { Config } from "../../core/config.js";
 import type { ChatMessage, Generator } from "../../textgen/engine/generator.js";
+import { onTextDeltas } from "../../textgen/engine/events.js";
 import { OpenAIUpstreamGenerator } from "../../textgen/engine/openai-upstream.js";
 
 export interface AnswerSource {
@@ -65,14 +66,16 @@ export function upstreamGeneration(
     description: `RAG: generative answers through GENERATION_URL=${baseUrl}`,
     grammar: false,
     async chat(request) {
-      const result = await generator.generate({
-        messages: request.messages,
-        maxTokens: request.maxTokens,
-        temperature: 0,
-        stop: [],
-        onText: request.onText,
-        signal: request.signal,
-      });
+      const result = await generator.generate(
+        {
+          messages: request.messages,
+          maxTokens: request.maxTokens,
+          temperature: 0,
+          stop: [],
+          signal: request.signal,
+        },
+        onTextDeltas(request.onText),
+      );
       return { text: result.text, tokens: result.tokensGenerated };
     },
     close: () => generator.close(),

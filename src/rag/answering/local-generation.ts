@@ -4,6 +4,7 @@
  * scheduler as every other generation, so they share its concurrency and queue limits.
  */
 import type { TextgenService } from "../../textgen/engine/service.js";
+import { onTextDeltas } from "../../textgen/engine/events.js";
 import type { GenerationPort } from "./generative.js";
 
 export function localGeneration(service: TextgenService): GenerationPort {
@@ -21,12 +22,12 @@ export function localGeneration(service: TextgenService): GenerationPort {
           maxTokens: request.maxTokens,
           temperature: 0,
           stop: [],
-          onText: request.onText,
           ...(request.grammar !== undefined && {
             constraint: { type: "grammar" as const, grammar: request.grammar },
           }),
         },
         request.signal ?? new AbortController().signal,
+        onTextDeltas(request.onText),
       );
       return { text: result.text, tokens: result.tokensGenerated };
     },

@@ -6,14 +6,11 @@
  */
 import { randomUUID } from "node:crypto";
 import multipart from "@fastify/multipart";
-import type { FastifyPluginAsync } from "fastify";
-import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Type, type Static } from "typebox";
 import { actingTenant, listingTenant } from "../../core/auth.js";
-import { ApiError } from "../../core/errors.js";
 import { toApiError, type TypedApp } from "../../core/http.js";
 import { openEventStream, type EventStream } from "../../core/sse.js";
-import { pathOf } from "../../core/url-path.js";
+import { dialectPlugin } from "../../textgen/http/dialects/plugin.js";
 import { openAiErrorBody } from "../../textgen/http/openai.js";
 import { clientGoneSignal } from "../answering/compose.js";
 import { runConversation, type ConversationResponse } from "./chat-routes.js";
@@ -86,42 +83,18 @@ function sourcesText(response: ConversationResponse): string {
   return `\n\nSources:\n${lines.join("\n")}`;
 }
 
-/** A field we do not declare is a 400 naming it, in OpenAI's shape. */
-function unknownField(error: unknown): ApiError | undefined {
-  const first = (error as { validation?: { keyword?: string; params?: { additionalProperty?: string } }[] })
-    .validation?.[0];
-  const field = first?.keyword === "additionalProperties" ? first.params?.additionalProperty : undefined;
-  if (!field) return undefined;
-  return new ApiError(400, "invalid_request", `Unsupported field "${field}" (see /docs)`, [
-    { path: `/${field}` },
-  ]);
-}
-
-export const openAiRagRoutes: FastifyPluginAsync<OpenAiRagOptions> = async (instance, options) => {
-  const app = instance.withTypeProvider<TypeBoxTypeProvider>();
-  await app.register(multipart, {
-    limits: { fileSize: options.largeBodyLimit, files: 1, fields: 16, fieldSize: 64 * 1024 },
-  });
-  app.setErrorHandler((error, request, reply) => {
-    const apiError = unknownField(error) ?? toApiError(error);
-    if (apiError.statusCode >= 500) request.log.error({ err: error }, "request failed");
-    for (const [name, value] of Object.entries(apiError.headers)) void reply.header(name, value);
-    return reply.status(apiError.statusCode).send(openAiErrorBody(apiError));
-  });
-  app.setNotFoundHandler((request, reply) =>
-    reply
-      .status(404)
-      .send(
-        openAiErrorBody(
-          new ApiError(404, "not_found", `No route ${request.method} ${pathOf(request.url)}; see /docs`),
-        ),
-      ),
-  );
-
-  registerModelRoutes(app, options);
-  registerChatCompletions(app, options);
-  registerVectorStoreRoutes(app, options);
-};
+/** OpenAI's error shape through the dialect factory the text generation app uses; fields stay strict here. */
+export const openAiRagRoutes = dialectPlugin<OpenAiRagOptions>(
+  { errorShape: openAiErrorBody, tolerant: false },
+  async (app, options) => {
+    await app.register(multipart, {
+      limits: { fileSize: options.largeBodyLimit, files: 1, fields: 16, fieldSize: 64 * 1024 },
+    });
+    registerModelRoutes(app, options);
+    registerChatCompletions(app, options);
+    registerVectorStoreRoutes(app, options);
+  },
+);
 
 /** GET /v1/models and /v1/models/{index}: the tenant's indices as models. */
 function registerModelRoutes(app: TypedApp, options: OpenAiRagOptions): void {

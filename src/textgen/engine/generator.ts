@@ -1,4 +1,4 @@
-import type { LlamaModel } from "node-llama-cpp";
+import type { GbnfJsonSchema, LlamaModel } from "node-llama-cpp";
 
 /**
  * The boundary between the HTTP layer and whatever produces tokens. Routes and the scheduler only
@@ -28,26 +28,41 @@ interface GenerationControls extends SamplingOptions {
   stop: string[];
   /** Aborting stops generation; the result then holds what was generated so far. */
   signal?: AbortSignal;
-  /** Called with each decoded piece of text as it is generated. */
-  onText?: (piece: string) => void;
   /** Called as tokens are generated, with how many (for live metrics). */
   onTokens?: (count: number) => void;
   /** Constrains the output: a JSON object, one matching a JSON schema, or a GBNF grammar. */
   constraint?: OutputConstraint;
   /** Report each generated token's log probability and this many alternatives (0…20). */
   logprobs?: number;
-  /** Called with each generated token's log probabilities, before its text (when `logprobs` is set). */
-  onLogprob?: (entry: TokenLogprob) => void;
   /** Reuse KV cells of an earlier request sharing a prefix with this prompt (default true). */
   cachePrompt?: boolean;
   /** A prompt too long for the context loses tokens from its start instead of being refused. */
   truncate?: boolean;
+  /**
+   * A `maxTokens` the context cannot hold after the prompt is lowered to what it can hold, and the
+   * answer ends with "length" there (llama.cpp server's behaviour, for the foreign dialects); without
+   * it such a request is a 400 (the contract's /predict).
+   */
+  clampMaxTokens?: boolean;
   /** Names the field that sets `maxTokens` in the caller's API, for error messages (`max_length`). */
   maxTokensField?: string;
 }
 
+/**
+ * A JSON schema as the grammar enforces it (json-schema.ts `toGrammarSchema`): node-llama-cpp's
+ * schema, with `patterns` mapping the placeholder literals it holds to the GBNF of their regular
+ * expressions (substituted into the grammar node-llama-cpp writes).
+ */
+export interface GrammarSchema {
+  schema: GbnfJsonSchema;
+  patterns: ReadonlyMap<string, string>;
+}
+
 export type OutputConstraint =
-  { type: "json_object" } | { type: "json_schema"; schema: unknown } | { type: "grammar"; grammar: string };
+  | { type: "json_object" }
+  /** `schema`: the client's schema; `grammar`: what of it the grammar enforces (validation.ts). */
+  | { type: "json_schema"; schema: unknown; grammar?: GrammarSchema }
+  | { type: "grammar"; grammar: string };
 
 export interface TokenLogprob {
   /** The token's text, as the tokenizer would write it alone. */
@@ -61,8 +76,13 @@ export interface TokenLogprob {
 export interface ToolDefinition {
   name: string;
   description?: string;
-  /** JSON schema of the arguments object. */
+  /** JSON schema of the arguments object, as the client sent it (shown to the model). */
   parameters?: unknown;
+  /**
+   * The arguments' schema as a forced call's grammar enforces it (validation.ts sets it when the call
+   * is forced; with tool_choice auto/none the schema only describes and is never compiled).
+   */
+  grammar?: GrammarSchema;
 }
 
 /** `auto`: the model decides; `required`: a call to any tool; `{ name }`: a call to that tool. */
@@ -87,6 +107,8 @@ export interface ChatMessage {
   toolCalls?: ToolCall[];
   /** The call a `tool` message answers. */
   toolCallId?: string;
+  /** An assistant message's earlier thinking, shown to the model as the chat template renders it. */
+  reasoning?: string;
 }
 
 /** Answer a conversation, rendered with the model's own chat template. */
@@ -94,14 +116,15 @@ export interface ChatRequest extends GenerationControls {
   messages: ChatMessage[];
   tools?: ToolDefinition[];
   toolChoice?: ToolChoice;
-  /** Called as a forced tool call is generated: first its id and name, then pieces of its arguments. */
-  onToolCall?: (delta: { index: number; id?: string; name?: string; arguments: string }) => void;
   /** "split" (default): a reasoning model's `<think>` block goes to `reasoning`; "none": kept in the text. */
   reasoningFormat?: "split" | "none";
   /** false: thinking turned off, where the chat template reasons (an empty thought block is given). */
   thinking?: boolean;
-  /** Called with each piece of reasoning as it is generated (when it is split off). */
-  onReasoning?: (piece: string) => void;
+  /**
+   * Reasoning tokens at most (a dialect's effort or budget, validation.ts); past it the thought block
+   * is closed and the answer follows, within maxTokens. Undefined: no budget but maxTokens.
+   */
+  thinkingBudget?: number;
 }
 
 export type GenerationRequest = CompletionRequest | ChatRequest;
@@ -157,7 +180,49 @@ export interface Generator {
   sharedModel?(): Promise<{ model: LlamaModel; name: string } | undefined>;
   /** The model's tokenizer (local models only); throws an ApiError 503 while loading. */
   tokenizer?(): TextTokenizer;
-  /** Generates for a raw prompt or a chat; the scheduler decides when this is called. */
-  generate(request: GenerationRequest): Promise<CompletionResult>;
+  /**
+   * Generates for a raw prompt or a chat; the scheduler decides when this is called. The answer's
+   * parts go to `listener` as they are generated (events.ts; written through an EventWriter, so the
+   * result is assembled from exactly those parts).
+   */
+  generate(request: GenerationRequest, listener?: EventListener): Promise<CompletionResult>;
   close(): Promise<void>;
 }
+
+// --- The answer as a stream of parts (events.ts writes them) ---------------------------------------
+
+export interface Usage {
+  promptTokens: number;
+  completionTokens: number;
+  /** Prompt tokens taken from the prompt cache instead of being evaluated. */
+  cachedTokens: number;
+}
+
+export type GenerationEvent =
+  /** The request holds a sequence; its prompt is `promptTokens` long (counted before the first token). */
+  | { type: "start"; promptTokens: number }
+  | { type: "reasoning-start" }
+  | { type: "reasoning-delta"; delta: string }
+  | { type: "reasoning-end" }
+  | { type: "text-start" }
+  /** `logprobs`: the tokens this delta's text came from (when the request asked for logprobs). */
+  | { type: "text-delta"; delta: string; logprobs?: TokenLogprob[] }
+  | { type: "text-end" }
+  /** `index` counts the calls of this answer from 0. */
+  | { type: "tool-call-start"; index: number; id: string; name: string }
+  | { type: "tool-call-delta"; index: number; delta: string }
+  /** `arguments`: the whole arguments text (the deltas joined). */
+  | { type: "tool-call-end"; index: number; id: string; name: string; arguments: string }
+  /**
+   * The end: the assembled result, and `logprobs` of tokens that no text delta carried (text held back
+   * as a possible tool call, or cut by a stop string).
+   */
+  | {
+      type: "finish";
+      finishReason: FinishReason;
+      usage: Usage;
+      result: CompletionResult;
+      logprobs?: TokenLogprob[];
+    };
+
+export type EventListener = (event: GenerationEvent) => void;

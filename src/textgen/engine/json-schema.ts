@@ -1,15 +1,23 @@
 /**
  * JSON Schema as clients send it (OpenAI's `response_format`, zod via the AI SDK or LangChain, tool
- * parameters) turned into the subset node-llama-cpp compiles to a grammar (`GbnfJsonSchema`).
+ * parameters) turned into what the grammar enforces: the subset node-llama-cpp compiles
+ * (`GbnfJsonSchema`), plus `pattern` (and `format: uuid`) as GBNF of our own (regex-grammar.ts),
+ * substituted for placeholder literals in node-llama-cpp's grammar.
  *
  * Why a translation: node-llama-cpp reads `oneOf` but not `anyOf`, only `#/$defs/` references, and
- * treats a schema it does not recognise as `null`. Keywords the grammar cannot enforce and that would
- * change which values are valid (`pattern`, `not`, `if`…) are refused with the path that holds them,
- * so an answer never silently breaks its schema. Numeric bounds are the exception: zod writes them on
- * every integer, so they are accepted; an integer range of up to 256 values becomes an enum, wider
- * bounds are not enforced.
+ * treats a schema it does not recognise as `null`. What the grammar can enforce, it does: types,
+ * properties, enums, `anyOf`/`oneOf`, `allOf` of objects (merged), local `$ref`s, string lengths,
+ * `pattern`, the formats llama.cpp enforces (date, time, date-time, uuid), item counts up to
+ * MAX_ENFORCED_ITEMS, integer ranges of up to 256 values. The rest (`not`, `if`, `format: uri`, wide
+ * numeric bounds…) is listed in `unenforced` with its path, or, with `strict`, refused with it.
+ * Numeric bounds are never refused: zod writes them on every number.
+ *
+ * Tool schemas with tool_choice auto/none only describe: `describeSchema` copies them for the prompt,
+ * never refusing anything.
  */
 import type { GbnfJsonSchema } from "node-llama-cpp";
+import type { GrammarSchema } from "./generator.js";
+import { patternGrammar, RegexGrammarError, UUID_PATTERN } from "./regex-grammar.js";
 
 export class SchemaError extends Error {}
 
@@ -132,11 +140,29 @@ function integerRangeSize(schema: Json): number {
 
 type Json = Record<string, unknown>;
 
-/** Keywords that only describe, or that the translation handles. */
-const handled = new Set([
+/** Keywords that only describe. */
+const annotations = new Set([
+  "description",
+  "title",
+  "default",
+  "examples",
+  "$schema",
+  "$id",
+  "$comment",
+  "$anchor",
+  "deprecated",
+  "readOnly",
+  "writeOnly",
+  "contentEncoding",
+  "contentMediaType",
+  "strict",
+  "required",
+]);
+
+/** Keywords the translation reads (whether or not a given use of them is enforced). */
+const translated = new Set([
   "type",
   "properties",
-  "required",
   "additionalProperties",
   "items",
   "prefixItems",
@@ -147,6 +173,7 @@ const handled = new Set([
   "minProperties",
   "maxProperties",
   "format",
+  "pattern",
   "enum",
   "const",
   "anyOf",
@@ -161,62 +188,106 @@ const handled = new Set([
   "exclusiveMinimum",
   "exclusiveMaximum",
   "multipleOf",
-  // Annotations.
-  "description",
-  "title",
-  "default",
-  "examples",
-  "$schema",
-  "$id",
-  "$comment",
-  "deprecated",
-  "readOnly",
-  "writeOnly",
-  "contentEncoding",
-  "contentMediaType",
-  "strict",
 ]);
 
+/** The formats node-llama-cpp's grammar writes; uuid is a pattern. */
 const grammarFormats = new Set(["date-time", "date", "time"]);
 const MAX_ENUMERATED_INTEGERS = 256;
+/**
+ * Item counts enforced: node-llama-cpp copies the item schema once per counted item, so a count past
+ * this would grow the grammar past GRAMMAR_MAX_REPETITION's reach; such counts are not enforced.
+ */
+export const MAX_ENFORCED_ITEMS = 100;
+/** zod's bounds on every number: they say "a safe integer", which is nothing to enforce. */
+const SAFE_BOUND = Number.MAX_SAFE_INTEGER;
+
+export interface TranslateOptions {
+  /** Where the schema sits in the request, for paths in messages (`schema`, `tools.0.function.parameters`). */
+  path?: string;
+  budget?: SchemaBudget;
+  /** Refuse (SchemaError) what cannot be enforced, instead of listing it in `unenforced`. */
+  strict?: boolean;
+}
+
+export interface Translation {
+  grammar: GrammarSchema;
+  /** Paths of keywords the grammar does not enforce (`schema.properties.url.format`). */
+  unenforced: string[];
+}
+
+interface Context {
+  /** Makes placeholders unique across the schemas of one grammar (a forced call's tools). */
+  root: string;
+  strict: boolean;
+  unenforced: string[];
+  patterns: Map<string, string>;
+  /** The root's definitions, for `allOf` members that are references. */
+  defs: Json | undefined;
+}
 
 /**
- * Throws SchemaError naming the first problem (with its path, e.g. `schema.properties.age`); the
- * budget is checked first, so translation never meets a schema deeper than SCHEMA_MAX_DEPTH.
+ * The schema as the grammar enforces it. Throws SchemaError for a schema that is not one (a bad type,
+ * a remote `$ref`, an empty enum…), for one over its budget, and with `strict` for anything the grammar
+ * cannot enforce; otherwise lists that in `unenforced`.
+ */
+export function translateSchema(schema: unknown, options: TranslateOptions = {}): Translation {
+  const path = options.path ?? "schema";
+  if (!isObject(schema)) throw new SchemaError(`${path} must be a JSON Schema object`);
+  checkSchemaBudget(schema, options.budget ?? DEFAULT_SCHEMA_BUDGET, path);
+  const rawDefs = schema.$defs ?? schema.definitions;
+  if (rawDefs !== undefined && !isObject(rawDefs)) throw new SchemaError(`${path}.$defs must be an object`);
+  const context: Context = {
+    root: path.replace(/[^A-Za-z0-9]+/g, "_"),
+    strict: options.strict ?? false,
+    unenforced: [],
+    patterns: new Map(),
+    defs: rawDefs,
+  };
+  const root = translate(schema, path, context);
+  let result = root;
+  if (rawDefs !== undefined) {
+    const translatedDefs: Json = {};
+    const key = schema.$defs !== undefined ? "$defs" : "definitions";
+    for (const [name, def] of Object.entries(rawDefs)) {
+      if (!isObject(def)) throw new SchemaError(`${path}.${key}.${name} must be a JSON Schema object`);
+      translatedDefs[name] = translate(def, `${path}.${key}.${name}`, context);
+    }
+    result = { ...root, $defs: translatedDefs } as GbnfJsonSchema;
+  }
+  return { grammar: { schema: result, patterns: context.patterns }, unenforced: context.unenforced };
+}
+
+/**
+ * The strict translation's schema alone (what node-llama-cpp compiles; patterns appear as placeholder
+ * literals): throws SchemaError naming the first keyword the grammar cannot enforce.
  */
 export function toGrammarSchema(
   schema: unknown,
   path = "schema",
   budget: SchemaBudget = DEFAULT_SCHEMA_BUDGET,
 ): GbnfJsonSchema {
-  if (!isObject(schema)) throw new SchemaError(`${path} must be a JSON Schema object`);
-  checkSchemaBudget(schema, budget, path);
-  const root = translate(schema, path);
-  const defs = schema.$defs ?? schema.definitions;
-  if (defs === undefined) return root;
-  if (!isObject(defs)) throw new SchemaError(`${path}.$defs must be an object`);
-  const translatedDefs: Json = {};
-  for (const [name, def] of Object.entries(defs)) {
-    if (!isObject(def)) throw new SchemaError(`${path}.$defs.${name} must be a JSON Schema object`);
-    translatedDefs[name] = translate(def, `${path}.$defs.${name}`);
-  }
-  return { ...root, $defs: translatedDefs } as GbnfJsonSchema;
+  return translateSchema(schema, { path, budget, strict: true }).grammar.schema;
 }
 
-function translate(schema: Json | boolean, path: string): GbnfJsonSchema {
+/** Records (or, strict, refuses) a keyword the grammar does not enforce. */
+function unenforced(context: Context, path: string, why: string): void {
+  if (context.strict)
+    throw new SchemaError(`${path}: ${why} (the grammar cannot enforce it; strict output refuses it)`);
+  context.unenforced.push(path);
+}
+
+function translate(schema: unknown, path: string, context: Context): GbnfJsonSchema {
   if (schema === true) return anyValue();
-  if (schema === false || !isObject(schema)) throw new SchemaError(`${path} must be a JSON Schema object`);
+  if (!isObject(schema)) throw new SchemaError(`${path} must be a JSON Schema object`);
   for (const key of Object.keys(schema)) {
-    if (!handled.has(key))
-      throw new SchemaError(
-        `${path}.${key}: the "${key}" keyword is not supported in constrained output (the grammar cannot enforce it)`,
-      );
+    if (translated.has(key) || annotations.has(key) || key.startsWith("x-")) continue;
+    unenforced(context, `${path}.${key}`, `the "${key}" keyword is not supported in constrained output`);
   }
-  const result = translateCore(schema, path);
+  const result = translateCore(schema, path, context);
   return schema.nullable === true ? { oneOf: [result, { type: "null" }] } : result;
 }
 
-function translateCore(schema: Json, path: string): GbnfJsonSchema {
+function translateCore(schema: Json, path: string, context: Context): GbnfJsonSchema {
   if (typeof schema.$ref === "string") {
     const match = /^#\/(?:\$defs|definitions)\/(.+)$/.exec(schema.$ref);
     if (!match) throw new SchemaError(`${path}.$ref: only local references (#/$defs/…) are supported`);
@@ -233,46 +304,76 @@ function translateCore(schema: Json, path: string): GbnfJsonSchema {
     const key = schema.anyOf !== undefined ? "anyOf" : "oneOf";
     if (!Array.isArray(alternatives) || alternatives.length === 0)
       throw new SchemaError(`${path}.${key} must be a non-empty array`);
-    return { oneOf: alternatives.map((item, i) => translate(item as Json, `${path}.${key}.${i}`)) };
+    return { oneOf: alternatives.map((item, i) => translate(item, `${path}.${key}.${i}`, context)) };
   }
-  if (schema.allOf !== undefined) {
-    if (!Array.isArray(schema.allOf) || schema.allOf.length !== 1)
-      throw new SchemaError(`${path}.allOf: only a single-element allOf is supported`);
-    return translate(schema.allOf[0] as Json, `${path}.allOf.0`);
-  }
+  if (schema.allOf !== undefined) return allOfSchema(schema, path, context);
   const types =
     schema.type === undefined ? undefined : Array.isArray(schema.type) ? schema.type : [schema.type];
   if (types === undefined) {
-    if (schema.properties !== undefined) return objectSchema(schema, path);
-    if (schema.items !== undefined || schema.prefixItems !== undefined) return arraySchema(schema, path);
+    if (schema.properties !== undefined) return objectSchema(schema, path, context);
+    if (schema.items !== undefined || schema.prefixItems !== undefined)
+      return arraySchema(schema, path, context);
+    if (schema.pattern !== undefined || schema.format !== undefined)
+      return stringSchema(schema, path, context);
     return anyValue();
   }
-  const options = types.map((type) => typedSchema(schema, type, path));
+  const options = types.map((type) => typedSchema(schema, type, path, context));
   return options.length === 1 ? options[0]! : { oneOf: options };
 }
 
-function typedSchema(schema: Json, type: unknown, path: string): GbnfJsonSchema {
+/** `allOf`: one member is that member; members that are all objects merge into one object. */
+function allOfSchema(schema: Json, path: string, context: Context): GbnfJsonSchema {
+  if (!Array.isArray(schema.allOf) || schema.allOf.length === 0)
+    throw new SchemaError(`${path}.allOf must be a non-empty array`);
+  const members = schema.allOf.map((member, i) => resolveLocal(member, `${path}.allOf.${i}`, context));
+  if (members.length === 1) return translate(members[0], `${path}.allOf.0`, context);
+  const objects = members.every(
+    (member) =>
+      isObject(member) &&
+      (member.type === "object" || (member.type === undefined && isObject(member.properties))),
+  );
+  if (!objects) {
+    unenforced(context, `${path}.allOf`, "an allOf of members that are not all objects");
+    return anyValue();
+  }
+  const merged: Json = { type: "object", properties: {}, required: [] };
+  for (const member of members as Json[]) {
+    Object.assign(merged.properties as Json, isObject(member.properties) ? member.properties : {});
+    if (Array.isArray(member.required)) (merged.required as unknown[]).push(...member.required);
+    if (member.additionalProperties !== undefined) merged.additionalProperties = member.additionalProperties;
+  }
+  return objectSchema(merged, `${path}.allOf`, context);
+}
+
+/** A member that is a local reference, as the definition it names (for merging). */
+function resolveLocal(member: unknown, path: string, context: Context): unknown {
+  if (!isObject(member) || typeof member.$ref !== "string") return member;
+  const match = /^#\/(?:\$defs|definitions)\/(.+)$/.exec(member.$ref);
+  const target = match ? context.defs?.[match[1]!] : undefined;
+  if (target === undefined)
+    throw new SchemaError(`${path}.$ref: only local references (#/$defs/…) are supported`);
+  return target;
+}
+
+function typedSchema(schema: Json, type: unknown, path: string, context: Context): GbnfJsonSchema {
   switch (type) {
     case "object":
-      return objectSchema(schema, path);
+      return objectSchema(schema, path, context);
     case "array":
-      return arraySchema(schema, path);
-    case "string": {
-      if (typeof schema.format === "string" && grammarFormats.has(schema.format))
-        return { type: "string", format: schema.format as "date-time" | "date" | "time" };
-      const lengths: { minLength?: number; maxLength?: number } = {};
-      if (typeof schema.minLength === "number") lengths.minLength = schema.minLength;
-      if (typeof schema.maxLength === "number") lengths.maxLength = schema.maxLength;
-      return { type: "string", ...lengths };
-    }
+      return arraySchema(schema, path, context);
+    case "string":
+      return stringSchema(schema, path, context);
     case "integer": {
       const low = integerBound(schema.minimum, schema.exclusiveMinimum, 1, Math.ceil);
       const high = integerBound(schema.maximum, schema.exclusiveMaximum, -1, Math.floor);
       if (low !== undefined && high !== undefined && high >= low && high - low < MAX_ENUMERATED_INTEGERS)
         return { enum: Array.from({ length: high - low + 1 }, (_, i) => low + i) };
+      noteNumericBounds(schema, path, context);
       return { type: "integer" };
     }
     case "number":
+      noteNumericBounds(schema, path, context);
+      return { type };
     case "boolean":
     case "null":
       return { type };
@@ -281,12 +382,58 @@ function typedSchema(schema: Json, type: unknown, path: string): GbnfJsonSchema 
   }
 }
 
-function objectSchema(schema: Json, path: string): GbnfJsonSchema {
+/** Bounds the grammar does not enforce are listed (never refused: zod writes them on every number). */
+function noteNumericBounds(schema: Json, path: string, context: Context): void {
+  for (const key of ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]) {
+    const value = schema[key];
+    if (typeof value !== "number") continue;
+    if (key !== "multipleOf" && Math.abs(value) >= SAFE_BOUND) continue;
+    if (key === "multipleOf" && value === 1 && schema.type === "integer") continue;
+    context.unenforced.push(`${path}.${key}`);
+  }
+}
+
+function stringSchema(schema: Json, path: string, context: Context): GbnfJsonSchema {
+  const format = typeof schema.format === "string" ? schema.format : undefined;
+  let pattern = typeof schema.pattern === "string" ? schema.pattern : undefined;
+  if (schema.pattern !== undefined && pattern === undefined)
+    throw new SchemaError(`${path}.pattern must be a string`);
+  if (format === "uuid") {
+    if (pattern === undefined) pattern = UUID_PATTERN;
+    else unenforced(context, `${path}.format`, "a format beside a pattern");
+  }
+  if (pattern !== undefined) {
+    try {
+      const grammar = patternGrammar(pattern);
+      if (format !== undefined && format !== "uuid")
+        unenforced(context, `${path}.format`, "a format beside a pattern");
+      for (const key of ["minLength", "maxLength"])
+        if (schema[key] !== undefined) unenforced(context, `${path}.${key}`, "a length beside a pattern");
+      // A literal no schema would hold, replaced by the pattern's GBNF in the grammar text.
+      const placeholder = `__lectern_pattern_${context.root}_${context.patterns.size}__`;
+      context.patterns.set(placeholder, grammar);
+      return { const: placeholder };
+    } catch (error) {
+      if (!(error instanceof RegexGrammarError)) throw error;
+      unenforced(context, `${path}.pattern`, `the pattern cannot be enforced: ${error.message}`);
+    }
+  }
+  if (format !== undefined && grammarFormats.has(format))
+    return { type: "string", format: format as "date-time" | "date" | "time" };
+  if (format !== undefined && format !== "uuid")
+    unenforced(context, `${path}.format`, `the format "${format}" is not enforced`);
+  const lengths: { minLength?: number; maxLength?: number } = {};
+  if (typeof schema.minLength === "number") lengths.minLength = schema.minLength;
+  if (typeof schema.maxLength === "number") lengths.maxLength = schema.maxLength;
+  return { type: "string", ...lengths };
+}
+
+function objectSchema(schema: Json, path: string, context: Context): GbnfJsonSchema {
   const properties: Record<string, GbnfJsonSchema> = {};
   if (schema.properties !== undefined) {
     if (!isObject(schema.properties)) throw new SchemaError(`${path}.properties must be an object`);
     for (const [name, property] of Object.entries(schema.properties))
-      properties[name] = translate(property as Json, `${path}.properties.${name}`);
+      properties[name] = translate(property, `${path}.properties.${name}`, context);
   }
   const hasProperties = Object.keys(properties).length > 0;
   const extra = schema.additionalProperties;
@@ -297,24 +444,28 @@ function objectSchema(schema: Json, path: string): GbnfJsonSchema {
       ? !hasProperties
       : typeof extra === "boolean"
         ? extra
-        : translate(extra as Json, `${path}.additionalProperties`);
+        : translate(extra, `${path}.additionalProperties`, context);
   const result: Json = { type: "object", properties, additionalProperties };
   if (typeof schema.minProperties === "number") result.minProperties = schema.minProperties;
   if (typeof schema.maxProperties === "number") result.maxProperties = schema.maxProperties;
   return result as GbnfJsonSchema;
 }
 
-function arraySchema(schema: Json, path: string): GbnfJsonSchema {
+function arraySchema(schema: Json, path: string, context: Context): GbnfJsonSchema {
   const result: Json = { type: "array" };
   if (Array.isArray(schema.items))
-    result.prefixItems = schema.items.map((item, i) => translate(item as Json, `${path}.items.${i}`));
-  else if (schema.items !== undefined) result.items = translate(schema.items as Json, `${path}.items`);
+    result.prefixItems = schema.items.map((item, i) => translate(item, `${path}.items.${i}`, context));
+  else if (schema.items !== undefined) result.items = translate(schema.items, `${path}.items`, context);
   if (Array.isArray(schema.prefixItems))
     result.prefixItems = schema.prefixItems.map((item, i) =>
-      translate(item as Json, `${path}.prefixItems.${i}`),
+      translate(item, `${path}.prefixItems.${i}`, context),
     );
-  if (typeof schema.minItems === "number") result.minItems = schema.minItems;
-  if (typeof schema.maxItems === "number") result.maxItems = schema.maxItems;
+  for (const key of ["minItems", "maxItems"] as const) {
+    const count = schema[key];
+    if (typeof count !== "number") continue;
+    if (count <= MAX_ENFORCED_ITEMS) result[key] = count;
+    else unenforced(context, `${path}.${key}`, `an item count over ${MAX_ENFORCED_ITEMS}`);
+  }
   return result as GbnfJsonSchema;
 }
 
@@ -349,4 +500,62 @@ function literal(value: unknown, path: string): string | number | boolean | null
 
 function isObject(value: unknown): value is Json {
   return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * The grammar text node-llama-cpp wrote for a translation's schema, with each pattern placeholder's
+ * literal replaced by its pattern's GBNF (the literal is written as `"\"<placeholder>\""`).
+ */
+export function substitutePatterns(grammar: string, patterns: ReadonlyMap<string, string>): string {
+  let text = grammar;
+  for (const [placeholder, pattern] of patterns) {
+    const quoted = `"\\"${placeholder}\\""`;
+    if (!text.includes(quoted)) throw new Error(`the grammar lost the pattern placeholder ${placeholder}`);
+    text = text.split(quoted).join(`(${pattern})`);
+  }
+  return text;
+}
+
+/** Subschema keywords `describeSchema` walks into. */
+const describedMaps = ["properties", "$defs", "definitions"];
+const describedLists = ["anyOf", "oneOf", "allOf", "prefixItems"];
+const describedSingles = ["items", "additionalProperties"];
+/** Nodes copied for the prompt at most; the rest of a larger schema is shown as "any". */
+const MAX_DESCRIBED_NODES = 5000;
+
+/**
+ * A tool's parameters as the prompt shows them (tool_choice auto/none): the schema copied with every
+ * keyword kept (the model reads `pattern` or `format` as a hint), `anyOf` written as the `oneOf`
+ * node-llama-cpp's renderer reads, anything that is not a subschema where one belongs dropped, and
+ * depth and size capped (a pathological schema is shown truncated, never refused). Never throws.
+ */
+export function describeSchema(
+  schema: unknown,
+  budget: SchemaBudget = DEFAULT_SCHEMA_BUDGET,
+): GbnfJsonSchema {
+  let nodes = 0;
+  const copy = (node: unknown, depth: number): Json => {
+    if (!isObject(node) || depth > budget.maxDepth || ++nodes > MAX_DESCRIBED_NODES) return {};
+    const out: Json = {};
+    for (const [key, value] of Object.entries(node)) {
+      if (describedMaps.includes(key)) {
+        if (!isObject(value)) continue;
+        const map: Json = {};
+        for (const [name, sub] of Object.entries(value)) map[name] = copy(sub, depth + 1);
+        out[key] = map;
+      } else if (describedLists.includes(key) || (key === "items" && Array.isArray(value))) {
+        if (!Array.isArray(value)) continue;
+        out[key === "anyOf" ? "oneOf" : key] = value.map((sub) => copy(sub, depth + 1));
+      } else if (describedSingles.includes(key)) {
+        if (typeof value === "boolean") out[key] = value;
+        else if (isObject(value)) out[key] = copy(value, depth + 1);
+      } else if (key === "type") {
+        if (typeof value === "string" || (Array.isArray(value) && value.every((t) => typeof t === "string")))
+          out[key] = value;
+      } else out[key] = value;
+    }
+    return out;
+  };
+  const described = copy(schema, 1);
+  return (Object.keys(described).length === 0 ? { type: "object" } : described) as GbnfJsonSchema;
 }

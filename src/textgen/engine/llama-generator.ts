@@ -14,7 +14,6 @@ import {
   type ChatHistoryItem,
   type ChatModelFunctions,
   type ChatWrapper,
-  type GbnfJsonSchema,
   type Llama,
   type LlamaContext,
   type LlamaGrammar,
@@ -28,22 +27,29 @@ import { GrammarBudgetError, type GrammarBudget } from "./grammar-budget.js";
 import { GrammarChecker } from "./grammar-check.js";
 import {
   isChatRequest,
+  type ChatRequest,
   type CompletionResult,
   type GenerationRequest,
+  type GrammarSchema,
   type Generator,
   type GeneratorStatus,
   type OutputConstraint,
   type TextTokenizer,
   type TokenLogprob,
 } from "./generator.js";
-import { DEFAULT_SCHEMA_BUDGET, SchemaError, toGrammarSchema, type SchemaBudget } from "./json-schema.js";
+import {
+  DEFAULT_SCHEMA_BUDGET,
+  SchemaError,
+  substitutePatterns,
+  translateSchema,
+  type SchemaBudget,
+} from "./json-schema.js";
+import { AnswerStream } from "./answer-stream.js";
+import { EventWriter, type EventListener } from "./events.js";
 import { cmakeOptionsFor, describeBinary, sharedLlama, type LlamaBinaryChoice } from "./llama-binary.js";
 import { createNativeSampler, grammarStateOf, nativeContextOf } from "./llama-native.js";
 import {
   availableFunctions,
-  AutoCallHoldback,
-  ForcedCallStream,
-  parseAutoCalls,
   resultPrefix,
   toChatHistory,
   toolCallSchema,
@@ -51,7 +57,7 @@ import {
 } from "./tool-calls.js";
 import { resolveModel, type ModelSource } from "./model-source.js";
 import { ResponseText } from "./response-text.js";
-import { ReasoningSplitter, splitReasoning, type ReasoningMarkers } from "./reasoning.js";
+import type { ReasoningMarkers } from "./reasoning.js";
 
 export interface LlamaGeneratorOptions {
   model: ModelSource;
@@ -107,6 +113,8 @@ interface PreparedPrompt {
   tools: "none" | "auto" | "forced";
   /** Prompt tokens dropped from the start to fit (only when the request allows it). */
   truncated: number;
+  /** New tokens at most: the request's, or the room the context has left (`clampMaxTokens`). */
+  maxTokens?: number;
   /** Where the chat template reasons: its markers, and whether the prompt already opened the block. */
   reasoning?: ReasoningMarkers & { startsInside: boolean };
 }
@@ -309,8 +317,12 @@ export class LlamaGenerator implements Generator {
       toolMode = choice === "auto" ? "auto" : "forced";
       if (toolMode === "forced") {
         if (grammar) throw badRequest("response_format cannot be combined with a required tool call");
-        const schema = toolCallSchema(toolsForChoice(tools, choice), tools);
-        grammar = await compileSchema(llama, schema, "/tools", budgets);
+        grammar = await compileSchema(
+          llama,
+          toolCallSchema(toolsForChoice(tools, choice)),
+          "/tools",
+          budgets,
+        );
       }
     } else if (typeof choice === "object") toolsForChoice(tools, choice);
     const history: ChatHistoryItem[] = [...toChatHistory(request.messages), { type: "model", response: [] }];
@@ -408,7 +420,8 @@ export class LlamaGenerator implements Generator {
 
   /**
    * Refuses a prompt that leaves no room for `maxTokens`, or, when the request allows it, drops
-   * tokens from its start (after BOS) until it fits.
+   * tokens from its start (after BOS) until it fits, or lowers `maxTokens` to the room left
+   * (`clampMaxTokens`: the answer then ends with "length" where the context is full).
    */
   private fit(request: GenerationRequest, prepared: PreparedPrompt): PreparedPrompt {
     const { model } = this.requireReady();
@@ -417,6 +430,8 @@ export class LlamaGenerator implements Generator {
     const field = request.maxTokensField ?? "max_length";
     if (promptTokens === 0) throw badRequest("The prompt is empty after tokenization.");
     if (promptTokens + request.maxTokens <= limit) return prepared;
+    if (request.clampMaxTokens && !request.truncate && promptTokens < limit)
+      return { ...prepared, maxTokens: limit - promptTokens };
     const room = limit - request.maxTokens;
     const keep = prepared.tokens[0] === model.tokens.bos ? 1 : 0;
     if (request.truncate && room > keep) {
@@ -433,13 +448,23 @@ export class LlamaGenerator implements Generator {
     );
   }
 
-  async generate(request: GenerationRequest): Promise<CompletionResult> {
-    const { model, batchers } = this.requireReady();
+  async generate(request: GenerationRequest, listener?: EventListener): Promise<CompletionResult> {
+    const { model, batchers, chatWrapper } = this.requireReady();
     const prepared = await this.prepare(request);
     const promptTokens = prepared.tokens.length;
-    const grammarState = prepared.grammar
-      ? new LlamaGrammarEvaluationState({ model, grammar: prepared.grammar })
-      : undefined;
+    const chat = isChatRequest(request);
+    const answer = new AnswerStream(
+      {
+        tools: prepared.tools,
+        toolDefinitions: chat ? (request.tools ?? []) : [],
+        forcedName: chat ? forcedToolName(request) : undefined,
+        reasoning: chat && request.reasoningFormat !== "none" ? prepared.reasoning : undefined,
+        thinkingBudget: chat ? request.thinkingBudget : undefined,
+        trimTrailingWhitespace: prepared.grammar?.trimWhitespaceSuffix === true,
+        wrapper: chatWrapper,
+      },
+      new EventWriter(listener),
+    );
     const logprobText = (entry: BatchLogprob, previous: readonly Token[]): TokenLogprob => {
       const textOf = (token: Token) => model.detokenize([token], false, previous.slice(-4));
       const text = textOf(entry.token);
@@ -458,29 +483,12 @@ export class LlamaGenerator implements Generator {
       };
     };
     const generatedTokens: Token[] = [];
-    const forcedCall = new ForcedCallStream(isChatRequest(request) ? request.onToolCall : undefined);
-    const autoText = new AutoCallHoldback(this.requireReady().chatWrapper, request.onText);
-    const answerSink =
-      prepared.tools === "none"
-        ? request.onText
-        : prepared.tools === "forced"
-          ? (piece: string) => forcedCall.push(piece)
-          : (piece: string) => autoText.push(piece);
-    const reasoning =
-      isChatRequest(request) && request.reasoningFormat !== "none" && prepared.tools !== "forced"
-        ? prepared.reasoning
-        : undefined;
-    const splitter = reasoning
-      ? new ReasoningSplitter(
-          reasoning,
-          reasoning.startsInside,
-          isChatRequest(request) ? request.onReasoning : undefined,
-          answerSink,
-        )
-      : undefined;
-    const job: BatchJob = {
-      promptTokens: prepared.tokens,
-      maxTokens: request.maxTokens,
+    // A thinking budget spent stops the job; the answer then continues after a closed thought block.
+    const maxTokens = prepared.maxTokens ?? request.maxTokens;
+    const budget = new AbortController();
+    const job = (tokens: readonly Token[], maxTokens: number, signal?: AbortSignal): BatchJob => ({
+      promptTokens: tokens,
+      maxTokens,
       sampling: {
         temperature: request.temperature,
         topK: request.topK ?? DEFAULT_TOP_K,
@@ -499,69 +507,56 @@ export class LlamaGenerator implements Generator {
         stopStrings: prepared.stopStrings,
         stopTokenSequences: prepared.stopTokenSequences,
       }),
-      signal: request.signal,
-      // A forced call streams as call deltas; an auto answer as text until it may be a call.
-      onText: splitter ? (piece) => splitter.push(piece) : answerSink,
-      onTokens: request.onTokens,
-      grammar: grammarState ? grammarStateOf(grammarState) : undefined,
+      signal,
+      onText: (piece) => answer.push(piece),
+      onTokens: (count) => {
+        request.onTokens?.(count);
+        if (answer.countTokens(count)) budget.abort();
+      },
+      grammar: prepared.grammar
+        ? grammarStateOf(new LlamaGrammarEvaluationState({ model, grammar: prepared.grammar }))
+        : undefined,
       logprobs: request.logprobs,
       reusePrefix: request.cachePrompt,
       onLogprob: (entry) => {
-        const context = generatedTokens.length > 0 ? generatedTokens : prepared.context;
-        request.onLogprob?.(logprobText(entry, context));
+        const previous = generatedTokens.length > 0 ? generatedTokens : prepared.context;
+        answer.logprob(logprobText(entry, previous));
         generatedTokens.push(entry.token);
       },
-    };
+    });
     const batcher = pickBatcher(batchers, prepared.tokens);
-    const result = await batcher.run(job);
+    const first = request.signal ? AbortSignal.any([request.signal, budget.signal]) : budget.signal;
+    let result = await batcher.run(job(prepared.tokens, maxTokens, first));
+    const { cachedTokens } = result;
+    let { tokensGenerated } = result;
+    const logprobEntries = [...(result.logprobs ?? [])];
+    const budgetSpent = result.finish === "abort" && budget.signal.aborted && !request.signal?.aborted;
+    if (budgetSpent && tokensGenerated < maxTokens) {
+      // The prompt and the thought so far are in the sequence's cells: only the close is evaluated.
+      const continued = [...prepared.tokens, ...model.tokenize(result.text + answer.closeReasoning(), true)];
+      result = await pickBatcher(batchers, continued).run(
+        job(continued, maxTokens - tokensGenerated, request.signal),
+      );
+      tokensGenerated += result.tokensGenerated;
+      logprobEntries.push(...(result.logprobs ?? []));
+    }
     let logprobs: TokenLogprob[] | undefined;
-    if (result.logprobs) {
+    if (request.logprobs !== undefined) {
       const previous: Token[] = [...prepared.context];
-      logprobs = result.logprobs.map((entry) => {
+      logprobs = logprobEntries.map((entry) => {
         const converted = logprobText(entry, previous);
         previous.push(entry.token);
         return converted;
       });
     }
-    let text = result.text;
-    if (prepared.grammar?.trimWhitespaceSuffix) text = text.trimEnd();
-    let reasoningText: string | undefined;
-    if (splitter && reasoning) {
-      splitter.finish();
-      const parts = splitReasoning(text, reasoning, reasoning.startsInside);
-      text = parts.answer;
-      if (parts.reasoning !== "") reasoningText = parts.reasoning;
-    }
-    const answer: CompletionResult = {
-      text,
-      tokensGenerated: result.tokensGenerated,
+    return answer.finish({
+      finish: result.finish,
       promptTokens,
-      finishReason: result.finish === "stop" ? "stop" : "length",
-      cachedTokens: result.cachedTokens,
+      tokensGenerated,
+      cachedTokens,
       truncatedTokens: prepared.truncated,
       logprobs,
-      ...(reasoningText !== undefined && { reasoning: reasoningText }),
-    };
-    if (prepared.tools === "forced" && isChatRequest(request)) {
-      const call = forcedCall.call();
-      if (call) return { ...answer, text: "", toolCalls: [call], finishReason: "tool_calls" };
-      // Cut by max_tokens: still a call, with the arguments written so far.
-      const choice = request.toolChoice;
-      const only =
-        typeof choice === "object"
-          ? choice.name
-          : request.tools?.length === 1
-            ? request.tools[0]!.name
-            : undefined;
-      const partial = forcedCall.partialCall(only);
-      if (partial) return { ...answer, text: "", toolCalls: [partial], finishReason: "length" };
-    }
-    if (prepared.tools === "auto" && isChatRequest(request)) {
-      const parsed = parseAutoCalls(text, this.requireReady().chatWrapper, request.tools ?? []);
-      if (parsed)
-        return { ...answer, text: parsed.content, toolCalls: parsed.calls, finishReason: "tool_calls" };
-    }
-    return answer;
+    });
   }
 
   async close(): Promise<void> {
@@ -574,6 +569,13 @@ export class LlamaGenerator implements Generator {
     // The Llama is shared with the other models (sharedLlama): not disposed here.
     await loaded.model.dispose();
   }
+}
+
+/** The tool a forced call names when it can only be one (a call cut before its name still has it). */
+function forcedToolName(request: ChatRequest): string | undefined {
+  const choice = request.toolChoice;
+  if (typeof choice === "object") return choice.name;
+  return request.tools?.length === 1 ? request.tools[0]!.name : undefined;
 }
 
 /** The chat template's reasoning markers: node-llama-cpp's thought segment, else `<think>` in the template. */
@@ -647,17 +649,25 @@ async function compileConstraint(
   budgets: Budgets,
 ): Promise<LlamaGrammar> {
   if (constraint.type === "json_object")
-    return compileSchema(llama, { type: "object", additionalProperties: true }, "", budgets);
+    return compileSchema(
+      llama,
+      { schema: { type: "object", additionalProperties: true }, patterns: new Map() },
+      "",
+      budgets,
+    );
   if (constraint.type === "json_schema") {
-    let schema;
-    try {
-      schema = toGrammarSchema(constraint.schema, "schema", budgets.schema);
-    } catch (error) {
-      if (error instanceof SchemaError)
-        throw badRequest(`Invalid JSON schema: ${error.message}`, [{ path: "/schema" }]);
-      throw error;
+    // Validated requests carry the translation (validation.ts); others (the RAG app) are read leniently.
+    let translated = constraint.grammar;
+    if (!translated) {
+      try {
+        translated = translateSchema(constraint.schema, { budget: budgets.schema }).grammar;
+      } catch (error) {
+        if (error instanceof SchemaError)
+          throw badRequest(`Invalid JSON schema: ${error.message}`, [{ path: "/schema" }]);
+        throw error;
+      }
     }
-    return compileSchema(llama, schema, "/schema", budgets);
+    return compileSchema(llama, translated, "/schema", budgets);
   }
   const bytes = Buffer.byteLength(constraint.grammar, "utf8");
   if (bytes > budgets.maxGrammarBytes)
@@ -694,7 +704,7 @@ async function compileConstraint(
  */
 async function compileSchema(
   llama: Llama,
-  schema: GbnfJsonSchema,
+  { schema, patterns }: GrammarSchema,
   path: string,
   budgets: Budgets,
 ): Promise<LlamaGrammar> {
@@ -702,6 +712,13 @@ async function compileSchema(
   try {
     // `as never`: the method's generic parameters want a literal schema type, not any schema.
     grammar = await llama.createGrammarForJsonSchema(schema as never);
+    // Patterns are GBNF of ours in place of their placeholder literals (json-schema.ts).
+    if (patterns.size > 0)
+      grammar = await llama.createGrammar({
+        grammar: substitutePatterns(grammar.grammar, patterns),
+        stopGenerationTriggers: grammar.stopGenerationTriggers,
+        trimWhitespaceSuffix: grammar.trimWhitespaceSuffix,
+      });
   } catch (error) {
     throw badRequest(`The JSON schema could not be compiled to a grammar: ${(error as Error).message}`, [
       { path },

@@ -6,6 +6,7 @@
  */
 import { Agent, fetch, type Response } from "undici";
 import { badRequest, DomainError } from "../../core/errors.js";
+import { EventWriter, type EventListener } from "./events.js";
 import {
   isChatRequest,
   type ChatMessage,
@@ -104,7 +105,7 @@ export class OpenAIUpstreamGenerator implements Generator {
     return 0;
   }
 
-  async generate(request: GenerationRequest): Promise<CompletionResult> {
+  async generate(request: GenerationRequest, listener?: EventListener): Promise<CompletionResult> {
     // The model id is needed only when none was configured; then discovery must have worked.
     if (!this.options.model && this.state.state !== "ready") {
       await this.discover();
@@ -133,7 +134,7 @@ export class OpenAIUpstreamGenerator implements Generator {
       ? { ...common, messages: request.messages.map(toOpenAiMessage) }
       : { ...common, prompt: request.prompt };
 
-    let text = "";
+    const writer = new EventWriter(listener);
     let pieces = 0;
     let finishReason: string | null = null;
     let usage: StreamChunk["usage"] = null;
@@ -148,10 +149,9 @@ export class OpenAIUpstreamGenerator implements Generator {
         const choice = chunk.choices?.[0];
         const piece = (chat ? choice?.delta?.content : choice?.text) ?? "";
         if (piece) {
-          text += piece;
           pieces++;
           request.onTokens?.(1);
-          request.onText?.(piece);
+          writer.text(piece);
         }
         if (choice?.finish_reason) finishReason = choice.finish_reason;
       }
@@ -164,12 +164,11 @@ export class OpenAIUpstreamGenerator implements Generator {
         );
       } else throw error;
     }
-    return {
-      text,
+    return writer.finish({
+      finishReason: finishReason === "length" ? "length" : "stop",
       tokensGenerated: usage?.completion_tokens ?? pieces,
       promptTokens: usage?.prompt_tokens ?? 0,
-      finishReason: finishReason === "length" ? "length" : "stop",
-    };
+    });
   }
 
   private async request(method: string, path: string, body: unknown, signal: AbortSignal): Promise<Response> {

@@ -62,6 +62,23 @@ export class ReasoningSplitter {
     this.emitAnswer();
   }
 
+  /** Whether what comes next is (or may be) reasoning. */
+  get inReasoning(): boolean {
+    return this.state === "reasoning";
+  }
+
+  /**
+   * Ends the reasoning here (a thinking budget spent): what is held is reasoning, and whatever is
+   * pushed after this is answer. Returns the marker text that closes the block in the prompt.
+   */
+  closeReasoning(): string {
+    if (this.state === "reasoning") this.emitReasoning(this.pending.replace(/\s+$/, ""));
+    this.pending = "";
+    this.state = "answer";
+    this.trimAnswerStart = true;
+    return `\n${this.markers.close}\n\n`;
+  }
+
   finish(): void {
     if (this.state === "reasoning") this.emitReasoning(this.pending.replace(/\s+$/, ""));
     else {

@@ -9,6 +9,7 @@
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import { badRequest, DomainError, tooLarge } from "../../core/errors.js";
 import type { EmbeddingResult } from "./embedder.js";
+import type { EventListener } from "./events.js";
 import {
   isChatRequest,
   type CompletionResult,
@@ -28,17 +29,16 @@ import {
 } from "./model-registry.js";
 import type { RankResult } from "./rerank.js";
 
-export interface RunHooks {
-  /** Called when generation is about to start (a sequence is held). */
-  onStart?: () => void;
-}
-
 /** A request's model: everything a route needs from it. Each call holds the model while it runs. */
 export interface ServedModel {
   /** The name responses report (in single-model mode the model's own `general.name`, as before). */
   readonly name: string;
   readonly id: string;
-  run(request: GenerationRequest, signal: AbortSignal, hooks?: RunHooks): Promise<CompletionResult>;
+  /**
+   * Generates; `listener` gets the answer's parts (events.ts), first `start` once the request holds a
+   * sequence (until then it can still fail with a plain 429/504 that no stream has begun).
+   */
+  run(request: GenerationRequest, signal: AbortSignal, listener?: EventListener): Promise<CompletionResult>;
   embed(inputs: readonly string[], signal?: AbortSignal): Promise<EmbeddingResult>;
   rerank(query: string, documents: readonly string[], signal?: AbortSignal): Promise<RankResult>;
   /** The model's tokenizer (loads the model); a 400 where generation is remote. */
@@ -248,9 +248,9 @@ export class TextgenService {
       get name() {
         return nameOf(id);
       },
-      run: async (request, signal, hooks = {}) => {
+      run: async (request, signal, listener) => {
         this.checkTokenizable(promptChars(request));
-        return withModel("generate", (backend) => this.generate(id, backend, request, signal, hooks));
+        return withModel("generate", (backend) => this.generate(id, backend, request, signal, listener));
       },
       embed: (inputs, signal) =>
         withModel("embed", (backend) =>
@@ -289,20 +289,24 @@ export class TextgenService {
     { generator, scheduler }: ServingBackend,
     request: GenerationRequest,
     clientSignal: AbortSignal,
-    hooks: RunHooks,
+    listener: EventListener | undefined,
   ): Promise<CompletionResult> {
-    await generator!.validate(request);
+    // The prompt is counted here, before the first token, so a stream's opening can report it.
+    const promptTokens = await generator!.validate(request);
     return scheduler.run(clientSignal, async (signal) => {
-      hooks.onStart?.();
+      listener?.({ type: "start", promptTokens });
       const started = performance.now();
-      const result = await generator!.generate({
-        ...request,
-        signal,
-        onTokens: (count) => {
-          this.tokens.inc({ model }, count);
-          request.onTokens?.(count);
+      const result = await generator!.generate(
+        {
+          ...request,
+          signal,
+          onTokens: (count) => {
+            this.tokens.inc({ model }, count);
+            request.onTokens?.(count);
+          },
         },
-      });
+        listener,
+      );
       const seconds = (performance.now() - started) / 1000;
       this.duration.observe({ model }, seconds);
       if (result.tokensGenerated > 0 && seconds > 0)
@@ -316,9 +320,9 @@ export class TextgenService {
   run(
     request: GenerationRequest,
     clientSignal: AbortSignal,
-    hooks: RunHooks = {},
+    listener?: EventListener,
   ): Promise<CompletionResult> {
-    return this.resolveModel(undefined, "generate").run(request, clientSignal, hooks);
+    return this.resolveModel(undefined, "generate").run(request, clientSignal, listener);
   }
 
   /** Readiness as /health reports it: the default model's state. */

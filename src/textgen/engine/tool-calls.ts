@@ -3,8 +3,11 @@
  *
  * - The tools are shown to the model in its chat wrapper's own function syntax (node-llama-cpp's
  *   `availableFunctions`), and earlier calls and results in the history are rendered the same way.
+ *   Their schemas only describe there: they are never compiled or refused (json-schema.ts
+ *   `describeSchema`).
  * - `required` or a named tool: the answer is generated under a JSON-schema grammar for
- *   `{"name": <tool>, "arguments": <its parameters>}`, so it parses and matches, whatever the model.
+ *   `{"name": <tool>, "arguments": <its parameters>}`, so it parses and matches, whatever the model
+ *   (the parameters as validation.ts translated them: what the grammar can enforce).
  * - `auto`: the model writes freely; an answer that is a call, in the wrapper's syntax
  *   (`||call: name({...})`, `<tool_call>{...}</tool_call>`…) or as that JSON object, becomes a call.
  */
@@ -18,29 +21,21 @@ import {
   type GbnfJsonSchema,
 } from "node-llama-cpp";
 import { badRequest } from "../../core/errors.js";
-import type { ChatMessage, ToolCall, ToolChoice, ToolDefinition } from "./generator.js";
-import { SchemaError, toGrammarSchema } from "./json-schema.js";
+import type { ChatMessage, GrammarSchema, ToolCall, ToolChoice, ToolDefinition } from "./generator.js";
+import { describeSchema } from "./json-schema.js";
 
 export function newToolCallId(): string {
   return `call_${randomUUID().replace(/-/g, "").slice(0, 24)}`;
 }
 
-function parametersSchema(tool: ToolDefinition, index: number): GbnfJsonSchema {
-  try {
-    return toGrammarSchema(tool.parameters ?? { type: "object" }, `tools.${index}.function.parameters`);
-  } catch (error) {
-    if (error instanceof SchemaError)
-      throw badRequest(error.message, [{ path: `/tools/${index}/function/parameters` }]);
-    throw error;
-  }
-}
-
 /** The functions as node-llama-cpp's chat wrappers describe them to the model. */
 export function availableFunctions(tools: readonly ToolDefinition[]): ChatModelFunctions {
   const functions: Record<string, { description?: string; params: GbnfJsonSchema }> = {};
-  tools.forEach((tool, i) => {
-    functions[tool.name] = { description: tool.description, params: parametersSchema(tool, i) };
-  });
+  for (const tool of tools)
+    functions[tool.name] = {
+      description: tool.description,
+      params: describeSchema(tool.parameters ?? { type: "object" }),
+    };
   return functions as ChatModelFunctions;
 }
 
@@ -56,19 +51,26 @@ export function toolsForChoice(tools: readonly ToolDefinition[], choice: ToolCho
   return [tool];
 }
 
-/** JSON schema of one call to any of `tools`: `{"name": …, "arguments": {…}}`. */
-export function toolCallSchema(
-  tools: readonly ToolDefinition[],
-  allTools: readonly ToolDefinition[],
-): GbnfJsonSchema {
-  const options = tools.map((tool) => ({
-    type: "object" as const,
-    properties: {
-      name: { const: tool.name },
-      arguments: parametersSchema(tool, allTools.indexOf(tool)),
-    },
-  }));
-  return (options.length === 1 ? options[0]! : { oneOf: options }) as GbnfJsonSchema;
+/**
+ * JSON schema of one call to any of `tools`: `{"name": …, "arguments": {…}}`, each tool's arguments as
+ * validation translated them (any object where it did not).
+ */
+export function toolCallSchema(tools: readonly ToolDefinition[]): GrammarSchema {
+  const patterns = new Map<string, string>();
+  const options = tools.map((tool) => {
+    for (const [placeholder, grammar] of tool.grammar?.patterns ?? []) patterns.set(placeholder, grammar);
+    return {
+      type: "object" as const,
+      properties: {
+        name: { const: tool.name },
+        arguments: tool.grammar?.schema ?? { type: "object", additionalProperties: true },
+      },
+    };
+  });
+  return {
+    schema: (options.length === 1 ? options[0]! : { oneOf: options }) as GbnfJsonSchema,
+    patterns,
+  };
 }
 
 /** A streamed piece of a tool call, as OpenAI's chunks carry it (`id` and `name` in the first). */
@@ -97,6 +99,11 @@ export class ForcedCallStream {
   private escaped = false;
 
   constructor(private readonly onDelta?: (delta: ToolCallDelta) => void) {}
+
+  /** Whether the call's name has been written (and announced). */
+  get started(): boolean {
+    return this.name !== undefined;
+  }
 
   push(piece: string): void {
     const scanFrom = this.text.length;
@@ -167,6 +174,8 @@ export function toChatHistory(messages: readonly ChatMessage[]): ChatHistoryItem
     else if (message.role === "user") history.push({ type: "user", text: message.content });
     else if (message.role === "assistant") {
       const response: ChatModelResponse["response"] = [];
+      if (message.reasoning)
+        response.push({ type: "segment", segmentType: "thought", text: message.reasoning, ended: true });
       for (const call of message.toolCalls ?? []) {
         const item = {
           type: "functionCall" as const,

@@ -1,7 +1,7 @@
 /** POST /v1/rerank (aliases /rerank, /v1/reranking): the llama.cpp server's, Jina's and Cohere's shape. */
 import { Type, type Static } from "typebox";
 import type { TypedApp } from "../../core/http.js";
-import { clientGoneSignal } from "./dialects/common.js";
+import { clientGoneSignal } from "./dialects/run.js";
 import type { TextgenService } from "../engine/service.js";
 
 const RerankRequest = Type.Object(

@@ -1,14 +1,21 @@
 /**
- * Routes of the text generation API: health, root, tokenizer, and /predict, the contract's own dialect
- * (a thin adapter over dialects/common.ts like the others). Validation is the schemas' job.
+ * Routes of the text generation API: health, root, tokenizer, and /predict, the contract's own dialect:
+ * strict (an undeclared field is a 400; a max_length past MAX_NEW_TOKENS or the context is refused),
+ * and otherwise a decoder and an encoder like the foreign ones.
  */
 import { rootMessage, type TypedApp } from "../../core/http.js";
-import { openEventStream, type EventStream } from "../../core/sse.js";
-import { badRequest } from "../../core/errors.js";
-import type { CompletionRequest, OutputConstraint } from "../engine/generator.js";
-import type { Config } from "../../core/config.js";
+import type { GenerationEvent } from "../engine/events.js";
+import type { CompletionResult } from "../engine/generator.js";
 import type { TextgenService } from "../engine/service.js";
-import { generateOnce, generateStream } from "./dialects/common.js";
+import { validateRequest, type DecodedRequest, type DialectProfile } from "../engine/validation.js";
+import { noteUnenforced } from "./dialects/plugin.js";
+import {
+  respond,
+  validationLimits,
+  type LimitsConfig,
+  type StreamEncoder,
+  type WireFrame,
+} from "./dialects/run.js";
 import {
   DetokenizeRequest,
   DetokenizeResponse,
@@ -18,9 +25,7 @@ import {
   HealthResponse,
   PredictResponse,
   RootResponse,
-  parseLogitBias,
   predictRequestSchema,
-  stopList,
   type PredictRequest,
 } from "./schemas.js";
 
@@ -28,13 +33,14 @@ export const SERVICE_NAME = "Text Generation";
 
 export interface TextgenRouteDeps {
   service: TextgenService;
-  /** MAX_NEW_TOKENS. */
-  limits: Pick<Config["limits"], "maxNewTokens">;
+  /** MAX_NEW_TOKENS and SCHEMA_MAX_*. */
+  limits: LimitsConfig;
 }
 
-export { clientGoneSignal } from "./dialects/common.js";
+export { clientGoneSignal } from "./dialects/run.js";
 
-export function toCompletionRequest(body: PredictRequest): CompletionRequest {
+/** /predict's body in canonical names. */
+export function decodePredict(body: PredictRequest): DecodedRequest {
   return {
     prompt: body.text,
     maxTokens: body.max_length,
@@ -44,25 +50,65 @@ export function toCompletionRequest(body: PredictRequest): CompletionRequest {
     minP: body.min_p,
     repeatPenalty: body.repeat_penalty,
     seed: body.seed,
-    logitBias: parseLogitBias(body.logit_bias),
+    logitBias: body.logit_bias,
     ignoreEos: body.ignore_eos,
-    stop: stopList(body.stop),
-    constraint: predictConstraint(body),
+    stop: body.stop,
+    outputs: [
+      ...(body.json_schema !== undefined ? [{ type: "json_schema" as const, schema: body.json_schema }] : []),
+      ...(body.grammar !== undefined ? [{ type: "grammar" as const, grammar: body.grammar }] : []),
+    ],
     truncate: body.truncate,
     cachePrompt: body.cache_prompt,
   };
 }
 
-function predictConstraint(body: PredictRequest): OutputConstraint | undefined {
-  if (body.json_schema !== undefined && body.grammar !== undefined)
-    throw badRequest("Give only one of json_schema and grammar");
-  if (body.grammar !== undefined) return { type: "grammar", grammar: body.grammar };
-  if (body.json_schema !== undefined) return { type: "json_schema", schema: body.json_schema };
-  return undefined;
+const predictProfile: DialectProfile = {
+  defaultMaxTokens: (max) => Math.min(128, max),
+  defaultTemperature: 0.8,
+  clampMaxTokens: false,
+  fields: { maxTokens: "/max_length", prompt: "/text", output: "/json_schema", stop: "/stop" },
+  schemaPath: "/json_schema",
+};
+
+type PredictBody = ReturnType<typeof predictBody>;
+
+function predictBody(model: string, result: CompletionResult, started: number) {
+  return {
+    generated_text: result.text,
+    model_name: model,
+    tokens_generated: result.tokensGenerated,
+    finish_reason: result.finishReason === "length" ? ("length" as const) : ("stop" as const),
+    prompt_tokens: result.promptTokens,
+    elapsed_ms: Math.round((performance.now() - started) * 100) / 100,
+  };
+}
+
+/** One event per token piece, then an event named "done" holding the whole response. */
+class PredictEncoder implements StreamEncoder {
+  constructor(private readonly done: (result: CompletionResult) => PredictBody) {}
+
+  start(): WireFrame[] {
+    return [];
+  }
+
+  event(event: GenerationEvent): WireFrame[] {
+    if (event.type === "text-delta") return [{ data: { token: event.delta } }];
+    if (event.type === "finish") return [{ event: "done", data: this.done(event.result) }];
+    return [];
+  }
+
+  end(): WireFrame[] {
+    return [];
+  }
+
+  error(error: Parameters<StreamEncoder["error"]>[0]): WireFrame[] {
+    return [{ event: "error", data: error.toBody() }];
+  }
 }
 
 export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): void {
   const { service } = deps;
+  const limits = validationLimits(deps.limits);
 
   app.get(
     "/health",
@@ -143,32 +189,20 @@ export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): vo
     },
     async (request, reply) => {
       const started = performance.now();
-      const completion = toCompletionRequest(request.body);
+      const validated = validateRequest(decodePredict(request.body), predictProfile, limits);
+      noteUnenforced(reply, validated.unenforced);
       const target = service.resolveModel(request.body.model, "generate", {
         keepAlive: request.body.keep_alive,
       });
-      const respond = (result: Awaited<ReturnType<TextgenService["run"]>>) => ({
-        generated_text: result.text,
-        model_name: target.name,
-        tokens_generated: result.tokensGenerated,
-        finish_reason: result.finishReason === "length" ? ("length" as const) : ("stop" as const),
-        prompt_tokens: result.promptTokens,
-        elapsed_ms: Math.round((performance.now() - started) * 100) / 100,
-      });
-      if (!request.body.stream) return respond(await generateOnce(target, completion, request, reply));
-
-      // Stream: one event per token piece, then an event named "done" holding the whole response.
-      let stream: EventStream | undefined;
-      return generateStream(target, completion, request, reply, {
-        open: () => {
-          stream = openEventStream(request, reply);
-        },
-        event: (event) => {
-          if (event.type === "text") stream?.send({ token: event.text });
-        },
-        finish: (result) => stream?.send(respond(result), "done"),
-        fail: (error) => stream?.send(error.toBody(), "error"),
-        close: () => stream?.end(),
+      const done = (result: CompletionResult) => predictBody(target.name, result, started);
+      return respond({
+        request,
+        reply,
+        model: target,
+        validated,
+        stream: request.body.stream === true,
+        encoder: () => new PredictEncoder(done),
+        whole: ([result]) => done(result!),
       });
     },
   );

@@ -3,7 +3,6 @@
  * TypeScript types, the validation Fastify applies, and the OpenAPI document served at /docs.
  */
 import { Type, type Static } from "typebox";
-import { badRequest } from "../../core/errors.js";
 
 export const ErrorResponse = Type.Object(
   {
@@ -33,30 +32,14 @@ export const LogitBias = Type.Record(Type.String(), Type.Number({ minimum: -100,
   examples: [{ "2": -100 }],
 });
 
-/** The token ids of a `logit_bias` object; a key that is not a token id is a 400 naming it. */
-export function parseLogitBias(
-  bias: Record<string, number> | null | undefined,
-): Map<number, number> | undefined {
-  if (bias === undefined || bias === null) return undefined;
-  const parsed = new Map<number, number>();
-  for (const [key, value] of Object.entries(bias)) {
-    if (!/^\d{1,9}$/.test(key))
-      throw badRequest(`logit_bias keys are token ids (non-negative integers); "${key}" is not one`, [
-        { path: `/logit_bias/${key}` },
-      ]);
-    parsed.set(Number(key), value);
-  }
-  return parsed;
-}
-
-/** Sampling fields shared by /predict and the OpenAI-compatible routes. */
+/** /predict's sampling fields (strict: their ranges are checked here and again by validation.ts). */
 export const samplingFields = {
   top_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: "nucleus sampling" })),
   top_k: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000, description: "0 = all tokens" })),
   min_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
   repeat_penalty: Type.Optional(Type.Number({ minimum: 0, maximum: 10, description: "1 = off" })),
   seed: Type.Optional(
-    Type.Integer({ minimum: 0, maximum: 4294967295, description: "makes sampling repeatable" }),
+    Type.Integer({ minimum: -1, maximum: 4294967295, description: "makes sampling repeatable; -1 = random" }),
   ),
   logit_bias: Type.Optional(LogitBias),
   ignore_eos: Type.Optional(
@@ -160,8 +143,3 @@ export const HealthResponse = Type.Object({
 });
 
 export const RootResponse = Type.Object({ message: Type.String(), docs: Type.String() });
-
-export function stopList(stop: string | string[] | undefined): string[] {
-  if (stop === undefined) return [];
-  return typeof stop === "string" ? [stop] : stop;
-}

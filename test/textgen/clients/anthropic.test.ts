@@ -119,22 +119,28 @@ describe("Anthropic Messages: @anthropic-ai/sdk against the app on the test mode
     assert.ok(short.input_tokens > 0 && withTools.input_tokens > short.input_tokens);
   });
 
-  it("errors in Anthropic's shape: an unknown field, an image block", async () => {
-    const unknown = await fetch(`${server.url}/v1/messages`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        model: "llama",
-        max_tokens: 4,
-        messages: [{ role: "user", content: "Hi" }],
-        foo: 1,
-      }),
-    });
-    assert.equal(unknown.status, 400);
-    const body = (await unknown.json()) as { type: string; error: { type: string; message: string } };
+  it("errors in Anthropic's shape: a wrong type, an image block; an unknown field is ignored and named", async () => {
+    const send = (extra: object) =>
+      fetch(`${server.url}/v1/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          model: "llama",
+          max_tokens: 4,
+          messages: [{ role: "user", content: "Hi" }],
+          ...extra,
+        }),
+      });
+    // Issue #34: a field no reference defines is ignored, and named in a header.
+    const unknown = await send({ foo: 1 });
+    assert.equal(unknown.status, 200);
+    assert.equal(unknown.headers.get("x-lectern-ignored-fields"), "foo");
+    const wrongType = await send({ temperature: "warm" });
+    assert.equal(wrongType.status, 400);
+    const body = (await wrongType.json()) as { type: string; error: { type: string; message: string } };
     assert.equal(body.type, "error");
     assert.equal(body.error.type, "invalid_request_error");
-    assert.match(body.error.message, /"foo"/);
+    assert.match(body.error.message, /temperature/);
     await assert.rejects(
       client.messages.create({
         model: "llama",

@@ -204,6 +204,22 @@ describe("reasoning separated in every dialect (crafted-weight model with a reas
       assert.equal(message.stop_reason, "end_turn");
     });
 
+    it("a thinking budget spent closes the thought block; the answer follows within max_tokens", async () => {
+      // Issue #34: budget_tokens (and efforts) cap the reasoning. The crafted model would think
+      // "Lily was happy"; after one or two tokens the block is closed for it, and it answers.
+      const message = await anthropic.messages.create({
+        ...request,
+        thinking: { type: "enabled", budget_tokens: 1 },
+      });
+      const thinking = message.content.find((block) => block.type === "thinking");
+      const text = message.content.find((block) => block.type === "text");
+      assert.ok(thinking?.type === "thinking" && text?.type === "text");
+      assert.ok(thinking.thinking.length > 0 && REASONING.startsWith(thinking.thinking));
+      assert.ok(thinking.thinking.length < REASONING.length, `thinking "${thinking.thinking}"`);
+      assert.ok(text.text.length > 0);
+      assert.ok(message.usage.output_tokens <= request.max_tokens);
+    });
+
     it("streamed: thinking_delta events, then text_delta events, in two blocks", async () => {
       const stream = anthropic.messages.stream(request);
       const thinking: string[] = [];

@@ -162,7 +162,7 @@ describe("Responses API: real clients against the app on the test model", () => 
     Character.parse(JSON.parse(response.output_text));
   });
 
-  it("responses.inputTokens.count counts the rendered input; stateless fields are 400s saying so", async () => {
+  it("responses.inputTokens.count counts the rendered input; with no response store an id is a 404", async () => {
     const short = await client.responses.inputTokens.count({ model: "llama", input: "Hi" });
     const long = await client.responses.inputTokens.count({
       model: "llama",
@@ -171,15 +171,21 @@ describe("Responses API: real clients against the app on the test model", () => 
     });
     assert.equal(short.object, "response.input_tokens");
     assert.ok(short.input_tokens > 0 && long.input_tokens > short.input_tokens);
+    // Issue #34: store is accepted (this app has no response store: nothing is kept, `store` says so),
+    // and an id only a store could know is a 404 in OpenAI's shape.
+    const stored = await client.responses.create({
+      model: "llama",
+      input: "Hi",
+      store: true,
+      max_output_tokens: 2,
+    });
+    assert.equal((stored as unknown as { store: boolean }).store, false);
     await assert.rejects(
       client.responses.create({ model: "llama", input: "Hi", previous_response_id: "resp_1" }),
       (error: InstanceType<typeof OpenAI.APIError>) =>
-        error.status === 400 && /stores no responses/.test(error.message),
-    );
-    await assert.rejects(
-      client.responses.create({ model: "llama", input: "Hi", store: true }),
-      (error: InstanceType<typeof OpenAI.APIError>) =>
-        error.status === 400 && /stateless/.test(error.message),
+        error.status === 404 &&
+        /resp_1/.test(error.message) &&
+        (error.error as { param?: string }).param === "previous_response_id",
     );
   });
 

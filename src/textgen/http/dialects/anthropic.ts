@@ -1,20 +1,27 @@
 /**
  * Anthropic's Messages API (`POST /v1/messages`, `/v1/messages/count_tokens`), for @anthropic-ai/sdk
- * and the tools built on it. Errors in Anthropic's shape: `{type:"error", error:{type, message}}`.
+ * and the tools built on it: a decoder (wire body → DecodedRequest) and an encoder (events → the
+ * message, or its event stream). Errors in Anthropic's shape: `{type:"error", error:{type, message}}`.
  */
 import { randomBytes } from "node:crypto";
-import type { FastifyPluginAsync } from "fastify";
-import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type, type Static } from "typebox";
 import { badRequest, type ApiError } from "../../../core/errors.js";
-import { openEventStream, type EventStream } from "../../../core/sse.js";
-import type { ChatMessage, ChatRequest, CompletionResult, ToolChoice } from "../../engine/generator.js";
-import type { Config } from "../../../core/config.js";
+import type { TypedApp } from "../../../core/http.js";
+import type { GenerationEvent, Usage } from "../../engine/events.js";
+import type { ChatMessage, CompletionResult, ToolChoice } from "../../engine/generator.js";
 import type { TextgenService } from "../../engine/service.js";
-import { generateOnce, generateStream, resolveModel, strict, useErrorShape } from "./common.js";
+import {
+  validateRequest,
+  type DecodedRequest,
+  type DialectProfile,
+  type ReasoningEffort,
+  type ValidationLimits,
+} from "../../engine/validation.js";
 import { parseArgumentsObject } from "./json-partial.js";
 import { JsonSchemaObject } from "./openai-shared.js";
-import { LogitBias, parseLogitBias } from "../schemas.js";
+import { dialectPlugin, noteIgnored, noteUnenforced, type Dialect } from "./plugin.js";
+import { respond, validationLimits, type LimitsConfig, type StreamEncoder, type WireFrame } from "./run.js";
 
 const errorTypeByStatus: Record<number, string> = {
   400: "invalid_request_error",
@@ -39,142 +46,228 @@ export function anthropicErrorBody(error: ApiError) {
   };
 }
 
-const cacheControl = { cache_control: Type.Optional(Type.Unknown({ description: "accepted; no effect" })) };
-const TextBlock = Type.Object(
-  {
-    type: Type.Literal("text"),
-    text: Type.String(),
-    citations: Type.Optional(Type.Unknown()),
-    ...cacheControl,
-  },
-  strict,
-);
-const ToolUseBlock = Type.Object(
-  {
-    type: Type.Literal("tool_use"),
-    id: Type.String(),
-    name: Type.String(),
-    input: Type.Record(Type.String(), Type.Unknown()),
-    ...cacheControl,
-  },
-  strict,
-);
-const ToolResultBlock = Type.Object(
-  {
-    type: Type.Literal("tool_result"),
-    tool_use_id: Type.String(),
-    content: Type.Optional(Type.Union([Type.String(), Type.Array(TextBlock)])),
-    is_error: Type.Optional(Type.Boolean()),
-    ...cacheControl,
-  },
-  strict,
-);
-/** Earlier thinking sent back: accepted, not shown to the model again (as chat templates do). */
-const ThinkingBlock = Type.Object(
-  { type: Type.Literal("thinking"), thinking: Type.String(), signature: Type.Optional(Type.String()) },
-  strict,
-);
-const RedactedThinkingBlock = Type.Object(
-  { type: Type.Literal("redacted_thinking"), data: Type.String() },
-  strict,
-);
-/** Images and documents are read only to say they are not supported. */
-const MediaBlock = Type.Object({
-  type: Type.Union([Type.Literal("image"), Type.Literal("document")]),
+/** Registered under /v1 beside the OpenAI routes, which answer unknown /v1 paths. */
+export const anthropicDialect: Dialect = { errorShape: anthropicErrorBody, tolerant: true, notFound: false };
+
+const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
+const cacheControl = { cache_control: Type.Optional(Type.Unknown(noEffect("prompt caching is automatic"))) };
+
+const TextBlock = Type.Object({
+  type: Type.Literal("text"),
+  text: Type.String(),
+  citations: Type.Optional(Type.Unknown(noEffect("citations"))),
+  ...cacheControl,
 });
+const ToolUseBlock = Type.Object({
+  type: Type.Literal("tool_use"),
+  id: Type.String(),
+  name: Type.String(),
+  input: Type.Unknown(),
+  caller: Type.Optional(Type.Unknown(noEffect("the call's caller"))),
+  toolset_name: Type.Optional(Type.Unknown(noEffect("the toolset"))),
+  ...cacheControl,
+});
+const ToolResultBlock = Type.Object({
+  type: Type.Literal("tool_result"),
+  tool_use_id: Type.String(),
+  content: Type.Optional(
+    Type.Union([
+      Type.String(),
+      Type.Array(Type.Object({ type: Type.String(), text: Type.Optional(Type.String()) })),
+    ]),
+  ),
+  is_error: Type.Optional(Type.Boolean()),
+  toolset_name: Type.Optional(Type.Unknown(noEffect("the toolset"))),
+  ...cacheControl,
+});
+/** Earlier thinking: shown to the model again (as Anthropic does), unless context_management clears it. */
+const ThinkingBlock = Type.Object({
+  type: Type.Literal("thinking"),
+  thinking: Type.String(),
+  signature: Type.Optional(Type.String()),
+  ...cacheControl,
+});
+const RedactedThinkingBlock = Type.Object({
+  type: Type.Literal("redacted_thinking"),
+  data: Type.String(),
+  ...cacheControl,
+});
+/** Any other block the reference defines (images, documents, server tool results…): read by its type. */
+const OtherBlock = Type.Object({ type: Type.String() }, { additionalProperties: true });
 const Block = Type.Union([
   TextBlock,
   ToolUseBlock,
   ToolResultBlock,
   ThinkingBlock,
   RedactedThinkingBlock,
-  MediaBlock,
+  OtherBlock,
 ]);
-const Message = Type.Object(
-  {
-    role: Type.Union([Type.Literal("user"), Type.Literal("assistant")]),
-    content: Type.Union([Type.String(), Type.Array(Block, { minItems: 1 })]),
-  },
-  strict,
-);
-const Tool = Type.Object(
-  {
-    name: Type.String({ pattern: "^[a-zA-Z0-9_-]{1,64}$" }),
-    description: Type.Optional(Type.String()),
-    input_schema: JsonSchemaObject,
-    type: Type.Optional(Type.Literal("custom")),
-    ...cacheControl,
-  },
-  strict,
-);
-const parallel = { disable_parallel_tool_use: Type.Optional(Type.Boolean()) };
-const ToolChoiceSchema = Type.Union([
-  Type.Object({ type: Type.Literal("auto"), ...parallel }, strict),
-  Type.Object({ type: Type.Literal("any"), ...parallel }, strict),
-  Type.Object({ type: Type.Literal("tool"), name: Type.String(), ...parallel }, strict),
-  Type.Object({ type: Type.Literal("none") }, strict),
-]);
-const Thinking = Type.Union([
-  Type.Object(
-    {
-      type: Type.Literal("enabled"),
-      budget_tokens: Type.Integer({
-        minimum: 1,
-        description: "accepted; max_tokens bounds the whole answer",
+const Message = Type.Object({
+  role: Type.Union([Type.Literal("user"), Type.Literal("assistant"), Type.Literal("system")]),
+  content: Type.Union([Type.String(), Type.Array(Block)]),
+});
+const CustomTool = Type.Object({
+  name: Type.String(),
+  description: Type.Optional(Type.String()),
+  input_schema: JsonSchemaObject,
+  type: Type.Optional(Type.Literal("custom")),
+  strict: Type.Optional(Type.Boolean({ description: "true: a forced call refuses what cannot be enforced" })),
+  defer_loading: Type.Optional(Type.Boolean(noEffect("every tool is offered at once"))),
+  eager_input_streaming: Type.Optional(Type.Boolean(noEffect("tool input always streams"))),
+  input_examples: Type.Optional(Type.Unknown(noEffect("input examples"))),
+  allowed_callers: Type.Optional(Type.Unknown(noEffect("callers"))),
+  ...cacheControl,
+});
+/** Anthropic's server tools (web search, code execution…): accepted, not offered, named as ignored. */
+const ServerTool = Type.Object({ type: Type.String(), name: Type.String() }, { additionalProperties: true });
+const Tool = Type.Union([CustomTool, ServerTool]);
+const ToolChoiceSchema = Type.Object({
+  type: Type.Union(["auto", "any", "tool", "none"].map((type) => Type.Literal(type))),
+  name: Type.Optional(Type.String()),
+  disable_parallel_tool_use: Type.Optional(Type.Boolean({ description: "a forced call is always one call" })),
+});
+const Thinking = Type.Object({
+  type: Type.Union(["enabled", "disabled", "adaptive", "between_tools"].map((type) => Type.Literal(type))),
+  budget_tokens: Type.Optional(Type.Integer({ description: "reasoning tokens at most (within max_tokens)" })),
+  display: Type.Optional(Type.String({ description: "omitted: thinking blocks carry no text" })),
+});
+const OutputFormat = Type.Object({ type: Type.String(), schema: Type.Optional(JsonSchemaObject) });
+const ContextManagement = Type.Object({
+  edits: Type.Optional(
+    Type.Array(
+      Type.Object({
+        type: Type.String({
+          description: "clear_thinking_20251015 is applied; the others accepted, no effect",
+        }),
+        keep: Type.Optional(Type.Unknown()),
+        trigger: Type.Optional(Type.Unknown()),
+        clear_at_least: Type.Optional(Type.Unknown()),
+        clear_tool_inputs: Type.Optional(Type.Unknown()),
+        exclude_tools: Type.Optional(Type.Unknown()),
+        instructions: Type.Optional(Type.Unknown()),
+        pause_after_compaction: Type.Optional(Type.Unknown()),
       }),
-    },
-    strict,
+    ),
   ),
-  Type.Object({ type: Type.Literal("disabled") }, strict),
-]);
+});
 
+/** The fields a request and a token count share: what the model reads. */
 const promptFields = {
-  model: Type.String({ description: "the model to answer (today the loaded model answers any name)" }),
-  messages: Type.Array(Message, { minItems: 1, maxItems: 1000 }),
+  model: Type.String({ description: "the model to answer (GET /v1/models)" }),
+  messages: Type.Array(Message),
   system: Type.Optional(Type.Union([Type.String(), Type.Array(TextBlock)])),
-  tools: Type.Optional(Type.Array(Tool, { maxItems: 128 })),
+  tools: Type.Optional(Type.Array(Tool)),
   tool_choice: Type.Optional(ToolChoiceSchema),
   thinking: Type.Optional(Thinking),
+  output_config: Type.Optional(
+    Type.Object({
+      effort: Type.Optional(Type.String({ description: "low…max: the thinking budget" })),
+      format: Type.Optional(OutputFormat),
+      task_budget: Type.Optional(Type.Unknown(noEffect("a task budget"))),
+    }),
+  ),
+  output_format: Type.Optional(OutputFormat),
+  context_management: Type.Optional(ContextManagement),
+  ...cacheControl,
+  speed: Type.Optional(Type.String(noEffect("speed"))),
+  mcp_servers: Type.Optional(Type.Unknown(noEffect("MCP servers are not connected"))),
+  betas: Type.Optional(Type.Unknown(noEffect("beta flags"))),
 };
 
-function messagesRequestSchema(maxNewTokens: number) {
-  return Type.Object(
-    {
-      ...promptFields,
-      max_tokens: Type.Integer({ minimum: 1, maximum: maxNewTokens }),
-      stop_sequences: Type.Optional(
-        Type.Array(Type.String({ minLength: 1, maxLength: 512 }), { maxItems: 16 }),
-      ),
-      temperature: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
-      top_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
-      top_k: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
-      stream: Type.Optional(Type.Boolean()),
-      metadata: Type.Optional(
-        Type.Object({ user_id: Type.Optional(Type.Union([Type.String(), Type.Null()])) }, strict),
-      ),
-      // llama.cpp's extensions, as its server accepts them here too.
-      min_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
-      seed: Type.Optional(Type.Integer({ minimum: 0, maximum: 4294967295 })),
-      logit_bias: Type.Optional(LogitBias),
-    },
-    strict,
-  );
-}
+export const MessagesRequestSchema = Type.Object({
+  ...promptFields,
+  max_tokens: Type.Integer({ description: "above MAX_NEW_TOKENS or the context: clamped" }),
+  stop_sequences: Type.Optional(Type.Array(Type.String())),
+  temperature: Type.Optional(Type.Number()),
+  top_p: Type.Optional(Type.Number()),
+  top_k: Type.Optional(Type.Integer()),
+  stream: Type.Optional(Type.Boolean()),
+  metadata: Type.Optional(Type.Object({ user_id: Type.Optional(Type.String()) }, noEffect("metadata"))),
+  container: Type.Optional(Type.Unknown(noEffect("containers"))),
+  diagnostics: Type.Optional(Type.Unknown(noEffect("diagnostics"))),
+  inference_geo: Type.Optional(Type.Unknown(noEffect("inference location"))),
+  service_tier: Type.Optional(Type.String(noEffect("service tier"))),
+  user_profile_id: Type.Optional(Type.String(noEffect("a user profile"))),
+  workspace_id: Type.Optional(Type.String(noEffect("a workspace"))),
+  billing_policy: Type.Optional(Type.Unknown(noEffect("billing"))),
+  compaction: Type.Optional(Type.Unknown(noEffect("compaction"))),
+  fallbacks: Type.Optional(Type.Unknown(noEffect("fallback models"))),
+  fallback_credit_token: Type.Optional(Type.Unknown(noEffect("fallback credit"))),
+  thread: Type.Optional(Type.Unknown(noEffect("threads"))),
+  // llama.cpp's extensions, as its server accepts them here too.
+  min_p: Type.Optional(Type.Number()),
+  seed: Type.Optional(Type.Integer({ description: "-1 = random" })),
+  logit_bias: Type.Optional(Type.Record(Type.String(), Type.Number())),
+});
 
-const CountTokensRequest = Type.Object(promptFields, strict);
-type PromptBody = Static<typeof CountTokensRequest>;
+export const CountTokensRequestSchema = Type.Object(promptFields);
+type PromptBody = Static<typeof CountTokensRequestSchema>;
+type MessagesBody = Static<typeof MessagesRequestSchema>;
+type BlockValue = Static<typeof Block>;
 
 const shortId = (prefix: string) => `${prefix}_${randomBytes(12).toString("base64url")}`;
 
-type BlockValue = Static<typeof Block>;
-
-function textOf(content: string | { text: string }[] | undefined): string {
-  if (content === undefined) return "";
-  return typeof content === "string" ? content : content.map((block) => block.text).join("");
+/** What decoding learned besides the request: fields read and not acted on, edits applied. */
+export interface AnthropicDecoding {
+  decoded: DecodedRequest;
+  ignored: string[];
+  clearedThinkingTurns?: number;
+  /** `thinking.display: "omitted"`: thinking blocks go out without their text. */
+  omitThinking: boolean;
 }
 
-/** Messages with content blocks as chat messages: tool results answer the calls of the turn before. */
-function toMessages(body: PromptBody): ChatMessage[] {
+export function decodeMessages(body: PromptBody & Partial<MessagesBody>): AnthropicDecoding {
+  const ignored: string[] = [];
+  let messages = decodeConversation(body, ignored);
+  let clearedThinkingTurns: number | undefined;
+  for (const [i, edit] of (body.context_management?.edits ?? []).entries()) {
+    if (edit.type.startsWith("clear_thinking")) {
+      const cleared = clearThinking(messages, edit.keep);
+      messages = cleared.messages;
+      clearedThinkingTurns = (clearedThinkingTurns ?? 0) + cleared.turns;
+    } else if (!edit.type.startsWith("clear_tool_uses") && !edit.type.startsWith("compact"))
+      ignored.push(`context_management.edits.${i} (${edit.type})`);
+  }
+  const tools = (body.tools ?? []).flatMap((tool, index) => {
+    if (tool.type === undefined || tool.type === "custom") {
+      const custom = tool as Static<typeof CustomTool>;
+      return [
+        {
+          name: custom.name,
+          description: custom.description,
+          parameters: custom.input_schema,
+          strict: custom.strict,
+        },
+      ];
+    }
+    ignored.push(`tools.${index} (${tool.type})`);
+    return [];
+  });
+  const format = body.output_config?.format ?? body.output_format;
+  return {
+    decoded: {
+      messages,
+      maxTokens: body.max_tokens,
+      temperature: body.temperature,
+      topP: body.top_p,
+      topK: body.top_k,
+      minP: body.min_p,
+      seed: body.seed,
+      logitBias: body.logit_bias,
+      stop: body.stop_sequences,
+      tools,
+      toolChoice: toolChoiceOf(body.tool_choice),
+      outputs: format?.type === "json_schema" ? [{ type: "json_schema", schema: format.schema }] : [],
+      reasoning: reasoningOf(body),
+    },
+    ignored,
+    clearedThinkingTurns,
+    omitThinking: body.thinking?.display === "omitted",
+  };
+}
+
+/** `system` and the messages' blocks as chat messages: tool results answer the calls of the turn before. */
+function decodeConversation(body: PromptBody, ignored: string[]): ChatMessage[] {
   const messages: ChatMessage[] = [];
   const system = body.system === undefined ? "" : textOf(body.system);
   if (system !== "") messages.push({ role: "system", content: system });
@@ -184,152 +277,368 @@ function toMessages(body: PromptBody): ChatMessage[] {
       return;
     }
     let text = "";
+    let reasoning = "";
     const calls: NonNullable<ChatMessage["toolCalls"]> = [];
-    message.content.forEach((block: BlockValue, at) => {
-      if (block.type === "image" || block.type === "document")
-        throw badRequest(`${block.type} blocks are not supported: the served model reads text only`, [
-          { path: `/messages/${index}/content/${at}` },
-        ]);
-      if (block.type === "text") text += block.text;
-      else if (block.type === "tool_use")
-        calls.push({ id: block.id, name: block.name, arguments: JSON.stringify(block.input) });
-      else if (block.type === "tool_result")
-        messages.push({ role: "tool", content: textOf(block.content), toolCallId: block.tool_use_id });
+    (message.content as BlockValue[]).forEach((block, at) => {
+      const path = `/messages/${index}/content/${at}`;
+      switch (block.type) {
+        case "text":
+          text += (block as { text: string }).text;
+          return;
+        case "tool_use": {
+          const use = block as Static<typeof ToolUseBlock>;
+          calls.push({ id: use.id, name: use.name, arguments: JSON.stringify(use.input ?? {}) });
+          return;
+        }
+        case "tool_result": {
+          const result = block as Static<typeof ToolResultBlock>;
+          messages.push({ role: "tool", content: textOf(result.content), toolCallId: result.tool_use_id });
+          return;
+        }
+        case "thinking":
+          if (message.role === "assistant") reasoning += (block as { thinking: string }).thinking;
+          return;
+        case "redacted_thinking":
+          return;
+        case "image":
+        case "document":
+          throw badRequest(`${block.type} blocks are not supported: the served model reads text only`, [
+            { path },
+          ]);
+        default:
+          ignored.push(`${path.slice(1).replace(/\//g, ".")} (${block.type})`);
+      }
     });
     if (message.role === "assistant")
-      messages.push({ role: "assistant", content: text, ...(calls.length > 0 && { toolCalls: calls }) });
-    else if (text !== "") messages.push({ role: "user", content: text });
+      messages.push({
+        role: "assistant",
+        content: text,
+        ...(calls.length > 0 && { toolCalls: calls }),
+        ...(reasoning !== "" && { reasoning }),
+      });
+    else if (text !== "") messages.push({ role: message.role, content: text });
   });
-  if (messages.every((message) => message.role === "assistant"))
-    throw badRequest("messages need a user message", [{ path: "/messages" }]);
   return messages;
+}
+
+function textOf(content: string | { text?: string }[] | undefined): string {
+  if (content === undefined) return "";
+  return typeof content === "string" ? content : content.map((block) => block.text ?? "").join("");
+}
+
+/**
+ * context_management's clear_thinking: thinking of earlier assistant turns leaves the prompt, all but
+ * the last `keep` turns that have some (default 1; "all" keeps every one).
+ */
+function clearThinking(messages: ChatMessage[], keep: unknown): { messages: ChatMessage[]; turns: number } {
+  const keepAll = keep === "all" || (keep as { type?: string } | undefined)?.type === "all";
+  if (keepAll) return { messages, turns: 0 };
+  const value = (keep as { value?: unknown } | undefined)?.value;
+  const kept = typeof value === "number" && value >= 0 ? value : 1;
+  const thinking = messages.flatMap((message, i) => (message.reasoning ? [i] : []));
+  const cleared = new Set(thinking.slice(0, Math.max(0, thinking.length - kept)));
+  return {
+    messages: messages.map((message, i) => {
+      if (!cleared.has(i)) return message;
+      const { reasoning: _dropped, ...rest } = message;
+      return rest;
+    }),
+    turns: cleared.size,
+  };
 }
 
 function toolChoiceOf(choice: PromptBody["tool_choice"]): ToolChoice | undefined {
   if (choice === undefined) return undefined;
   if (choice.type === "any") return "required";
-  if (choice.type === "tool") return { name: choice.name };
-  return choice.type;
+  if (choice.type === "tool") {
+    if (choice.name === undefined)
+      throw badRequest("tool_choice.name is required for type tool", [{ path: "/tool_choice/name" }]);
+    return { name: choice.name };
+  }
+  return choice.type as ToolChoice;
 }
 
-function promptOf(body: PromptBody): Omit<ChatRequest, "maxTokens" | "temperature" | "stop"> {
+const efforts: ReasoningEffort[] = ["low", "medium", "high", "xhigh", "max"];
+
+/** thinking and output_config.effort: disabled is off; enabled has its budget; adaptive follows effort. */
+function reasoningOf(body: PromptBody): DecodedRequest["reasoning"] {
+  const effortWord = body.output_config?.effort;
+  const effort = efforts.includes(effortWord as ReasoningEffort)
+    ? (effortWord as ReasoningEffort)
+    : undefined;
+  const thinking = body.thinking;
+  if (thinking?.type === "disabled") return { enabled: false };
+  if (thinking?.type === "enabled")
+    return { budgetTokens: thinking.budget_tokens, ...(effort && { effort }) };
+  return effort ? { effort } : {};
+}
+
+function profile(): DialectProfile {
   return {
-    messages: toMessages(body),
-    tools: body.tools?.map((tool) => ({
-      name: tool.name,
-      description: tool.description,
-      parameters: tool.input_schema,
-    })),
-    toolChoice: toolChoiceOf(body.tool_choice),
-    thinking: body.thinking?.type === "disabled" ? false : undefined,
+    defaultMaxTokens: (max) => max,
+    defaultTemperature: 1,
+    clampMaxTokens: true,
+    fields: {
+      maxTokens: "/max_tokens",
+      temperature: "/temperature",
+      topP: "/top_p",
+      topK: "/top_k",
+      minP: "/min_p",
+      seed: "/seed",
+      logitBias: "/logit_bias",
+      stop: "/stop_sequences",
+      tools: "/tools",
+      toolChoice: "/tool_choice",
+      output: "/output_config/format",
+      messages: "/messages",
+    },
+    toolParametersPath: (index) => `/tools/${index}/input_schema`,
+    schemaPath: "/output_config/format/schema",
   };
 }
 
-function stopReasonOf(result: CompletionResult): string {
-  if (result.finishReason === "length") return "max_tokens";
-  return result.finishReason === "tool_calls" ? "tool_use" : "end_turn";
+function stopReasonOf(finishReason: CompletionResult["finishReason"]): string {
+  if (finishReason === "length") return "max_tokens";
+  return finishReason === "tool_calls" ? "tool_use" : "end_turn";
 }
 
-function usageOf(result: CompletionResult) {
-  const cached = result.cachedTokens ?? 0;
+function usageOf(usage: Usage) {
   return {
-    input_tokens: result.promptTokens - cached,
-    output_tokens: result.tokensGenerated,
-    cache_read_input_tokens: cached,
+    input_tokens: usage.promptTokens - usage.cachedTokens,
+    output_tokens: usage.completionTokens,
+    cache_read_input_tokens: usage.cachedTokens,
     cache_creation_input_tokens: 0,
+    cache_creation: null,
+    server_tool_use: null,
+    service_tier: "standard",
+    inference_geo: null,
+    output_tokens_details: null,
+    speed: null,
   };
 }
+
+/** What every message carries besides its content, usage and stop reason. */
+interface MessageHead {
+  id: string;
+  model: string;
+  contextManagement: object | null;
+  omitThinking: boolean;
+}
+
+function messageOf(head: MessageHead, content: object[], stopReason: string | null, usage: object) {
+  return {
+    id: head.id,
+    type: "message",
+    role: "assistant",
+    model: head.model,
+    content,
+    stop_reason: stopReason,
+    stop_sequence: null,
+    stop_details: null,
+    usage,
+    container: null,
+    diagnostics: null,
+    context_management: head.contextManagement,
+  };
+}
+
+const textBlock = (text: string) => ({ type: "text", text, citations: null });
+const thinkingBlock = (thinking: string) => ({ type: "thinking", thinking, signature: "" });
+const toolUseBlock = (id: string, name: string, input: object) => ({
+  type: "tool_use",
+  id,
+  name,
+  input,
+  caller: { type: "direct" },
+});
 
 /** The content blocks of a finished answer: thinking, text, tool uses. */
-function contentOf(result: CompletionResult): object[] {
+function contentOf(result: CompletionResult, omitThinking: boolean): object[] {
   const blocks: object[] = [];
-  if (result.reasoning !== undefined)
-    blocks.push({ type: "thinking", thinking: result.reasoning, signature: "" });
-  if (result.text !== "" || !result.toolCalls) blocks.push({ type: "text", text: result.text });
+  if (result.reasoning !== undefined) blocks.push(thinkingBlock(omitThinking ? "" : result.reasoning));
+  if (result.text !== "" || !result.toolCalls) blocks.push(textBlock(result.text));
   for (const call of result.toolCalls ?? [])
-    blocks.push({
-      type: "tool_use",
-      id: call.id,
-      name: call.name,
-      input: parseArgumentsObject(call.arguments),
-    });
+    blocks.push(toolUseBlock(call.id, call.name, parseArgumentsObject(call.arguments)));
   return blocks;
+}
+
+/** Anthropic's streaming events: one content block at a time, each started, added to, stopped. */
+class MessagesEncoder implements StreamEncoder {
+  private index = -1;
+  private open?: "thinking" | "text" | "tool_use";
+
+  constructor(private readonly head: MessageHead) {}
+
+  private frame(type: string, payload: object): WireFrame {
+    return { event: type, data: { type, ...payload } };
+  }
+
+  start(promptTokens: number): WireFrame[] {
+    const usage = { ...usageOf({ promptTokens, completionTokens: 0, cachedTokens: 0 }), output_tokens: 0 };
+    return [
+      this.frame("message_start", { message: messageOf(this.head, [], null, usage) }),
+      this.frame("ping", {}),
+    ];
+  }
+
+  private begin(kind: "thinking" | "text" | "tool_use", block: object): WireFrame[] {
+    this.open = kind;
+    this.index++;
+    return [this.frame("content_block_start", { index: this.index, content_block: block })];
+  }
+
+  private stop(): WireFrame[] {
+    if (this.open === undefined) return [];
+    const frames =
+      this.open === "thinking"
+        ? [
+            this.frame("content_block_delta", {
+              index: this.index,
+              delta: { type: "signature_delta", signature: "" },
+            }),
+          ]
+        : [];
+    this.open = undefined;
+    return [...frames, this.frame("content_block_stop", { index: this.index })];
+  }
+
+  event(event: GenerationEvent): WireFrame[] {
+    switch (event.type) {
+      case "reasoning-start":
+        return this.begin("thinking", thinkingBlock(""));
+      case "reasoning-delta":
+        if (this.head.omitThinking) return [];
+        return [
+          this.frame("content_block_delta", {
+            index: this.index,
+            delta: { type: "thinking_delta", thinking: event.delta },
+          }),
+        ];
+      case "text-start":
+        return this.begin("text", textBlock(""));
+      case "text-delta":
+        return [
+          this.frame("content_block_delta", {
+            index: this.index,
+            delta: { type: "text_delta", text: event.delta },
+          }),
+        ];
+      case "tool-call-start":
+        return this.begin("tool_use", toolUseBlock(event.id, event.name, {}));
+      case "tool-call-delta":
+        return [
+          this.frame("content_block_delta", {
+            index: this.index,
+            delta: { type: "input_json_delta", partial_json: event.delta },
+          }),
+        ];
+      case "reasoning-end":
+      case "text-end":
+      case "tool-call-end":
+        return this.stop();
+      case "finish": {
+        // An answer with no block at all still has one (empty) text block, as a message does.
+        const empty = this.index === -1 ? [...this.begin("text", textBlock("")), ...this.stop()] : [];
+        return [
+          ...empty,
+          this.frame("message_delta", {
+            delta: { stop_reason: stopReasonOf(event.finishReason), stop_sequence: null, stop_details: null },
+            usage: usageOf(event.usage),
+            context_management: this.head.contextManagement,
+          }),
+          this.frame("message_stop", {}),
+        ];
+      }
+      default:
+        return [];
+    }
+  }
+
+  end(): WireFrame[] {
+    return [];
+  }
+
+  error(error: ApiError): WireFrame[] {
+    return [{ event: "error", data: anthropicErrorBody(error) }];
+  }
 }
 
 export interface AnthropicRouteOptions {
   service: TextgenService;
-  /** MAX_NEW_TOKENS. */
-  limits: Pick<Config["limits"], "maxNewTokens">;
+  /** MAX_NEW_TOKENS and SCHEMA_MAX_*. */
+  limits: LimitsConfig;
 }
 
-/** Registered under /v1 beside the OpenAI routes; unknown /v1 paths answer in OpenAI's shape. */
-export const anthropicRoutes: FastifyPluginAsync<AnthropicRouteOptions> = async (instance, options) => {
-  const app = instance.withTypeProvider<TypeBoxTypeProvider>();
-  const { service } = options;
-  const { maxNewTokens } = options.limits;
-  useErrorShape(app, anthropicErrorBody, { notFound: false });
+/** Decodes and validates a body; the ignored fields and unenforced keywords go in the headers. */
+function validated(
+  body: PromptBody & Partial<MessagesBody>,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  limits: ValidationLimits,
+) {
+  const decoding = decodeMessages(body);
+  const result = validateRequest(decoding.decoded, profile(), limits);
+  noteIgnored(request, reply, decoding.ignored);
+  noteUnenforced(reply, result.unenforced);
+  return { decoding, validated: result };
+}
 
+export const anthropicRoutes = dialectPlugin<AnthropicRouteOptions>(anthropicDialect, (app, options) => {
+  const { service } = options;
+  const limits = validationLimits(options.limits);
+  registerMessages(app, service, limits);
+});
+
+function registerMessages(app: TypedApp, service: TextgenService, limits: ValidationLimits): void {
   app.post(
     "/messages",
     {
       schema: {
         tags: ["anthropic"],
-        summary: "Anthropic's Messages API: text, tool use, thinking blocks",
-        body: messagesRequestSchema(maxNewTokens),
+        summary: "Anthropic's Messages API: text, tool use, thinking, structured output",
+        body: MessagesRequestSchema,
       },
     },
     async (request, reply) => {
       const body = request.body;
-      const generation: ChatRequest = {
-        ...promptOf(body),
-        maxTokens: body.max_tokens,
-        temperature: body.temperature ?? 1,
-        topP: body.top_p,
-        topK: body.top_k,
-        minP: body.min_p,
-        seed: body.seed,
-        logitBias: parseLogitBias(body.logit_bias),
-        stop: body.stop_sequences ?? [],
+      const { decoding, validated: checked } = validated(body, request, reply, limits);
+      const target = service.resolveModel(body.model, "generate");
+      const head: MessageHead = {
+        id: shortId("msg"),
+        model: target.name,
+        omitThinking: decoding.omitThinking,
+        contextManagement:
+          decoding.clearedThinkingTurns === undefined
+            ? null
+            : {
+                applied_edits: [
+                  {
+                    type: "clear_thinking_20251015",
+                    cleared_thinking_turns: decoding.clearedThinkingTurns,
+                    // Not counted: the cleared text is never tokenized.
+                    cleared_input_tokens: 0,
+                  },
+                ],
+              },
       };
-      const id = shortId("msg");
-      const target = resolveModel(service, body.model);
-      const model = target.name;
-      const message = (content: object[], result?: CompletionResult) => ({
-        id,
-        type: "message",
-        role: "assistant",
-        model,
-        content,
-        stop_reason: result ? stopReasonOf(result) : null,
-        stop_sequence: null,
-        usage: result ? usageOf(result) : { input_tokens: 0, output_tokens: 0 },
-      });
-      if (!body.stream) {
-        const result = await generateOnce(target, generation, request, reply);
-        return message(contentOf(result), result);
-      }
-      const writer = new MessagesEventWriter();
-      return generateStream(target, generation, request, reply, {
-        open: () => {
-          writer.events = openEventStream(request, reply);
-          writer.emit("message_start", { message: message([]) });
-          writer.emit("ping", {});
-        },
-        event: (event) => {
-          if (event.type === "reasoning") writer.delta("thinking", event.text);
-          else if (event.type === "text") writer.delta("text", event.text);
-          else writer.toolCall(event.delta);
-        },
-        finish: (result) => {
-          writer.finish(result);
-          writer.emit("message_delta", {
-            delta: { stop_reason: stopReasonOf(result), stop_sequence: null },
-            usage: { output_tokens: result.tokensGenerated },
-          });
-          writer.emit("message_stop", {});
-        },
-        fail: (error) => writer.emit("error", anthropicErrorBody(error)),
-        close: () => writer.events?.end(),
+      return respond({
+        request,
+        reply,
+        model: target,
+        validated: checked,
+        stream: body.stream === true,
+        encoder: () => new MessagesEncoder(head),
+        whole: ([result]) =>
+          messageOf(
+            head,
+            contentOf(result!, head.omitThinking),
+            stopReasonOf(result!.finishReason),
+            usageOf({
+              promptTokens: result!.promptTokens,
+              completionTokens: result!.tokensGenerated,
+              cachedTokens: result!.cachedTokens ?? 0,
+            }),
+          ),
       });
     },
   );
@@ -340,88 +649,14 @@ export const anthropicRoutes: FastifyPluginAsync<AnthropicRouteOptions> = async 
       schema: {
         tags: ["anthropic"],
         summary: "How many tokens a Messages request's input is, rendered by the model's chat template",
-        body: CountTokensRequest,
+        body: CountTokensRequestSchema,
       },
     },
-    async (request) => ({
-      input_tokens: await resolveModel(service, request.body.model).countTokens({
-        ...promptOf(request.body),
-        maxTokens: 1,
-        temperature: 0,
-        stop: [],
-      }),
-    }),
+    async (request, reply) => {
+      const { validated: checked } = validated({ ...request.body, max_tokens: 1 }, request, reply, limits);
+      return {
+        input_tokens: await service.resolveModel(request.body.model, "generate").countTokens(checked.request),
+      };
+    },
   );
-};
-
-/** Anthropic's streaming events: one content block at a time, each started, added to, stopped. */
-class MessagesEventWriter {
-  events?: EventStream;
-  private index = -1;
-  private open?: "thinking" | "text" | "tool_use";
-  private streamedText = "";
-  private streamedCalls = 0;
-
-  emit(type: string, payload: object): void {
-    this.events?.send({ type, ...payload }, type);
-  }
-
-  private start(kind: "thinking" | "text" | "tool_use", block: object): void {
-    this.stop();
-    this.open = kind;
-    this.index++;
-    this.emit("content_block_start", { index: this.index, content_block: block });
-  }
-
-  private stop(): void {
-    if (this.open === undefined) return;
-    if (this.open === "thinking")
-      this.emit("content_block_delta", {
-        index: this.index,
-        delta: { type: "signature_delta", signature: "" },
-      });
-    this.emit("content_block_stop", { index: this.index });
-    this.open = undefined;
-  }
-
-  delta(kind: "thinking" | "text", piece: string): void {
-    if (this.open !== kind)
-      this.start(
-        kind,
-        kind === "text" ? { type: "text", text: "" } : { type: "thinking", thinking: "", signature: "" },
-      );
-    if (kind === "text") this.streamedText += piece;
-    if (piece === "") return;
-    this.emit("content_block_delta", {
-      index: this.index,
-      delta:
-        kind === "text" ? { type: "text_delta", text: piece } : { type: "thinking_delta", thinking: piece },
-    });
-  }
-
-  toolCall(delta: { id?: string; name?: string; arguments: string }): void {
-    if (delta.id !== undefined) {
-      this.streamedCalls++;
-      this.start("tool_use", { type: "tool_use", id: delta.id, name: delta.name ?? "", input: {} });
-    }
-    if (delta.arguments !== "")
-      this.emit("content_block_delta", {
-        index: this.index,
-        delta: { type: "input_json_delta", partial_json: delta.arguments },
-      });
-  }
-
-  /** Sends what was held back (text that might have been a call, calls found at the end) and stops. */
-  finish(result: CompletionResult): void {
-    const rest = result.text.startsWith(this.streamedText) ? result.text.slice(this.streamedText.length) : "";
-    if (
-      rest !== "" ||
-      (this.index === -1 && !result.toolCalls) ||
-      (this.open === "thinking" && !result.toolCalls)
-    )
-      this.delta("text", rest);
-    for (const call of (result.toolCalls ?? []).slice(this.streamedCalls))
-      this.toolCall({ id: call.id, name: call.name, arguments: call.arguments });
-    this.stop();
-  }
 }

@@ -10,9 +10,11 @@ import type { TypedApp } from "../../../core/http.js";
 import { toApiError } from "../../../core/http.js";
 import { planPull } from "../../engine/model-pull.js";
 import { requireModelAdmin } from "../model-access.js";
-import { clientGoneSignal, strict } from "./common.js";
+import { clientGoneSignal } from "./run.js";
 import type { ModelCatalog } from "./model-catalog.js";
 import { openLineStream } from "./ndjson.js";
+
+const strict = { additionalProperties: false } as const;
 
 /** The model a management route names: `model`, or `name`, its older spelling that ollama-js sends. */
 export const modelNameFields = {

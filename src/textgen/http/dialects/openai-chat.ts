@@ -1,253 +1,420 @@
-/** OpenAI chat completions (`POST /v1/chat/completions`), with llama.cpp's extensions. */
+/**
+ * OpenAI chat completions (`POST /v1/chat/completions`), with llama.cpp's extensions: a decoder
+ * (wire body → DecodedRequest), and an encoder (events → chunks, results → a completion).
+ */
 import { randomUUID } from "node:crypto";
 import { Type, type Static } from "typebox";
-import type { TypedApp } from "../../../core/http.js";
 import { badRequest } from "../../../core/errors.js";
-import { openEventStream, type EventStream } from "../../../core/sse.js";
-import type { ChatMessage, ChatRequest, CompletionResult, TokenLogprob } from "../../engine/generator.js";
-import { constraintFields } from "../schemas.js";
+import type { TypedApp } from "../../../core/http.js";
+import type { GenerationEvent } from "../../engine/events.js";
+import type { ChatMessage, CompletionResult, TokenLogprob, ToolChoice } from "../../engine/generator.js";
 import type { TextgenService } from "../../engine/service.js";
-import { generateOnce, generateStream, resolveModel, strict, unixSeconds } from "./common.js";
 import {
-  ChatToolChoice,
+  validateRequest,
+  type DecodedRequest,
+  type DialectProfile,
+  type ValidationLimits,
+} from "../../engine/validation.js";
+import { noteIgnored, noteUnenforced } from "./plugin.js";
+import { respond, unixSeconds, type StreamEncoder, type WireFrame } from "./run.js";
+import {
   DEFAULT_CHAT_MAX_TOKENS,
   JsonSchemaObject,
   ReasoningFormat,
   ResponseFormat,
+  chatLogprob,
+  decodeResponseFormat,
+  decodeSampling,
+  effortOf,
   openAiErrorBody,
-  sampling,
-  samplingOf,
-  toConstraint,
-  toToolChoice,
+  openAiFields,
+  samplingFields,
   toolCallsOf,
+  totalUsage,
   usageOf,
 } from "./openai-shared.js";
 
-const ContentPart = Type.Object({ type: Type.Literal("text"), text: Type.String() });
+const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
+
+const ContentPart = Type.Object({
+  type: Type.String({ description: "text (refusal is read as text); images, audio and files are refused" }),
+  text: Type.Optional(Type.String()),
+  refusal: Type.Optional(Type.String()),
+  image_url: Type.Optional(Type.Unknown()),
+  input_audio: Type.Optional(Type.Unknown()),
+  file: Type.Optional(Type.Unknown()),
+});
 const ToolCallSchema = Type.Object({
   id: Type.String(),
-  type: Type.Optional(Type.Literal("function")),
-  function: Type.Object({ name: Type.String(), arguments: Type.String() }),
+  type: Type.Optional(Type.String()),
+  function: Type.Optional(Type.Object({ name: Type.String(), arguments: Type.String() })),
+  custom: Type.Optional(Type.Object({ name: Type.String(), input: Type.String() })),
 });
 const Message = Type.Object({
-  role: Type.Union([
-    Type.Literal("system"),
-    Type.Literal("developer"),
-    Type.Literal("user"),
-    Type.Literal("assistant"),
-    Type.Literal("tool"),
-  ]),
+  role: Type.Union(
+    ["system", "developer", "user", "assistant", "tool", "function"].map((role) => Type.Literal(role)),
+  ),
   content: Type.Optional(
-    Type.Union([Type.String(), Type.Array(ContentPart, { minItems: 1 }), Type.Null()], {
+    Type.Union([Type.String(), Type.Array(ContentPart)], {
       description: "text, or text parts; null for an assistant message that only calls tools",
     }),
   ),
-  name: Type.Optional(Type.String()),
+  name: Type.Optional(Type.String(noEffect("a participant's name"))),
   tool_calls: Type.Optional(Type.Array(ToolCallSchema, { description: "calls an assistant message made" })),
   tool_call_id: Type.Optional(Type.String({ description: "the call a tool message answers" })),
-  reasoning_content: Type.Optional(
-    Type.Union([Type.String(), Type.Null()], { description: "earlier reasoning; not shown to the model" }),
-  ),
+  function_call: Type.Optional(Type.Object({ name: Type.String(), arguments: Type.String() })),
+  refusal: Type.Optional(Type.String(noEffect("an earlier refusal"))),
+  audio: Type.Optional(Type.Unknown(noEffect("earlier audio"))),
+  reasoning_content: Type.Optional(Type.String({ description: "earlier reasoning; not shown to the model" })),
+});
+const FunctionDefinition = Type.Object({
+  name: Type.String(),
+  description: Type.Optional(Type.String()),
+  parameters: Type.Optional(JsonSchemaObject),
+  strict: Type.Optional(Type.Boolean({ description: "true: a forced call refuses what cannot be enforced" })),
 });
 const Tool = Type.Object({
-  type: Type.Literal("function"),
-  function: Type.Object({
-    name: Type.String({ pattern: "^[a-zA-Z0-9_-]{1,64}$" }),
-    description: Type.Optional(Type.String()),
-    parameters: Type.Optional(JsonSchemaObject),
-    strict: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+  type: Type.String({ description: "function; custom tools are accepted and not offered" }),
+  function: Type.Optional(FunctionDefinition),
+  custom: Type.Optional(Type.Unknown()),
+});
+const ToolChoiceSchema = Type.Union([
+  Type.String({ description: "auto, none or required" }),
+  Type.Object({
+    type: Type.String(),
+    function: Type.Optional(Type.Object({ name: Type.String() })),
+    custom: Type.Optional(Type.Object({ name: Type.String() })),
+    allowed_tools: Type.Optional(
+      Type.Object({ mode: Type.String(), tools: Type.Array(Type.Record(Type.String(), Type.Unknown())) }),
+    ),
   }),
+]);
+
+export const ChatRequestSchema = Type.Object({
+  messages: Type.Array(Message),
+  max_tokens: Type.Optional(Type.Integer({ description: "above MAX_NEW_TOKENS or the context: clamped" })),
+  max_completion_tokens: Type.Optional(Type.Integer({ description: "as max_tokens (preferred)" })),
+  response_format: Type.Optional(ResponseFormat),
+  tools: Type.Optional(Type.Array(Tool)),
+  tool_choice: Type.Optional(ToolChoiceSchema),
+  functions: Type.Optional(Type.Array(FunctionDefinition, { description: "the older tools" })),
+  function_call: Type.Optional(
+    Type.Union([Type.String(), Type.Object({ name: Type.String() })], {
+      description: "the older tool_choice",
+    }),
+  ),
+  parallel_tool_calls: Type.Optional(
+    Type.Boolean({ description: "a forced call is always one call; auto may return several" }),
+  ),
+  logprobs: Type.Optional(Type.Boolean()),
+  top_logprobs: Type.Optional(Type.Integer({ description: "0…20; needs logprobs: true" })),
+  reasoning_effort: Type.Optional(
+    Type.String({ description: "none turns thinking off; minimal…high set a thinking budget" }),
+  ),
+  reasoning_format: ReasoningFormat,
+  chat_template_kwargs: Type.Optional(
+    Type.Object(
+      { enable_thinking: Type.Optional(Type.Boolean()) },
+      { description: "llama.cpp's: enable_thinking false turns thinking off" },
+    ),
+  ),
+  prediction: Type.Optional(Type.Unknown(noEffect("predicted output"))),
+  store: Type.Optional(Type.Boolean(noEffect("nothing is stored"))),
+  metadata: Type.Optional(Type.Record(Type.String(), Type.String(), noEffect("metadata"))),
+  modalities: Type.Optional(Type.Array(Type.String(), noEffect("output modalities (text only)"))),
+  audio: Type.Optional(Type.Unknown(noEffect("audio output"))),
+  verbosity: Type.Optional(Type.String(noEffect("verbosity"))),
+  service_tier: Type.Optional(Type.String(noEffect("service tier"))),
+  web_search_options: Type.Optional(Type.Unknown(noEffect("web search (no hosted tools here)"))),
+  prompt_cache_key: Type.Optional(Type.String(noEffect("prompt caching is automatic"))),
+  prompt_cache_retention: Type.Optional(Type.String(noEffect("prompt caching is automatic"))),
+  prompt_cache_options: Type.Optional(Type.Unknown(noEffect("prompt caching is automatic"))),
+  safety_identifier: Type.Optional(Type.String(noEffect("an end-user id"))),
+  moderation: Type.Optional(Type.Unknown(noEffect("moderation"))),
+  ...samplingFields,
 });
 
-function chatRequestSchema(maxNewTokens: number) {
-  return Type.Object(
-    {
-      messages: Type.Array(Message, { minItems: 1, maxItems: 1000 }),
-      max_tokens: Type.Optional(Type.Integer({ minimum: 1, maximum: maxNewTokens })),
-      max_completion_tokens: Type.Optional(Type.Integer({ minimum: 1, maximum: maxNewTokens })),
-      response_format: Type.Optional(ResponseFormat),
-      ...constraintFields,
-      tools: Type.Optional(Type.Array(Tool, { maxItems: 128 })),
-      tool_choice: Type.Optional(ChatToolChoice),
-      parallel_tool_calls: Type.Optional(
-        Type.Boolean({ description: "a forced call is always one call; auto may return several" }),
-      ),
-      logprobs: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
-      top_logprobs: Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: 20 }), Type.Null()])),
-      reasoning_format: ReasoningFormat,
-      chat_template_kwargs: Type.Optional(
-        Type.Object(
-          { enable_thinking: Type.Optional(Type.Boolean()) },
-          { ...strict, description: "llama.cpp's: enable_thinking false turns thinking off" },
-        ),
-      ),
-      ...sampling,
-    },
-    strict,
-  );
-}
+export type ChatBody = Static<typeof ChatRequestSchema>;
+type MessageValue = ChatBody["messages"][number];
 
-type ChatBody = Static<ReturnType<typeof chatRequestSchema>>;
-
-function contentText(content: ChatBody["messages"][number]["content"]): string {
-  if (content === undefined || content === null) return "";
-  return typeof content === "string" ? content : content.map((part) => part.text).join("");
-}
-
-function toMessages(body: ChatBody): ChatMessage[] {
-  return body.messages.map((message): ChatMessage => {
-    const role = message.role === "developer" ? "system" : message.role;
-    const converted: ChatMessage = { role, content: contentText(message.content) };
-    if (message.tool_calls?.length)
-      converted.toolCalls = message.tool_calls.map((call) => ({
-        id: call.id,
-        name: call.function.name,
-        arguments: call.function.arguments,
-      }));
-    if (message.tool_call_id !== undefined) converted.toolCallId = message.tool_call_id;
-    return converted;
-  });
-}
-
-/** OpenAI's chat logprobs entry. */
-function chatLogprob(entry: TokenLogprob) {
-  return {
-    token: entry.text,
-    logprob: entry.logprob,
-    bytes: entry.bytes,
-    top_logprobs: entry.top.map((top) => ({ token: top.text, logprob: top.logprob, bytes: top.bytes })),
-  };
-}
-
-function toChatRequest(body: ChatBody, maxNewTokens: number): ChatRequest {
-  if (body.messages.every((m) => m.role === "assistant"))
-    throw badRequest("messages need a user or system message");
-  if (body.top_logprobs != null && body.logprobs !== true)
+/** The wire request as a DecodedRequest, and the fields read but not acted on (hosted tools). */
+export function decodeChat(body: ChatBody): { decoded: DecodedRequest; ignored: string[] } {
+  if (body.top_logprobs !== undefined && body.logprobs !== true)
     throw badRequest("top_logprobs needs logprobs: true", [{ path: "/top_logprobs" }]);
+  const ignored: string[] = [];
+  const { tools, toolChoice } = decodeTools(body, ignored);
+  const thinkingOff = body.chat_template_kwargs?.enable_thinking === false;
+  const effort = effortOf(body.reasoning_effort);
   return {
-    messages: toMessages(body),
-    maxTokens:
-      body.max_completion_tokens ?? body.max_tokens ?? Math.min(DEFAULT_CHAT_MAX_TOKENS, maxNewTokens),
-    ...samplingOf(body),
-    constraint: toConstraint(body.response_format, body.json_schema, body.grammar),
-    tools: body.tools?.map((tool) => ({
-      name: tool.function.name,
-      description: tool.function.description,
-      parameters: tool.function.parameters,
-    })),
-    toolChoice: toToolChoice(body.tool_choice),
-    logprobs: body.logprobs === true ? (body.top_logprobs ?? 0) : undefined,
-    reasoningFormat: body.reasoning_format === "none" ? "none" : "split",
-    thinking: body.chat_template_kwargs?.enable_thinking,
+    decoded: {
+      ...decodeSampling(body),
+      messages: body.messages.map(decodeMessage),
+      maxTokens: body.max_completion_tokens ?? body.max_tokens,
+      outputs: [...decodeResponseFormat(body.response_format), ...(decodeSampling(body).outputs ?? [])],
+      tools,
+      toolChoice,
+      logprobs: body.logprobs === true ? (body.top_logprobs ?? 0) : undefined,
+      reasoning: {
+        format: body.reasoning_format === "none" ? "none" : "split",
+        ...(thinkingOff && { enabled: false }),
+        ...(effort && { effort }),
+      },
+    },
+    ignored,
   };
 }
 
-export function registerChatCompletions(app: TypedApp, service: TextgenService, maxNewTokens: number): void {
+function decodeMessage(message: MessageValue, index: number): ChatMessage {
+  const role = message.role === "developer" ? "system" : message.role === "function" ? "tool" : message.role;
+  const converted: ChatMessage = {
+    role: role as ChatMessage["role"],
+    content: contentText(message.content, index),
+  };
+  const calls = (message.tool_calls ?? []).flatMap((call) => {
+    if (call.function) return [{ id: call.id, name: call.function.name, arguments: call.function.arguments }];
+    if (call.custom) return [{ id: call.id, name: call.custom.name, arguments: call.custom.input }];
+    return [];
+  });
+  if (message.function_call)
+    calls.push({
+      id: `call_${index}`,
+      name: message.function_call.name,
+      arguments: message.function_call.arguments,
+    });
+  if (calls.length > 0) converted.toolCalls = calls;
+  if (message.tool_call_id !== undefined) converted.toolCallId = message.tool_call_id;
+  return converted;
+}
+
+function contentText(content: MessageValue["content"], index: number): string {
+  if (content === undefined) return "";
+  if (typeof content === "string") return content;
+  return content
+    .map((part, at) => {
+      if (part.type === "text") return part.text ?? "";
+      if (part.type === "refusal") return part.refusal ?? "";
+      throw badRequest(`${part.type} content is not supported: the served model reads text only`, [
+        { path: `/messages/${index}/content/${at}` },
+      ]);
+    })
+    .join("");
+}
+
+/** Function tools are offered; others (custom) are named as ignored. `functions` is the older spelling. */
+function decodeTools(body: ChatBody, ignored: string[]): Pick<DecodedRequest, "tools" | "toolChoice"> {
+  let tools = (body.tools ?? []).flatMap((tool, index) => {
+    if (tool.type === "function" && tool.function) return [tool.function];
+    ignored.push(`tools.${index} (${tool.type})`);
+    return [];
+  });
+  if (tools.length === 0 && body.functions) tools = body.functions;
+  let toolChoice: ToolChoice | undefined;
+  const choice = body.tool_choice ?? body.function_call;
+  if (typeof choice === "string") toolChoice = choice === "any" ? "required" : (choice as ToolChoice);
+  else if (choice && "name" in choice) toolChoice = { name: choice.name as string };
+  else if (choice?.function) toolChoice = { name: choice.function.name };
+  else if (choice?.custom) toolChoice = { name: choice.custom.name };
+  else if (choice?.allowed_tools) {
+    // Only the allowed tools are offered; "required" forces a call to one of them.
+    const allowed = new Set(
+      choice.allowed_tools.tools.map(
+        (tool) => (tool.function as { name?: string } | undefined)?.name ?? tool.name,
+      ),
+    );
+    tools = tools.filter((tool) => allowed.has(tool.name));
+    toolChoice = choice.allowed_tools.mode === "required" ? "required" : "auto";
+  }
+  if (
+    toolChoice !== undefined &&
+    !["auto", "none", "required"].includes(toolChoice as string) &&
+    typeof toolChoice !== "object"
+  )
+    throw badRequest(`tool_choice "${String(toolChoice)}" is not auto, none or required`, [
+      { path: "/tool_choice" },
+    ]);
+  return {
+    tools: tools.map((tool) => ({
+      name: tool.name,
+      description: tool.description,
+      parameters: tool.parameters,
+      strict: tool.strict,
+    })),
+    toolChoice,
+  };
+}
+
+export function chatProfile(body: ChatBody): DialectProfile {
+  return {
+    defaultMaxTokens: (max) => Math.min(DEFAULT_CHAT_MAX_TOKENS, max),
+    defaultTemperature: 1,
+    clampMaxTokens: true,
+    fields: {
+      ...openAiFields,
+      maxTokens: body.max_completion_tokens !== undefined ? "/max_completion_tokens" : "/max_tokens",
+      output: body.response_format ? "/response_format" : body.grammar ? "/grammar" : "/json_schema",
+    },
+    toolParametersPath: (index) => `/tools/${index}/function/parameters`,
+    schemaPath: body.response_format ? "/response_format/json_schema/schema" : "/json_schema",
+  };
+}
+
+const logprobsOf = (entries: TokenLogprob[] | undefined) =>
+  entries === undefined ? null : { content: entries.map(chatLogprob), refusal: null };
+
+/** One finished answer as a choice. */
+function choiceOf(result: CompletionResult, index: number) {
+  return {
+    index,
+    message: {
+      role: "assistant",
+      content: result.toolCalls && result.text === "" ? null : result.text,
+      refusal: null,
+      ...(result.reasoning !== undefined && { reasoning_content: result.reasoning }),
+      ...(result.toolCalls ? { tool_calls: toolCallsOf(result.toolCalls) } : {}),
+    },
+    finish_reason: result.finishReason,
+    logprobs: logprobsOf(result.logprobs),
+  };
+}
+
+export function chatCompletion(id: string, model: string, results: CompletionResult[]) {
+  return {
+    id,
+    object: "chat.completion",
+    created: unixSeconds(),
+    model,
+    choices: results.map(choiceOf),
+    usage: usageOf(totalUsage(results)),
+  };
+}
+
+/** OpenAI's chunk stream: role first, then deltas per choice, finish reasons, usage, [DONE]. */
+export class ChatChunkEncoder implements StreamEncoder {
+  constructor(
+    private readonly id: string,
+    private readonly model: string,
+    private readonly choices: number,
+    private readonly includeUsage: boolean,
+  ) {}
+
+  private chunk(
+    choice: number,
+    delta: object,
+    finishReason: string | null,
+    logprobs?: TokenLogprob[],
+  ): WireFrame {
+    return {
+      data: {
+        id: this.id,
+        object: "chat.completion.chunk",
+        created: unixSeconds(),
+        model: this.model,
+        choices: [{ index: choice, delta, logprobs: logprobsOf(logprobs), finish_reason: finishReason }],
+      },
+    };
+  }
+
+  start(): WireFrame[] {
+    return Array.from({ length: this.choices }, (_, choice) =>
+      this.chunk(choice, { role: "assistant", content: "" }, null),
+    );
+  }
+
+  event(event: GenerationEvent, choice: number): WireFrame[] {
+    switch (event.type) {
+      case "text-delta":
+        return [this.chunk(choice, { content: event.delta }, null, event.logprobs)];
+      case "reasoning-delta":
+        return [this.chunk(choice, { reasoning_content: event.delta }, null)];
+      case "tool-call-start":
+        return [
+          this.chunk(
+            choice,
+            {
+              tool_calls: [
+                {
+                  index: event.index,
+                  id: event.id,
+                  type: "function",
+                  function: { name: event.name, arguments: "" },
+                },
+              ],
+            },
+            null,
+          ),
+        ];
+      case "tool-call-delta":
+        return [
+          this.chunk(
+            choice,
+            { tool_calls: [{ index: event.index, function: { arguments: event.delta } }] },
+            null,
+          ),
+        ];
+      case "finish":
+        return [
+          ...(event.logprobs ? [this.chunk(choice, {}, null, event.logprobs)] : []),
+          this.chunk(choice, {}, event.finishReason),
+        ];
+      default:
+        return [];
+    }
+  }
+
+  end(results: CompletionResult[]): WireFrame[] {
+    const usage: WireFrame[] = this.includeUsage
+      ? [
+          {
+            data: {
+              id: this.id,
+              object: "chat.completion.chunk",
+              created: unixSeconds(),
+              model: this.model,
+              choices: [],
+              usage: usageOf(totalUsage(results)),
+            },
+          },
+        ]
+      : [];
+    return [...usage, { data: "[DONE]" }];
+  }
+
+  error(error: Parameters<StreamEncoder["error"]>[0]): WireFrame[] {
+    return [{ data: openAiErrorBody(error) }];
+  }
+}
+
+export function registerChatCompletions(
+  app: TypedApp,
+  service: TextgenService,
+  limits: ValidationLimits,
+): void {
   app.post(
     "/chat/completions",
     {
       schema: {
         tags: ["openai"],
-        summary: "Chat, with the model's own chat template; JSON output, tool calls, logprobs, reasoning",
-        body: chatRequestSchema(maxNewTokens),
+        summary: "Chat, with the model's own chat template; JSON output, tool calls, logprobs, reasoning, n",
+        body: ChatRequestSchema,
       },
     },
     async (request, reply) => {
       const body = request.body;
-      const generation = toChatRequest(body, maxNewTokens);
+      const { decoded, ignored } = decodeChat(body);
+      const validated = validateRequest(decoded, chatProfile(body), limits);
+      noteIgnored(request, reply, ignored);
+      noteUnenforced(reply, validated.unenforced);
       const id = `chatcmpl-${randomUUID()}`;
-      const target = resolveModel(service, body.model, body.keep_alive);
-      const model = target.name;
-      const logprobsOf = (entries: TokenLogprob[] | undefined) =>
-        entries === undefined ? null : { content: entries.map(chatLogprob), refusal: null };
-      if (!body.stream) {
-        const result = await generateOnce(target, generation, request, reply);
-        return {
-          id,
-          object: "chat.completion",
-          created: unixSeconds(),
-          model,
-          choices: [
-            {
-              index: 0,
-              message: {
-                role: "assistant",
-                content: result.toolCalls && result.text === "" ? null : result.text,
-                ...(result.reasoning !== undefined && { reasoning_content: result.reasoning }),
-                ...(result.toolCalls ? { tool_calls: toolCallsOf(result.toolCalls) } : {}),
-              },
-              finish_reason: result.finishReason,
-              logprobs: logprobsOf(result.logprobs),
-            },
-          ],
-          usage: usageOf(result),
-        };
-      }
-      const chunkOf = (delta: object, finishReason: string | null, logprobs?: TokenLogprob[]) => ({
-        id,
-        object: "chat.completion.chunk",
-        created: unixSeconds(),
-        model,
-        choices: [{ index: 0, delta, logprobs: logprobsOf(logprobs), finish_reason: finishReason }],
-      });
-      const toolsActive = (body.tools?.length ?? 0) > 0 && body.tool_choice !== "none";
-      let events: EventStream | undefined;
-      let streamedText = "";
-      let streamedCalls = false;
-      /** The last chunks: text held back while it might have been a call, calls not yet sent, finish. */
-      const finish = (result: CompletionResult, held: TokenLogprob[] | undefined) => {
-        const rest =
-          toolsActive && result.text.startsWith(streamedText) ? result.text.slice(streamedText.length) : "";
-        if (rest !== "") events?.send(chunkOf({ content: rest }, null, held));
-        else if (held && held.length > 0) events?.send(chunkOf({}, null, held));
-        if (result.toolCalls && !streamedCalls)
-          events?.send(
-            chunkOf(
-              { tool_calls: toolCallsOf(result.toolCalls).map((call, index) => ({ index, ...call })) },
-              null,
-            ),
-          );
-        events?.send(chunkOf({}, result.finishReason));
-        if (body.stream_options?.include_usage === true)
-          events?.send({ ...chunkOf({}, null), choices: [], usage: usageOf(result) });
-        events?.send("[DONE]");
-      };
-      return generateStream(target, generation, request, reply, {
-        open: () => {
-          events = openEventStream(request, reply);
-          events.send(chunkOf({ role: "assistant", content: "" }, null));
-        },
-        event: (event) => {
-          if (event.type === "text") {
-            streamedText += event.text;
-            events?.send(chunkOf({ content: event.text }, null, event.logprobs));
-          } else if (event.type === "reasoning")
-            events?.send(chunkOf({ reasoning_content: event.text }, null));
-          else {
-            streamedCalls = true;
-            const { delta } = event;
-            events?.send(
-              chunkOf(
-                {
-                  tool_calls: [
-                    {
-                      index: delta.index,
-                      ...(delta.id !== undefined && { id: delta.id, type: "function" }),
-                      function: {
-                        ...(delta.name !== undefined && { name: delta.name }),
-                        arguments: delta.arguments,
-                      },
-                    },
-                  ],
-                },
-                null,
-              ),
-            );
-          }
-        },
-        finish,
-        fail: (error) => events?.send(openAiErrorBody(error)),
-        close: () => events?.end(),
+      const target = service.resolveModel(body.model, "generate", { keepAlive: body.keep_alive });
+      return respond({
+        request,
+        reply,
+        model: target,
+        validated,
+        stream: body.stream === true,
+        encoder: () =>
+          new ChatChunkEncoder(id, target.name, validated.n, body.stream_options?.include_usage === true),
+        whole: (results) => chatCompletion(id, target.name, results),
       });
     },
   );

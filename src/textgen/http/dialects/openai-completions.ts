@@ -1,48 +1,96 @@
 /** OpenAI legacy completions (`POST /v1/completions`), with llama.cpp's constraint fields. */
 import { randomUUID } from "node:crypto";
 import { Type, type Static } from "typebox";
-import type { TypedApp } from "../../../core/http.js";
 import { badRequest } from "../../../core/errors.js";
-import { openEventStream, type EventStream } from "../../../core/sse.js";
-import type { CompletionResult, GenerationRequest, TokenLogprob } from "../../engine/generator.js";
-import { constraintFields } from "../schemas.js";
-import type { TextgenService } from "../../engine/service.js";
+import type { TypedApp } from "../../../core/http.js";
+import type { GenerationEvent } from "../../engine/events.js";
+import type { CompletionResult, TokenLogprob } from "../../engine/generator.js";
+import type { ServedModel, TextgenService } from "../../engine/service.js";
 import {
-  clientGoneSignal,
-  generateOnce,
-  generateStream,
-  resolveModel,
-  strict,
-  unixSeconds,
-} from "./common.js";
+  validateRequest,
+  type DecodedRequest,
+  type DialectProfile,
+  type ValidationLimits,
+} from "../../engine/validation.js";
+import { noteUnenforced } from "./plugin.js";
+import { clientGoneSignal, respond, unixSeconds, type StreamEncoder, type WireFrame } from "./run.js";
 import {
   ResponseFormat,
+  decodeResponseFormat,
+  decodeSampling,
   openAiErrorBody,
-  sampling,
-  samplingOf,
-  toConstraint,
+  openAiFields,
+  samplingFields,
+  totalUsage,
   usageOf,
 } from "./openai-shared.js";
 
-function completionRequestSchema(maxNewTokens: number) {
-  return Type.Object(
-    {
-      prompt: Type.Union([
-        Type.String({ minLength: 1, maxLength: 32_768 }),
-        Type.Array(Type.String({ minLength: 1, maxLength: 32_768 }), { minItems: 1, maxItems: 16 }),
-      ]),
-      max_tokens: Type.Integer({ minimum: 1, maximum: maxNewTokens, default: Math.min(16, maxNewTokens) }),
-      echo: Type.Optional(Type.Boolean({ description: "prepend the prompt to the text" })),
-      logprobs: Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: 20 }), Type.Null()])),
-      ...constraintFields,
-      response_format: Type.Optional(ResponseFormat),
-      ...sampling,
-    },
-    strict,
-  );
+const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
+
+export const CompletionRequestSchema = Type.Object({
+  prompt: Type.Union(
+    [
+      Type.String(),
+      Type.Array(Type.String()),
+      Type.Array(Type.Integer()),
+      Type.Array(Type.Array(Type.Integer())),
+    ],
+    { description: "a text, texts (a choice each), or token ids" },
+  ),
+  max_tokens: Type.Optional(
+    Type.Integer({ description: "default 16; above MAX_NEW_TOKENS or the context: clamped" }),
+  ),
+  echo: Type.Optional(Type.Boolean({ description: "prepend the prompt to the text" })),
+  logprobs: Type.Optional(Type.Integer({ description: "0…20 alternatives per token" })),
+  best_of: Type.Optional(Type.Integer(noEffect("server-side best-of"))),
+  suffix: Type.Optional(Type.String(noEffect("fill-in-the-middle"))),
+  response_format: Type.Optional(ResponseFormat),
+  ...samplingFields,
+});
+
+type CompletionBody = Static<typeof CompletionRequestSchema>;
+
+const MAX_PROMPTS = 16;
+const MAX_PROMPT_CHARS = 32_768;
+
+export function decodeCompletion(body: CompletionBody, prompt: string): DecodedRequest {
+  const sampling = decodeSampling(body);
+  return {
+    ...sampling,
+    prompt,
+    maxTokens: body.max_tokens,
+    outputs: [...decodeResponseFormat(body.response_format), ...(sampling.outputs ?? [])],
+    logprobs: body.logprobs,
+  };
 }
 
-type CompletionBody = Static<ReturnType<typeof completionRequestSchema>>;
+const profile: DialectProfile = {
+  defaultMaxTokens: (max) => Math.min(16, max),
+  defaultTemperature: 1,
+  clampMaxTokens: true,
+  fields: { ...openAiFields, logprobs: "/logprobs", output: "/response_format" },
+  schemaPath: "/json_schema",
+};
+
+/** The prompts as texts (token ids detokenized by the model's tokenizer). */
+async function promptTexts(body: CompletionBody, model: ServedModel): Promise<string[]> {
+  const prompt = body.prompt;
+  let texts: string[];
+  if (typeof prompt === "string") texts = [prompt];
+  else if (prompt.length > 0 && typeof prompt[0] === "number") {
+    texts = [(await model.tokenizer()).detokenize(prompt as number[])];
+  } else if (prompt.length > 0 && Array.isArray(prompt[0])) {
+    const tokenizer = await model.tokenizer();
+    texts = (prompt as number[][]).map((tokens) => tokenizer.detokenize(tokens));
+  } else texts = prompt as string[];
+  if (texts.length === 0 || texts.length > MAX_PROMPTS)
+    throw badRequest(`prompt takes 1 to ${MAX_PROMPTS} prompts`, [{ path: "/prompt" }]);
+  texts.forEach((text, i) => {
+    if (text === "" || text.length > MAX_PROMPT_CHARS)
+      throw badRequest(`prompt ${i} must be 1 to ${MAX_PROMPT_CHARS} characters`, [{ path: "/prompt" }]);
+  });
+  return texts;
+}
 
 /** OpenAI's legacy completions logprobs object. */
 function completionLogprobs(entries: TokenLogprob[], textOffset: number) {
@@ -60,93 +108,155 @@ function completionLogprobs(entries: TokenLogprob[], textOffset: number) {
   };
 }
 
-export function registerCompletions(app: TypedApp, service: TextgenService, maxNewTokens: number): void {
+function completionBody(
+  id: string,
+  model: string,
+  prompts: string[],
+  results: CompletionResult[][],
+  echo: boolean,
+) {
+  const choices = prompts.flatMap((prompt, p) =>
+    results[p]!.map((result, k) => ({
+      index: p * results[p]!.length + k,
+      text: echo ? prompt + result.text : result.text,
+      logprobs: result.logprobs ? completionLogprobs(result.logprobs, echo ? prompt.length : 0) : null,
+      finish_reason: result.finishReason,
+    })),
+  );
+  const usage = results.map(totalUsage).reduce((sum, one) => ({
+    promptTokens: sum.promptTokens + one.promptTokens,
+    completionTokens: sum.completionTokens + one.completionTokens,
+    cachedTokens: sum.cachedTokens + one.cachedTokens,
+  }));
+  return { id, object: "text_completion", created: unixSeconds(), model, choices, usage: usageOf(usage) };
+}
+
+/** The legacy chunk stream: text pieces with their logprobs and offsets, a last chunk, [DONE]. */
+class CompletionChunkEncoder implements StreamEncoder {
+  private readonly offsets: number[];
+
+  constructor(
+    private readonly id: string,
+    private readonly model: string,
+    private readonly prompt: string,
+    private readonly choices: number,
+    private readonly echo: boolean,
+    private readonly includeUsage: boolean,
+  ) {
+    this.offsets = Array.from({ length: choices }, () => (echo ? prompt.length : 0));
+  }
+
+  private chunk(
+    choice: number,
+    text: string,
+    logprobs: TokenLogprob[] | undefined,
+    finish: string | null,
+  ): WireFrame {
+    let converted = null;
+    if (logprobs) {
+      converted = completionLogprobs(logprobs, this.offsets[choice]!);
+      for (const entry of logprobs) this.offsets[choice]! += entry.text.length;
+    }
+    return {
+      data: {
+        id: this.id,
+        object: "text_completion",
+        created: unixSeconds(),
+        model: this.model,
+        choices: [{ index: choice, text, logprobs: converted, finish_reason: finish }],
+      },
+    };
+  }
+
+  start(): WireFrame[] {
+    if (!this.echo) return [];
+    return Array.from({ length: this.choices }, (_, choice) =>
+      this.chunk(choice, this.prompt, undefined, null),
+    );
+  }
+
+  event(event: GenerationEvent, choice: number): WireFrame[] {
+    if (event.type === "text-delta") return [this.chunk(choice, event.delta, event.logprobs, null)];
+    if (event.type === "finish") return [this.chunk(choice, "", event.logprobs, event.finishReason)];
+    return [];
+  }
+
+  end(results: CompletionResult[]): WireFrame[] {
+    const usage = this.includeUsage
+      ? [
+          {
+            data: {
+              id: this.id,
+              object: "text_completion",
+              created: unixSeconds(),
+              model: this.model,
+              choices: [],
+              usage: usageOf(totalUsage(results)),
+            },
+          },
+        ]
+      : [];
+    return [...usage, { data: "[DONE]" }];
+  }
+
+  error(error: Parameters<StreamEncoder["error"]>[0]): WireFrame[] {
+    return [{ data: openAiErrorBody(error) }];
+  }
+}
+
+export function registerCompletions(app: TypedApp, service: TextgenService, limits: ValidationLimits): void {
   app.post(
     "/completions",
     {
       schema: {
         tags: ["openai"],
-        summary: "Continue a prompt (a list of prompts gives one choice each); JSON schema, GBNF, logprobs",
-        body: completionRequestSchema(maxNewTokens),
+        summary:
+          "Continue a prompt (a list of prompts gives one choice each); JSON schema, GBNF, logprobs, n",
+        body: CompletionRequestSchema,
       },
     },
     async (request, reply) => {
-      const body: CompletionBody = request.body;
+      const body = request.body;
       const id = `cmpl-${randomUUID()}`;
-      const target = resolveModel(service, body.model, body.keep_alive);
-      const model = target.name;
-      const base = () => ({ id, object: "text_completion", created: unixSeconds(), model });
-      const prompts = typeof body.prompt === "string" ? [body.prompt] : body.prompt;
+      const target = service.resolveModel(body.model, "generate", { keepAlive: body.keep_alive });
       const echo = body.echo === true;
-      if (echo && body.logprobs != null)
+      if (echo && body.logprobs !== undefined)
         throw badRequest("echo with logprobs is not supported: the prompt's own logprobs are not computed", [
           { path: "/echo" },
         ]);
-      const generation = (prompt: string): GenerationRequest => ({
-        prompt,
-        maxTokens: body.max_tokens,
-        ...samplingOf(body),
-        constraint: toConstraint(body.response_format, body.json_schema, body.grammar),
-        logprobs: body.logprobs ?? undefined,
-      });
-      const choice = (index: number, prompt: string, result: CompletionResult) => ({
-        index,
-        text: echo ? prompt + result.text : result.text,
-        logprobs: result.logprobs ? completionLogprobs(result.logprobs, echo ? prompt.length : 0) : null,
-        finish_reason: result.finishReason,
-      });
+      const prompts = await promptTexts(body, target);
+      const validated = prompts.map((prompt) =>
+        validateRequest(decodeCompletion(body, prompt), profile, limits),
+      );
+      noteUnenforced(reply, validated[0]!.unenforced);
       if (prompts.length > 1) {
         if (body.stream) throw badRequest("stream needs a single prompt", [{ path: "/prompt" }]);
         const signal = clientGoneSignal(request, reply);
-        // Each prompt is its own request: the scheduler runs them side by side like any others.
-        const results = await Promise.all(prompts.map((prompt) => target.run(generation(prompt), signal)));
-        const total = results.reduce(
-          (sum, result) => ({
-            promptTokens: sum.promptTokens + result.promptTokens,
-            tokensGenerated: sum.tokensGenerated + result.tokensGenerated,
-            cachedTokens: (sum.cachedTokens ?? 0) + (result.cachedTokens ?? 0),
-          }),
-          { promptTokens: 0, tokensGenerated: 0, cachedTokens: 0 },
+        // Each prompt (and each of its n answers) is its own request, side by side like any others.
+        const results = await Promise.all(
+          validated.map((one) =>
+            Promise.all(Array.from({ length: one.n }, () => target.run(one.request, signal))),
+          ),
         );
-        return {
-          ...base(),
-          choices: results.map((result, index) => choice(index, prompts[index]!, result)),
-          usage: usageOf(total),
-        };
+        return completionBody(id, target.name, prompts, results, echo);
       }
       const prompt = prompts[0]!;
-      if (!body.stream) {
-        const result = await generateOnce(target, generation(prompt), request, reply);
-        return { ...base(), choices: [choice(0, prompt, result)], usage: usageOf(result) };
-      }
-      let textOffset = echo ? prompt.length : 0;
-      const streamLogprobs = (entries: TokenLogprob[] | undefined) => {
-        if (!entries) return null;
-        const converted = completionLogprobs(entries, textOffset);
-        for (const entry of entries) textOffset += entry.text.length;
-        return converted;
-      };
-      const chunk = (text: string, logprobs: TokenLogprob[] | undefined, finishReason: string | null) => ({
-        ...base(),
-        choices: [{ index: 0, text, logprobs: streamLogprobs(logprobs), finish_reason: finishReason }],
-      });
-      let events: EventStream | undefined;
-      return generateStream(target, generation(prompt), request, reply, {
-        open: () => {
-          events = openEventStream(request, reply);
-          if (echo) events.send(chunk(prompt, undefined, null));
-        },
-        event: (event) => {
-          if (event.type === "text") events?.send(chunk(event.text, event.logprobs, null));
-        },
-        finish: (result, held) => {
-          events?.send(chunk("", held, result.finishReason));
-          if (body.stream_options?.include_usage === true)
-            events?.send({ ...base(), choices: [], usage: usageOf(result) });
-          events?.send("[DONE]");
-        },
-        fail: (error) => events?.send(openAiErrorBody(error)),
-        close: () => events?.end(),
+      return respond({
+        request,
+        reply,
+        model: target,
+        validated: validated[0]!,
+        stream: body.stream === true,
+        encoder: () =>
+          new CompletionChunkEncoder(
+            id,
+            target.name,
+            prompt,
+            validated[0]!.n,
+            echo,
+            body.stream_options?.include_usage === true,
+          ),
+        whole: (results) => completionBody(id, target.name, [prompt], [results], echo),
       });
     },
   );

@@ -1,236 +1,384 @@
 /**
  * OpenAI's Responses API (`POST /v1/responses`, `/v1/responses/input_tokens`), translated into a chat
- * the way the llama.cpp server does it. Stateless, as llama.cpp's and Ollama's are: nothing is stored,
- * so `previous_response_id` and `store: true` are 400s that say so.
+ * the way the llama.cpp server does it: a decoder (input items → chat messages), and an encoder
+ * (events → output items, and the stream's numbered events).
+ *
+ * Keeping responses (`store`, `previous_response_id`, `item_reference`, GET/DELETE, the Conversations
+ * API) is a ResponsesStore's job: the route asks the store it is given, and with none nothing is kept,
+ * so an id it would have to look up is a 404 in OpenAI's shape.
  */
 import { randomBytes } from "node:crypto";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type, type Static } from "typebox";
+import { badRequest, notFound, type ApiError } from "../../../core/errors.js";
 import type { TypedApp } from "../../../core/http.js";
-import { badRequest } from "../../../core/errors.js";
-import { openEventStream, type EventStream } from "../../../core/sse.js";
-import type { ChatMessage, ChatRequest, CompletionResult, ToolChoice } from "../../engine/generator.js";
+import type { GenerationEvent, Usage } from "../../engine/events.js";
+import type { ChatMessage, CompletionResult, ToolChoice } from "../../engine/generator.js";
 import type { TextgenService } from "../../engine/service.js";
-import { generateOnce, generateStream, resolveModel, strict, unixSeconds } from "./common.js";
+import {
+  validateRequest,
+  type DecodedRequest,
+  type DecodedTool,
+  type DialectProfile,
+  type ValidationLimits,
+} from "../../engine/validation.js";
+import { noteIgnored, noteUnenforced } from "./plugin.js";
+import { respond, unixSeconds, type StreamEncoder, type WireFrame } from "./run.js";
 import {
   DEFAULT_CHAT_MAX_TOKENS,
   JsonSchemaObject,
-  baseSampling,
+  decodeSampling,
+  effortOf,
   openAiErrorBody,
-  samplingOf,
-  toConstraint,
+  openAiFields,
+  samplingFields,
 } from "./openai-shared.js";
 
-const InputText = Type.Object({ type: Type.Literal("input_text"), text: Type.String() }, strict);
-const OutputText = Type.Object(
-  {
-    type: Type.Literal("output_text"),
-    text: Type.String(),
-    annotations: Type.Optional(Type.Array(Type.Unknown())),
-    logprobs: Type.Optional(Type.Array(Type.Unknown())),
-  },
-  strict,
-);
-const itemMeta = { id: Type.Optional(Type.String()), status: Type.Optional(Type.String()) };
-const MessageItem = Type.Object(
-  {
-    type: Type.Optional(Type.Literal("message")),
-    role: Type.Union([
-      Type.Literal("user"),
-      Type.Literal("system"),
-      Type.Literal("developer"),
-      Type.Literal("assistant"),
-    ]),
-    content: Type.Union([Type.String(), Type.Array(Type.Union([InputText, OutputText]))]),
-    ...itemMeta,
-  },
-  strict,
-);
-const FunctionCallItem = Type.Object(
-  {
-    type: Type.Literal("function_call"),
-    call_id: Type.String(),
-    name: Type.String(),
-    arguments: Type.String(),
-    ...itemMeta,
-  },
-  strict,
-);
-const FunctionCallOutputItem = Type.Object(
-  {
-    type: Type.Literal("function_call_output"),
-    call_id: Type.String(),
-    output: Type.Union([Type.String(), Type.Array(InputText)]),
-    ...itemMeta,
-  },
-  strict,
-);
-/** Earlier reasoning, sent back by clients: accepted, not shown to the model (as chat templates do). */
-const ReasoningItem = Type.Object(
-  {
-    type: Type.Literal("reasoning"),
-    summary: Type.Optional(Type.Array(Type.Unknown())),
-    content: Type.Optional(Type.Array(Type.Unknown())),
-    encrypted_content: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-    ...itemMeta,
-  },
-  strict,
-);
-const InputItem = Type.Union([MessageItem, FunctionCallItem, FunctionCallOutputItem, ReasoningItem]);
+/** A Responses item as it travels on the wire (input, output, or stored). */
+export type ResponseItem = Record<string, unknown>;
 
+/**
+ * Where responses are kept, for `store`, `previous_response_id` and `item_reference` (the storage
+ * itself, its routes and the Conversations API live beside this file, built on this interface).
+ * Every method gets the request, for its tenant.
+ */
+export interface ResponsesStore {
+  /** The input and output items of a stored response and its own predecessors, oldest first. */
+  history(responseId: string, request: FastifyRequest): Promise<ResponseItem[] | undefined>;
+  /** One stored item (of any response's input or output), for an `item_reference`. */
+  item(itemId: string, request: FastifyRequest): Promise<ResponseItem | undefined>;
+  /** Keeps a finished response with the input items it answered (store: true, the default). */
+  save(response: ResponseItem, input: ResponseItem[], request: FastifyRequest): Promise<void>;
+}
+
+const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
+
+const ContentPart = Type.Object(
+  { type: Type.String(), text: Type.Optional(Type.String()) },
+  {
+    additionalProperties: true,
+    description: "input_text / output_text / refusal are read; images and files refused",
+  },
+);
+/** Any input item: a message (type message or none), a call, a call's output, reasoning, a reference… */
+const InputItem = Type.Object(
+  {
+    type: Type.Optional(Type.String()),
+    role: Type.Optional(Type.String()),
+    content: Type.Optional(Type.Union([Type.String(), Type.Array(ContentPart)])),
+    id: Type.Optional(Type.String()),
+    call_id: Type.Optional(Type.String()),
+    name: Type.Optional(Type.String()),
+    namespace: Type.Optional(Type.String()),
+    arguments: Type.Optional(Type.String()),
+    output: Type.Optional(Type.Union([Type.String(), Type.Array(ContentPart)])),
+  },
+  { additionalProperties: true },
+);
+const FunctionTool = {
+  name: Type.Optional(Type.String()),
+  description: Type.Optional(Type.String()),
+  parameters: Type.Optional(JsonSchemaObject),
+  strict: Type.Optional(Type.Boolean({ description: "true: a forced call refuses what cannot be enforced" })),
+};
+/** Function tools, namespaces of them (their nested functions offered), and hosted tools (not offered). */
 const ResponsesTool = Type.Object(
   {
-    type: Type.Literal("function"),
-    name: Type.String({ pattern: "^[a-zA-Z0-9_-]{1,64}$" }),
-    description: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-    parameters: Type.Optional(Type.Union([JsonSchemaObject, Type.Null()])),
-    strict: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+    type: Type.String(),
+    ...FunctionTool,
+    tools: Type.Optional(
+      Type.Array(Type.Object({ type: Type.String(), ...FunctionTool }, { additionalProperties: true })),
+    ),
   },
-  strict,
+  { additionalProperties: true },
 );
-const ResponsesToolChoice = Type.Union([
-  Type.Literal("auto"),
-  Type.Literal("none"),
-  Type.Literal("required"),
-  Type.Object({ type: Type.Literal("function"), name: Type.String() }, strict),
-]);
-const TextFormat = Type.Union([
-  Type.Object({ type: Type.Literal("text") }, strict),
-  Type.Object({ type: Type.Literal("json_object") }, strict),
+const ToolChoiceSchema = Type.Union([
+  Type.String({ description: "auto, none or required" }),
   Type.Object(
     {
-      type: Type.Literal("json_schema"),
-      name: Type.String({ maxLength: 64 }),
-      schema: JsonSchemaObject,
-      description: Type.Optional(Type.String()),
-      strict: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+      type: Type.String(),
+      name: Type.Optional(Type.String()),
+      mode: Type.Optional(Type.String()),
+      tools: Type.Optional(Type.Array(Type.Record(Type.String(), Type.Unknown()))),
     },
-    strict,
+    { additionalProperties: true },
   ),
 ]);
+const TextFormat = Type.Object({
+  type: Type.String({ description: "text, json_object or json_schema" }),
+  name: Type.Optional(Type.String()),
+  schema: Type.Optional(JsonSchemaObject),
+  description: Type.Optional(Type.String()),
+  strict: Type.Optional(Type.Boolean({ description: "true: refuse what the grammar cannot enforce" })),
+});
 
 /** The fields a request and a token count share: what the model reads. */
 const promptFields = {
-  model: baseSampling.model,
-  input: Type.Union([Type.String({ minLength: 1 }), Type.Array(InputItem, { minItems: 1, maxItems: 1000 })]),
-  instructions: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-  tools: Type.Optional(Type.Array(ResponsesTool, { maxItems: 128 })),
-  tool_choice: Type.Optional(ResponsesToolChoice),
-  parallel_tool_calls: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+  model: samplingFields.model,
+  input: Type.Optional(Type.Union([Type.String(), Type.Array(InputItem)])),
+  instructions: Type.Optional(Type.String()),
+  tools: Type.Optional(Type.Array(ResponsesTool)),
+  tool_choice: Type.Optional(ToolChoiceSchema),
+  parallel_tool_calls: Type.Optional(Type.Boolean({ description: "a forced call is always one call" })),
   text: Type.Optional(
-    Type.Object(
-      {
-        format: Type.Optional(TextFormat),
-        verbosity: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-      },
-      strict,
-    ),
+    Type.Object({
+      format: Type.Optional(TextFormat),
+      verbosity: Type.Optional(Type.String(noEffect("verbosity"))),
+    }),
   ),
   reasoning: Type.Optional(
-    Type.Union([
-      Type.Object(
-        {
-          effort: Type.Optional(
-            Type.Union([Type.String(), Type.Null()], { description: "none turns thinking off" }),
-          ),
-          summary: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-        },
-        strict,
+    Type.Object({
+      effort: Type.Optional(
+        Type.String({ description: "none turns thinking off; minimal…high set a budget" }),
       ),
-      Type.Null(),
-    ]),
+      summary: Type.Optional(Type.String({ description: "the summary is the reasoning text itself" })),
+      generate_summary: Type.Optional(Type.String(noEffect("older name of summary"))),
+    }),
   ),
-  previous_response_id: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-  truncation: Type.Optional(Type.Union([Type.Literal("auto"), Type.Literal("disabled"), Type.Null()])),
+  previous_response_id: Type.Optional(Type.String({ description: "needs a response store" })),
+  conversation: Type.Optional(Type.Unknown({ description: "needs a response store" })),
+  truncation: Type.Optional(Type.String({ description: "auto: a prompt too long loses its start" })),
 };
 
-function responsesRequestSchema(maxNewTokens: number) {
-  return Type.Object(
-    {
-      ...promptFields,
-      max_output_tokens: Type.Optional(
-        Type.Union([Type.Integer({ minimum: 1, maximum: maxNewTokens }), Type.Null()]),
-      ),
-      store: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
-      metadata: Type.Optional(Type.Union([Type.Record(Type.String(), Type.String()), Type.Null()])),
-      include: Type.Optional(Type.Union([Type.Array(Type.String()), Type.Null()])),
-      ...baseSampling,
-      temperature: Type.Optional(Type.Union([Type.Number({ minimum: 0, maximum: 2 }), Type.Null()])),
-      top_p: Type.Optional(Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.Null()])),
-    },
-    strict,
-  );
-}
+export const ResponsesRequestSchema = Type.Object({
+  ...promptFields,
+  max_output_tokens: Type.Optional(
+    Type.Integer({ description: "above MAX_NEW_TOKENS or the context: clamped" }),
+  ),
+  store: Type.Optional(Type.Boolean({ description: "keep the response (needs a response store)" })),
+  metadata: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "echoed back" })),
+  include: Type.Optional(Type.Array(Type.String(), noEffect("extra output data"))),
+  top_logprobs: Type.Optional(Type.Integer(noEffect("logprobs in Responses"))),
+  prompt_cache_key: Type.Optional(Type.String(noEffect("prompt caching is automatic"))),
+  prompt_cache_retention: Type.Optional(Type.String(noEffect("prompt caching is automatic"))),
+  prompt_cache_options: Type.Optional(Type.Unknown(noEffect("prompt caching is automatic"))),
+  client_metadata: Type.Optional(Type.Unknown(noEffect("client metadata"))),
+  safety_identifier: Type.Optional(Type.String(noEffect("an end-user id"))),
+  service_tier: Type.Optional(Type.String(noEffect("service tier"))),
+  background: Type.Optional(Type.Boolean(noEffect("every response is answered in the foreground"))),
+  context_management: Type.Optional(Type.Unknown(noEffect("context management"))),
+  prompt: Type.Optional(Type.Unknown(noEffect("stored prompt templates"))),
+  moderation: Type.Optional(Type.Unknown(noEffect("moderation"))),
+  max_tool_calls: Type.Optional(Type.Integer(noEffect("a forced call is one call"))),
+  ...samplingFields,
+});
 
-const InputTokensRequest = Type.Object(promptFields, strict);
-type PromptBody = Static<typeof InputTokensRequest>;
+export const InputTokensRequestSchema = Type.Object(promptFields);
+type PromptBody = Static<typeof InputTokensRequestSchema>;
+type ResponsesBody = Static<typeof ResponsesRequestSchema>;
 
 const shortId = (prefix: string) => `${prefix}_${randomBytes(12).toString("hex")}`;
 
-function partsText(content: string | { text: string }[]): string {
-  return typeof content === "string" ? content : content.map((part) => part.text).join("");
+/** Hosted tools the model cannot run here: accepted, not offered, named as ignored. */
+function isFunction(tool: { type: string }): boolean {
+  return tool.type === "function";
+}
+
+/** The offered name of each function, and the namespace it came from (for the call's `namespace`). */
+export type ToolNames = Map<string, { name: string; namespace?: string }>;
+
+/** The tools: functions offered as they are, a namespace's functions offered, hosted ones ignored. */
+function decodeTools(body: PromptBody, ignored: string[]): { tools: DecodedTool[]; names: ToolNames } {
+  const tools: DecodedTool[] = [];
+  const names: ToolNames = new Map();
+  const offer = (
+    tool: { name?: string; description?: string; parameters?: unknown; strict?: boolean },
+    namespace?: string,
+  ) => {
+    if (tool.name === undefined) return;
+    // A name two namespaces share is qualified; otherwise the model sees the function's own name.
+    const offered = names.has(tool.name) && namespace ? `${namespace}.${tool.name}` : tool.name;
+    names.set(offered, { name: tool.name, ...(namespace && { namespace }) });
+    tools.push({
+      name: offered,
+      description: tool.description,
+      parameters: tool.parameters,
+      strict: tool.strict,
+    });
+  };
+  (body.tools ?? []).forEach((tool, index) => {
+    if (isFunction(tool)) offer(tool);
+    else if (tool.type === "namespace" && tool.tools) {
+      tool.tools.forEach((inner, at) => {
+        if (isFunction(inner)) offer(inner, tool.name);
+        else ignored.push(`tools.${index}.tools.${at} (${inner.type})`);
+      });
+    } else ignored.push(`tools.${index} (${tool.type})`);
+  });
+  return { tools, names };
+}
+
+function decodeToolChoice(choice: PromptBody["tool_choice"], ignored: string[]): ToolChoice | undefined {
+  if (choice === undefined) return undefined;
+  if (typeof choice === "string") {
+    if (!["auto", "none", "required"].includes(choice))
+      throw badRequest(`tool_choice "${choice}" is not auto, none or required`, [{ path: "/tool_choice" }]);
+    return choice as ToolChoice;
+  }
+  if (choice.type === "function" && choice.name !== undefined) return { name: choice.name };
+  if (choice.type === "allowed_tools") return choice.mode === "required" ? "required" : "auto";
+  ignored.push(`tool_choice (${choice.type})`);
+  return "auto";
+}
+
+function partsText(content: unknown, path: string): string {
+  if (content === undefined || content === null) return "";
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content
+    .map((part: { type?: string; text?: string }, at) => {
+      if (
+        ["input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal"].includes(
+          part.type ?? "",
+        )
+      )
+        return part.text ?? (part as { refusal?: string }).refusal ?? "";
+      throw badRequest(`${part.type} content is not supported: the served model reads text only`, [
+        { path: `${path}/${at}` },
+      ]);
+    })
+    .join("");
 }
 
 /** Input items as chat messages: calls join the assistant turn before them, outputs answer them. */
-function toMessages(body: PromptBody): ChatMessage[] {
-  if (body.previous_response_id)
-    throw badRequest(
-      "previous_response_id is not supported: this server stores no responses; send the whole input",
-      [{ path: "/previous_response_id" }],
-    );
+function decodeItems(items: ResponseItem[], ignored: string[]): ChatMessage[] {
   const messages: ChatMessage[] = [];
-  if (body.instructions) messages.push({ role: "system", content: body.instructions });
-  if (typeof body.input === "string") return [...messages, { role: "user", content: body.input }];
-  for (const item of body.input) {
-    if (item.type === "reasoning") continue;
-    if (item.type === "function_call") {
+  items.forEach((item, index) => {
+    const type = (item.type as string | undefined) ?? "message";
+    const path = `/input/${index}`;
+    if (type === "message") {
+      const role = item.role as string;
+      if (!["user", "system", "developer", "assistant"].includes(role))
+        throw badRequest(`input.${index}.role "${role}" is not user, system, developer or assistant`, [
+          { path: `${path}/role` },
+        ]);
+      messages.push({
+        role: role === "developer" ? "system" : (role as ChatMessage["role"]),
+        content: partsText(item.content, `${path}/content`),
+      });
+    } else if (type === "function_call") {
       const last = messages.at(-1);
-      const call = { id: item.call_id, name: item.name, arguments: item.arguments };
+      const call = {
+        id: String(item.call_id),
+        name: String(item.name),
+        arguments: String(item.arguments ?? ""),
+      };
       if (last?.role === "assistant") last.toolCalls = [...(last.toolCalls ?? []), call];
       else messages.push({ role: "assistant", content: "", toolCalls: [call] });
-    } else if (item.type === "function_call_output")
-      messages.push({ role: "tool", content: partsText(item.output), toolCallId: item.call_id });
-    else
+    } else if (type === "function_call_output")
       messages.push({
-        role: item.role === "developer" ? "system" : item.role,
-        content: partsText(item.content),
+        role: "tool",
+        content: partsText(item.output, `${path}/output`),
+        toolCallId: String(item.call_id),
       });
-  }
-  if (messages.every((message) => message.role === "assistant"))
-    throw badRequest("input needs a user or system message", [{ path: "/input" }]);
+    else if (type !== "reasoning") ignored.push(`input.${index} (${type})`);
+  });
   return messages;
 }
 
-function toolChoiceOf(choice: PromptBody["tool_choice"]): ToolChoice | undefined {
-  if (choice === undefined || typeof choice === "string") return choice;
-  return { name: choice.name };
+/**
+ * The input with `previous_response_id`'s history before it and every `item_reference` replaced by
+ * the item it names, both through the store (none: a 404, as for an id OpenAI does not know).
+ */
+async function resolveInput(
+  body: PromptBody,
+  store: ResponsesStore | undefined,
+  request: FastifyRequest,
+): Promise<ResponseItem[]> {
+  const given: ResponseItem[] =
+    body.input === undefined
+      ? []
+      : typeof body.input === "string"
+        ? [{ role: "user", content: body.input }]
+        : body.input;
+  const items: ResponseItem[] = [];
+  if (body.previous_response_id !== undefined) {
+    const history = await store?.history(body.previous_response_id, request);
+    if (!history)
+      throw withParam(
+        notFound(`Previous response with id '${body.previous_response_id}' not found.`),
+        "/previous_response_id",
+      );
+    items.push(...history);
+  }
+  for (const [index, item] of given.entries()) {
+    if (item.type !== "item_reference") {
+      items.push(item);
+      continue;
+    }
+    const found = typeof item.id === "string" ? await store?.item(item.id, request) : undefined;
+    if (!found) throw withParam(notFound(`Item with id '${String(item.id)}' not found.`), `/input/${index}`);
+    items.push(found);
+  }
+  return items;
 }
 
-function promptOf(body: PromptBody): Omit<ChatRequest, "maxTokens" | "temperature" | "stop"> {
+function withParam<T extends { details: unknown[] }>(error: T, path: string): T {
+  error.details.push({ path });
+  return error;
+}
+
+export interface ResponsesDecoding {
+  decoded: DecodedRequest;
+  ignored: string[];
+  names: ToolNames;
+  /** The input items the answer answers (references and history resolved), for the store. */
+  input: ResponseItem[];
+}
+
+/** A request as a DecodedRequest, its input already resolved (`resolveInput`). */
+export function decodeResponses(
+  body: PromptBody & Partial<ResponsesBody>,
+  input: ResponseItem[],
+): ResponsesDecoding {
+  const ignored: string[] = [];
+  const { tools, names } = decodeTools(body, ignored);
+  const messages: ChatMessage[] = [];
+  if (body.instructions) messages.push({ role: "system", content: body.instructions });
+  messages.push(...decodeItems(input, ignored));
   const format = body.text?.format;
+  const effort = effortOf(body.reasoning?.effort);
+  const sampling = decodeSampling(body);
   return {
-    messages: toMessages(body),
-    tools: body.tools?.map((tool) => ({
-      name: tool.name,
-      description: tool.description ?? undefined,
-      parameters: tool.parameters ?? undefined,
-    })),
-    toolChoice: toolChoiceOf(body.tool_choice),
-    constraint: toConstraint(
-      format?.type === "json_schema"
-        ? { type: "json_schema", json_schema: { schema: format.schema } }
-        : format,
-    ),
-    thinking: body.reasoning?.effort === "none" ? false : undefined,
+    decoded: {
+      ...sampling,
+      messages,
+      maxTokens: body.max_output_tokens,
+      tools,
+      toolChoice: decodeToolChoice(body.tool_choice, ignored),
+      outputs: [
+        ...(format?.type === "json_object"
+          ? [{ type: "json_object" as const }]
+          : format?.type === "json_schema"
+            ? [{ type: "json_schema" as const, schema: format.schema, strict: format.strict }]
+            : []),
+        ...(sampling.outputs ?? []),
+      ],
+      reasoning: effort ? { effort } : undefined,
+      truncate: body.truncation === "auto" ? true : sampling.truncate,
+    },
+    ignored,
+    names,
+    input,
   };
 }
 
-function usageOf(result: CompletionResult) {
+const profile: DialectProfile = {
+  defaultMaxTokens: (max) => Math.min(DEFAULT_CHAT_MAX_TOKENS, max),
+  defaultTemperature: 1,
+  clampMaxTokens: true,
+  fields: { ...openAiFields, maxTokens: "/max_output_tokens", output: "/text/format", messages: "/input" },
+  toolParametersPath: (index) => `/tools/${index}/parameters`,
+  schemaPath: "/text/format/schema",
+};
+
+function usageOf(usage: Usage) {
   return {
-    input_tokens: result.promptTokens,
-    input_tokens_details: { cached_tokens: result.cachedTokens ?? 0 },
-    output_tokens: result.tokensGenerated,
+    input_tokens: usage.promptTokens,
+    input_tokens_details: { cached_tokens: usage.cachedTokens },
+    output_tokens: usage.completionTokens,
     output_tokens_details: { reasoning_tokens: 0 },
-    total_tokens: result.promptTokens + result.tokensGenerated,
+    total_tokens: usage.promptTokens + usage.completionTokens,
   };
 }
 
@@ -241,116 +389,372 @@ const messageItem = (id: string, text: string, status: string) => ({
   role: "assistant",
   content: [{ type: "output_text", text, annotations: [], logprobs: [] }],
 });
+/** The reasoning, as its text and as its summary (clients that show summaries see the reasoning). */
 const reasoningItem = (id: string, text: string) => ({
   type: "reasoning",
   id,
-  summary: [],
+  summary: [{ type: "summary_text", text }],
   content: [{ type: "reasoning_text", text }],
 });
-const functionCallItem = (id: string, callId: string, name: string, args: string, status: string) => ({
-  type: "function_call",
-  id,
-  call_id: callId,
-  name,
-  arguments: args,
-  status,
-});
+
+function functionCallItem(
+  id: string,
+  callId: string,
+  offered: string,
+  args: string,
+  status: string,
+  names: ToolNames,
+) {
+  const origin = names.get(offered);
+  return {
+    type: "function_call",
+    id,
+    call_id: callId,
+    name: origin?.name ?? offered,
+    ...(origin?.namespace && { namespace: origin.namespace }),
+    arguments: args,
+    status,
+  };
+}
+
+const statusOf = (finishReason: CompletionResult["finishReason"]) =>
+  finishReason === "length" ? "incomplete" : "completed";
 
 /** The output items of a finished result: reasoning, the message, the calls. */
-function outputItems(result: CompletionResult): object[] {
-  const status = result.finishReason === "length" ? "incomplete" : "completed";
-  const items: object[] = [];
+function outputItems(result: CompletionResult, names: ToolNames): ResponseItem[] {
+  const status = statusOf(result.finishReason);
+  const items: ResponseItem[] = [];
   if (result.reasoning !== undefined) items.push(reasoningItem(shortId("rs"), result.reasoning));
   if (result.text !== "" || !result.toolCalls) items.push(messageItem(shortId("msg"), result.text, status));
   for (const call of result.toolCalls ?? [])
-    items.push(functionCallItem(shortId("fc"), call.id, call.name, call.arguments, status));
+    items.push(functionCallItem(shortId("fc"), call.id, call.name, call.arguments, status, names));
   return items;
 }
 
-export function registerResponses(app: TypedApp, service: TextgenService, maxNewTokens: number): void {
+/** The response object around an output. */
+type ResponseOf = (status: string, output: ResponseItem[], usage?: Usage) => ResponseItem;
+
+function responseShape(
+  body: ResponsesBody,
+  id: string,
+  model: string,
+  temperature: number,
+  stored: boolean,
+): ResponseOf {
+  const createdAt = unixSeconds();
+  return (status, output, usage) => ({
+    id,
+    object: "response",
+    created_at: createdAt,
+    status,
+    background: false,
+    error: null,
+    incomplete_details: status === "incomplete" ? { reason: "max_output_tokens" } : null,
+    instructions: body.instructions ?? null,
+    max_output_tokens: body.max_output_tokens ?? null,
+    model,
+    output,
+    parallel_tool_calls: body.parallel_tool_calls ?? true,
+    previous_response_id: body.previous_response_id ?? null,
+    prompt_cache_key: body.prompt_cache_key ?? null,
+    reasoning: { effort: body.reasoning?.effort ?? null, summary: body.reasoning?.summary ?? null },
+    safety_identifier: body.safety_identifier ?? null,
+    service_tier: "default",
+    store: stored,
+    temperature,
+    text: { format: body.text?.format ?? { type: "text" } },
+    tool_choice: body.tool_choice ?? "auto",
+    tools: (body.tools ?? []).map((tool) =>
+      isFunction(tool) ? { ...tool, strict: tool.strict ?? false } : tool,
+    ),
+    top_p: body.top_p ?? 1,
+    truncation: body.truncation ?? "disabled",
+    usage: usage ? usageOf(usage) : null,
+    user: body.user ?? null,
+    metadata: body.metadata ?? {},
+  });
+}
+
+/**
+ * OpenAI's streaming event sequence, item by item, each event numbered. An item's closing events
+ * wait for the next part or the end, so its status says whether the answer was cut.
+ */
+class ResponsesEncoder implements StreamEncoder {
+  readonly output: ResponseItem[] = [];
+  private sequence = 0;
+  private current?: {
+    kind: "reasoning" | "message" | "call";
+    id: string;
+    index: number;
+    text: string;
+    callId?: string;
+    name?: string;
+  };
+  private closing?: NonNullable<ResponsesEncoder["current"]>;
+
+  constructor(
+    private readonly responseOf: ResponseOf,
+    private readonly names: ToolNames,
+    private readonly onDone?: (response: ResponseItem) => void,
+  ) {}
+
+  private frame(type: string, payload: object): WireFrame {
+    return { event: type, data: { type, sequence_number: this.sequence++, ...payload } };
+  }
+
+  start(): WireFrame[] {
+    return [
+      this.frame("response.created", { response: this.responseOf("in_progress", []) }),
+      this.frame("response.in_progress", { response: this.responseOf("in_progress", []) }),
+    ];
+  }
+
+  private open(
+    kind: "reasoning" | "message" | "call",
+    prefix: string,
+    extra: { callId?: string; name?: string } = {},
+  ) {
+    const frames = this.flush("completed");
+    this.current = { kind, id: shortId(prefix), index: this.output.length, text: "", ...extra };
+    this.output.push({});
+    return frames;
+  }
+
+  event(event: GenerationEvent): WireFrame[] {
+    const where = () => ({ item_id: this.current!.id, output_index: this.current!.index });
+    switch (event.type) {
+      case "reasoning-start": {
+        const frames = this.open("reasoning", "rs");
+        return [
+          ...frames,
+          this.frame("response.output_item.added", {
+            output_index: this.current!.index,
+            item: { type: "reasoning", id: this.current!.id, summary: [], content: [] },
+          }),
+          this.frame("response.reasoning_summary_part.added", {
+            ...where(),
+            summary_index: 0,
+            part: { type: "summary_text", text: "" },
+          }),
+          this.frame("response.content_part.added", {
+            ...where(),
+            content_index: 0,
+            part: { type: "reasoning_text", text: "" },
+          }),
+        ];
+      }
+      case "reasoning-delta":
+        this.current!.text += event.delta;
+        return [
+          this.frame("response.reasoning_summary_text.delta", {
+            ...where(),
+            summary_index: 0,
+            delta: event.delta,
+          }),
+          this.frame("response.reasoning_text.delta", { ...where(), content_index: 0, delta: event.delta }),
+        ];
+      case "text-start": {
+        const frames = this.open("message", "msg");
+        return [
+          ...frames,
+          this.frame("response.output_item.added", {
+            output_index: this.current!.index,
+            item: {
+              type: "message",
+              id: this.current!.id,
+              status: "in_progress",
+              role: "assistant",
+              content: [],
+            },
+          }),
+          this.frame("response.content_part.added", {
+            ...where(),
+            content_index: 0,
+            part: { type: "output_text", text: "", annotations: [], logprobs: [] },
+          }),
+        ];
+      }
+      case "text-delta":
+        this.current!.text += event.delta;
+        return [
+          this.frame("response.output_text.delta", {
+            ...where(),
+            content_index: 0,
+            delta: event.delta,
+            logprobs: [],
+          }),
+        ];
+      case "tool-call-start": {
+        const frames = this.open("call", "fc", { callId: event.id, name: event.name });
+        return [
+          ...frames,
+          this.frame("response.output_item.added", {
+            output_index: this.current!.index,
+            item: functionCallItem(this.current!.id, event.id, event.name, "", "in_progress", this.names),
+          }),
+        ];
+      }
+      case "tool-call-delta":
+        this.current!.text += event.delta;
+        return [this.frame("response.function_call_arguments.delta", { ...where(), delta: event.delta })];
+      case "tool-call-end":
+        this.current!.text = event.arguments;
+        this.closing = this.current;
+        this.current = undefined;
+        return [];
+      case "reasoning-end":
+      case "text-end":
+        this.closing = this.current;
+        this.current = undefined;
+        return [];
+      case "finish": {
+        const status = statusOf(event.finishReason);
+        const frames = this.flush(status);
+        const response = this.responseOf(status, this.output, event.usage);
+        this.onDone?.(response);
+        return [
+          ...frames,
+          this.frame(status === "completed" ? "response.completed" : "response.incomplete", { response }),
+        ];
+      }
+      default:
+        return [];
+    }
+  }
+
+  /** The closing events of the item that ended last, now that its status is known. */
+  private flush(status: string): WireFrame[] {
+    const item = this.closing;
+    this.closing = undefined;
+    if (!item) return [];
+    const where = { item_id: item.id, output_index: item.index };
+    let done: ResponseItem;
+    const frames: WireFrame[] = [];
+    if (item.kind === "reasoning") {
+      done = reasoningItem(item.id, item.text);
+      frames.push(
+        this.frame("response.reasoning_text.done", { ...where, content_index: 0, text: item.text }),
+        this.frame("response.content_part.done", {
+          ...where,
+          content_index: 0,
+          part: { type: "reasoning_text", text: item.text },
+        }),
+        this.frame("response.reasoning_summary_text.done", { ...where, summary_index: 0, text: item.text }),
+        this.frame("response.reasoning_summary_part.done", {
+          ...where,
+          summary_index: 0,
+          part: { type: "summary_text", text: item.text },
+        }),
+      );
+    } else if (item.kind === "message") {
+      done = messageItem(item.id, item.text, status);
+      frames.push(
+        this.frame("response.output_text.done", {
+          ...where,
+          content_index: 0,
+          text: item.text,
+          logprobs: [],
+        }),
+        this.frame("response.content_part.done", {
+          ...where,
+          content_index: 0,
+          part: { type: "output_text", text: item.text, annotations: [], logprobs: [] },
+        }),
+      );
+    } else {
+      done = functionCallItem(item.id, item.callId!, item.name!, item.text, status, this.names);
+      frames.push(
+        this.frame("response.function_call_arguments.done", {
+          ...where,
+          name: done.name,
+          arguments: item.text,
+        }),
+      );
+    }
+    this.output[item.index] = done;
+    frames.push(this.frame("response.output_item.done", { output_index: item.index, item: done }));
+    return frames;
+  }
+
+  end(): WireFrame[] {
+    return [];
+  }
+
+  error(error: ApiError): WireFrame[] {
+    const body = openAiErrorBody(error).error;
+    return [
+      this.frame("error", { code: body.code, message: body.message, param: body.param }),
+      this.frame("response.failed", { response: { ...this.responseOf("failed", this.output), error: body } }),
+    ];
+  }
+}
+
+/** Decodes and validates a body; ignored fields and unenforced keywords go in the headers. */
+async function prepare(
+  body: PromptBody & Partial<ResponsesBody>,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  limits: ValidationLimits,
+  store: ResponsesStore | undefined,
+) {
+  const input = await resolveInput(body, store, request);
+  const decoding = decodeResponses(body, input);
+  const validated = validateRequest(decoding.decoded, profile, limits);
+  noteIgnored(request, reply, decoding.ignored);
+  noteUnenforced(reply, validated.unenforced);
+  return { decoding, validated };
+}
+
+export function registerResponses(
+  app: TypedApp,
+  service: TextgenService,
+  limits: ValidationLimits,
+  store: ResponsesStore | undefined,
+): void {
   app.post(
     "/responses",
     {
       schema: {
         tags: ["openai"],
-        summary: "OpenAI's Responses API, stateless: text, tools, structured output, reasoning items",
-        body: responsesRequestSchema(maxNewTokens),
+        summary:
+          "OpenAI's Responses API: text, tools (namespaces too), structured output, reasoning with summaries",
+        body: ResponsesRequestSchema,
       },
     },
     async (request, reply) => {
       const body = request.body;
-      if (body.store === true)
-        throw badRequest("store: true is not supported: this server is stateless and stores no responses", [
-          { path: "/store" },
-        ]);
-      const generation: ChatRequest = {
-        ...promptOf(body),
-        maxTokens: body.max_output_tokens ?? Math.min(DEFAULT_CHAT_MAX_TOKENS, maxNewTokens),
-        ...samplingOf(
-          { ...body, temperature: body.temperature ?? 1, top_p: body.top_p ?? undefined },
-          "max_output_tokens",
-        ),
+      const { decoding, validated } = await prepare(body, request, reply, limits, store);
+      const target = service.resolveModel(body.model, "generate", { keepAlive: body.keep_alive });
+      const stored = store !== undefined && body.store !== false;
+      const responseOf = responseShape(
+        body,
+        shortId("resp"),
+        target.name,
+        validated.request.temperature,
+        stored,
+      );
+      const save = (response: ResponseItem) => {
+        if (stored)
+          store.save(response, decoding.input, request).catch((error: unknown) => {
+            request.log.error({ err: error }, "could not store the response");
+          });
       };
-      const id = shortId("resp");
-      const createdAt = unixSeconds();
-      const target = resolveModel(service, body.model, body.keep_alive);
-      const model = target.name;
-      const responseOf = (status: string, output: object[], result?: CompletionResult) => ({
-        id,
-        object: "response",
-        created_at: createdAt,
-        status,
-        error: null,
-        incomplete_details: status === "incomplete" ? { reason: "max_output_tokens" } : null,
-        instructions: body.instructions ?? null,
-        max_output_tokens: body.max_output_tokens ?? null,
-        model,
-        output,
-        parallel_tool_calls: body.parallel_tool_calls ?? true,
-        previous_response_id: null,
-        reasoning: { effort: body.reasoning?.effort ?? null, summary: null },
-        store: false,
-        temperature: generation.temperature,
-        text: { format: body.text?.format ?? { type: "text" } },
-        tool_choice: body.tool_choice ?? "auto",
-        tools: (body.tools ?? []).map((tool) => ({ ...tool, strict: tool.strict ?? false })),
-        top_p: body.top_p ?? 1,
-        truncation: "disabled",
-        usage: result ? usageOf(result) : null,
-        metadata: body.metadata ?? {},
-      });
-      const statusOf = (result: CompletionResult) =>
-        result.finishReason === "length" ? "incomplete" : "completed";
-      if (!body.stream) {
-        const result = await generateOnce(target, generation, request, reply);
-        return responseOf(statusOf(result), outputItems(result), result);
-      }
-      const stream = new ResponsesEventWriter();
-      return generateStream(target, generation, request, reply, {
-        open: () => {
-          stream.events = openEventStream(request, reply);
-          stream.emit("response.created", { response: responseOf("in_progress", []) });
-          stream.emit("response.in_progress", { response: responseOf("in_progress", []) });
-        },
-        event: (event) => {
-          if (event.type === "reasoning") stream.reasoning(event.text);
-          else if (event.type === "text") stream.text(event.text);
-          else stream.toolCall(event.delta);
-        },
-        finish: (result) => {
-          const output = stream.finish(result);
-          const status = statusOf(result);
-          stream.emit(status === "completed" ? "response.completed" : "response.incomplete", {
-            response: responseOf(status, output, result),
+      return respond({
+        request,
+        reply,
+        model: target,
+        validated: { ...validated, n: 1 },
+        stream: body.stream === true,
+        encoder: () => new ResponsesEncoder(responseOf, decoding.names, save),
+        whole: ([result]) => {
+          const response = responseOf(statusOf(result!.finishReason), outputItems(result!, decoding.names), {
+            promptTokens: result!.promptTokens,
+            completionTokens: result!.tokensGenerated,
+            cachedTokens: result!.cachedTokens ?? 0,
           });
+          save(response);
+          return response;
         },
-        fail: (error) => {
-          stream.emit("error", { ...openAiErrorBody(error).error });
-          stream.emit("response.failed", {
-            response: { ...responseOf("failed", stream.output), error: openAiErrorBody(error).error },
-          });
-        },
-        close: () => stream.events?.end(),
       });
     },
   );
@@ -361,168 +765,15 @@ export function registerResponses(app: TypedApp, service: TextgenService, maxNew
       schema: {
         tags: ["openai"],
         summary: "How many tokens a Responses request's input is, rendered by the model's chat template",
-        body: InputTokensRequest,
+        body: InputTokensRequestSchema,
       },
     },
-    async (request) => {
-      const tokens = await resolveModel(service, request.body.model).countTokens({
-        ...promptOf(request.body),
-        maxTokens: 1,
-        temperature: 0,
-        stop: [],
-      });
+    async (request, reply) => {
+      const { validated } = await prepare(request.body, request, reply, limits, store);
+      const tokens = await service
+        .resolveModel(request.body.model, "generate")
+        .countTokens(validated.request);
       return { object: "response.input_tokens", input_tokens: tokens };
     },
   );
-}
-
-/** OpenAI's streaming event sequence, item by item, each event numbered. */
-class ResponsesEventWriter {
-  events?: EventStream;
-  readonly output: object[] = [];
-  private sequence = 0;
-  private messageSent = false;
-  private open?:
-    | { kind: "reasoning"; id: string; index: number; text: string }
-    | { kind: "message"; id: string; index: number; text: string };
-  private readonly calls: { id: string; index: number; callId: string; name: string; args: string }[] = [];
-
-  emit(type: string, payload: object): void {
-    this.events?.send({ type, sequence_number: this.sequence++, ...payload }, type);
-  }
-
-  reasoning(piece: string): void {
-    if (this.open?.kind !== "reasoning") {
-      this.closeOpen("completed");
-      this.open = { kind: "reasoning", id: shortId("rs"), index: this.output.length, text: "" };
-      this.output.push({});
-      this.emit("response.output_item.added", {
-        output_index: this.open.index,
-        item: { type: "reasoning", id: this.open.id, summary: [], content: [] },
-      });
-      this.emit("response.content_part.added", {
-        item_id: this.open.id,
-        output_index: this.open.index,
-        content_index: 0,
-        part: { type: "reasoning_text", text: "" },
-      });
-    }
-    this.open.text += piece;
-    this.emit("response.reasoning_text.delta", {
-      item_id: this.open.id,
-      output_index: this.open.index,
-      content_index: 0,
-      delta: piece,
-    });
-  }
-
-  text(piece: string): void {
-    if (this.open?.kind !== "message") {
-      this.closeOpen("completed");
-      this.open = { kind: "message", id: shortId("msg"), index: this.output.length, text: "" };
-      this.messageSent = true;
-      this.output.push({});
-      this.emit("response.output_item.added", {
-        output_index: this.open.index,
-        item: { type: "message", id: this.open.id, status: "in_progress", role: "assistant", content: [] },
-      });
-      this.emit("response.content_part.added", {
-        item_id: this.open.id,
-        output_index: this.open.index,
-        content_index: 0,
-        part: { type: "output_text", text: "", annotations: [], logprobs: [] },
-      });
-    }
-    this.open.text += piece;
-    if (piece !== "")
-      this.emit("response.output_text.delta", {
-        item_id: this.open.id,
-        output_index: this.open.index,
-        content_index: 0,
-        delta: piece,
-        logprobs: [],
-      });
-  }
-
-  toolCall(delta: { id?: string; name?: string; arguments: string }): void {
-    if (delta.id !== undefined) {
-      this.closeOpen("completed");
-      const call = {
-        id: shortId("fc"),
-        index: this.output.length,
-        callId: delta.id,
-        name: delta.name ?? "",
-        args: "",
-      };
-      this.calls.push(call);
-      this.output.push({});
-      this.emit("response.output_item.added", {
-        output_index: call.index,
-        item: functionCallItem(call.id, call.callId, call.name, "", "in_progress"),
-      });
-    }
-    const call = this.calls.at(-1);
-    if (!call || delta.arguments === "") return;
-    call.args += delta.arguments;
-    this.emit("response.function_call_arguments.delta", {
-      item_id: call.id,
-      output_index: call.index,
-      delta: delta.arguments,
-    });
-  }
-
-  /** Sends what was held back, closes every item, and returns the output. */
-  finish(result: CompletionResult): object[] {
-    const status = result.finishReason === "length" ? "incomplete" : "completed";
-    const streamed = this.open?.kind === "message" ? this.open.text : "";
-    const rest = result.text.startsWith(streamed) ? result.text.slice(streamed.length) : "";
-    if (
-      rest !== "" ||
-      (!result.toolCalls && this.output.length === (this.open?.kind === "reasoning" ? 1 : 0))
-    )
-      this.text(rest);
-    this.closeOpen(status);
-    const streamedCalls = this.calls.length;
-    for (const [index, call] of (result.toolCalls ?? []).entries()) {
-      if (index >= streamedCalls) this.toolCall({ id: call.id, name: call.name, arguments: call.arguments });
-      const sent = this.calls[index]!;
-      sent.args = call.arguments;
-      this.emit("response.function_call_arguments.done", {
-        item_id: sent.id,
-        output_index: sent.index,
-        name: sent.name,
-        arguments: sent.args,
-      });
-      const item = functionCallItem(sent.id, sent.callId, sent.name, sent.args, status);
-      this.output[sent.index] = item;
-      this.emit("response.output_item.done", { output_index: sent.index, item });
-    }
-    return this.output;
-  }
-
-  private closeOpen(status: string): void {
-    const open = this.open;
-    if (!open) return;
-    this.open = undefined;
-    const where = { item_id: open.id, output_index: open.index, content_index: 0 };
-    if (open.kind === "reasoning") {
-      this.emit("response.reasoning_text.done", { ...where, text: open.text });
-      this.emit("response.content_part.done", {
-        ...where,
-        part: { type: "reasoning_text", text: open.text },
-      });
-      const item = reasoningItem(open.id, open.text);
-      this.output[open.index] = item;
-      this.emit("response.output_item.done", { output_index: open.index, item });
-      return;
-    }
-    this.emit("response.output_text.done", { ...where, text: open.text, logprobs: [] });
-    this.emit("response.content_part.done", {
-      ...where,
-      part: { type: "output_text", text: open.text, annotations: [], logprobs: [] },
-    });
-    const item = messageItem(open.id, open.text, status);
-    this.output[open.index] = item;
-    this.emit("response.output_item.done", { output_index: open.index, item });
-  }
 }

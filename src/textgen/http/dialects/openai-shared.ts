@@ -1,9 +1,14 @@
-/** What the OpenAI-style dialects (chat, completions, Responses) share: error shape, sampling fields. */
+/**
+ * What the OpenAI-style dialects (chat, completions, Responses, embeddings) share: the error shape,
+ * the sampling fields' wire names (types only: ranges and defaults are validation.ts's), and small
+ * pieces of their encodings.
+ */
 import { Type } from "typebox";
 import type { ApiError } from "../../../core/errors.js";
-import { badRequest } from "../../../core/errors.js";
-import type { CompletionResult, OutputConstraint, ToolCall, ToolChoice } from "../../engine/generator.js";
-import { LogitBias, StopSequences, parseLogitBias, stopList } from "../schemas.js";
+import type { Usage } from "../../engine/events.js";
+import type { TokenLogprob, ToolCall } from "../../engine/generator.js";
+import type { DecodedOutput, DecodedRequest, ReasoningEffort } from "../../engine/validation.js";
+import type { Dialect } from "./plugin.js";
 
 const typeByStatus: Record<number, string> = {
   400: "invalid_request_error",
@@ -29,6 +34,9 @@ export function openAiErrorBody(error: ApiError) {
   };
 }
 
+/** OpenAI's API: its error shape, tolerant reading. */
+export const openAiDialect: Dialect = { errorShape: openAiErrorBody, tolerant: true };
+
 export const modelField = Type.Optional(
   Type.String({ description: "the model to answer (GET /v1/models); the default model when absent" }),
 );
@@ -40,78 +48,59 @@ export const keepAliveField = Type.Optional(
   }),
 );
 
-/** Sampling fields every OpenAI-style route takes, in llama.cpp's ranges. */
-export const baseSampling = {
+const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
+
+export const StopField = Type.Optional(
+  Type.Union([Type.String(), Type.Array(Type.String())], {
+    description: "generation ends before any of these strings; the stop string is not returned",
+  }),
+);
+
+/** The sampling fields every OpenAI-style route takes (OpenAI's, plus llama.cpp's own names). */
+export const samplingFields = {
   model: modelField,
   keep_alive: keepAliveField,
-  temperature: Type.Number({ minimum: 0, maximum: 2, default: 1 }),
-  top_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
-  top_k: Type.Optional(
-    Type.Integer({ minimum: 0, maximum: 1000, description: "0 = all tokens (llama.cpp)" }),
+  temperature: Type.Optional(Type.Number({ description: "0…2; 0 = greedy" })),
+  top_p: Type.Optional(Type.Number({ description: "0…1" })),
+  top_k: Type.Optional(Type.Integer({ description: "0 = all tokens (llama.cpp)" })),
+  min_p: Type.Optional(Type.Number({ description: "llama.cpp's min-p sampling, 0…1" })),
+  repeat_penalty: Type.Optional(Type.Number({ description: "1 = off (llama.cpp)" })),
+  presence_penalty: Type.Optional(Type.Number({ description: "-2…2, over the last 64 generated tokens" })),
+  frequency_penalty: Type.Optional(Type.Number({ description: "-2…2, over the last 64 generated tokens" })),
+  seed: Type.Optional(Type.Integer({ description: "-1 = random (llama.cpp's convention)" })),
+  logit_bias: Type.Optional(
+    Type.Record(Type.String(), Type.Number(), { description: "token id → bias, -100…100" }),
   ),
-  min_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: "llama.cpp's min-p sampling" })),
-  repeat_penalty: Type.Optional(Type.Number({ minimum: 0, maximum: 10, description: "1 = off (llama.cpp)" })),
-  presence_penalty: Type.Optional(
-    Type.Number({ minimum: -2, maximum: 2, description: "over the last 64 generated tokens" }),
-  ),
-  frequency_penalty: Type.Optional(
-    Type.Number({ minimum: -2, maximum: 2, description: "over the last 64 generated tokens" }),
-  ),
-  seed: Type.Optional(
-    Type.Integer({ minimum: -1, maximum: 4294967295, description: "-1 = random (llama.cpp's convention)" }),
-  ),
-  logit_bias: Type.Optional(Type.Union([LogitBias, Type.Null()])),
   ignore_eos: Type.Optional(
-    Type.Boolean({
-      description:
-        "never draw an end-of-generation token: generate until max_tokens (llama.cpp's and vLLM's name)",
-    }),
+    Type.Boolean({ description: "never draw an end-of-generation token: generate until the token limit" }),
   ),
-  stop: Type.Optional(Type.Union([StopSequences, Type.Null()])),
-  stream: Type.Boolean({ default: false }),
+  stop: StopField,
+  stream: Type.Optional(Type.Boolean()),
   truncate: Type.Optional(
     Type.Boolean({ description: "drop tokens from the start of a prompt too long for the context" }),
   ),
-  user: Type.Optional(Type.String({ description: "an end-user id, for the caller's own logs; no effect" })),
+  user: Type.Optional(Type.String(noEffect("an end-user id"))),
   cache_prompt: Type.Optional(
     Type.Boolean({
-      description: "reuse the cached prefix of an earlier request (llama.cpp's name; default true)",
+      description: "reuse the cached prefix of an earlier request (llama.cpp's; default true)",
     }),
   ),
-};
-
-/** Chat and completions add `n` and `stream_options`. */
-export const sampling = {
-  ...baseSampling,
-  n: Type.Integer({ minimum: 1, maximum: 1, default: 1, description: "only 1 is supported" }),
+  n: Type.Optional(Type.Integer({ description: "answers to generate, 1…16" })),
   stream_options: Type.Optional(
-    Type.Union([Type.Object({ include_usage: Type.Optional(Type.Boolean()) }), Type.Null()]),
-  ),
-};
-
-export const JsonSchemaObject = Type.Record(Type.String(), Type.Unknown(), { description: "a JSON Schema" });
-
-export const ResponseFormat = Type.Union([
-  Type.Object({ type: Type.Literal("text") }),
-  Type.Object({ type: Type.Literal("json_object") }),
-  Type.Object({
-    type: Type.Literal("json_schema"),
-    json_schema: Type.Object({
-      name: Type.String({ maxLength: 64 }),
-      description: Type.Optional(Type.String()),
-      schema: Type.Optional(JsonSchemaObject),
-      strict: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
+    Type.Object({
+      include_usage: Type.Optional(Type.Boolean()),
+      include_obfuscation: Type.Optional(Type.Boolean(noEffect("stream obfuscation"))),
     }),
-  }),
-]);
-
-export type ResponseFormatValue =
-  | { type: "text" }
-  | { type: "json_object" }
-  | { type: "json_schema"; json_schema: { schema?: Record<string, unknown> } };
+  ),
+  // llama.cpp's constraint fields.
+  json_schema: Type.Optional(
+    Type.Record(Type.String(), Type.Unknown(), { description: "the output is JSON matching this schema" }),
+  ),
+  grammar: Type.Optional(Type.String({ description: "a GBNF grammar the output follows" })),
+};
 
 interface SamplingBody {
-  temperature: number;
+  temperature?: number;
   top_p?: number;
   top_k?: number;
   min_p?: number;
@@ -119,15 +108,18 @@ interface SamplingBody {
   presence_penalty?: number;
   frequency_penalty?: number;
   seed?: number;
-  logit_bias?: Record<string, number> | null;
+  logit_bias?: Record<string, number>;
   ignore_eos?: boolean;
-  stop?: string | string[] | null;
+  stop?: string | string[];
   truncate?: boolean;
   cache_prompt?: boolean;
+  n?: number;
+  json_schema?: Record<string, unknown>;
+  grammar?: string;
 }
 
-/** The sampling fields in the generator's terms; `maxTokensField` names the limit in errors. */
-export function samplingOf(body: SamplingBody, maxTokensField = "max_tokens") {
+/** The shared fields in canonical names (decoding only: validation.ts judges them). */
+export function decodeSampling(body: SamplingBody): DecodedRequest {
   return {
     temperature: body.temperature,
     topP: body.top_p,
@@ -136,48 +128,73 @@ export function samplingOf(body: SamplingBody, maxTokensField = "max_tokens") {
     repeatPenalty: body.repeat_penalty,
     presencePenalty: body.presence_penalty,
     frequencyPenalty: body.frequency_penalty,
-    // llama.cpp's convention: -1 draws a random seed.
-    seed: body.seed === -1 ? undefined : body.seed,
-    logitBias: parseLogitBias(body.logit_bias),
+    seed: body.seed,
+    logitBias: body.logit_bias,
     ignoreEos: body.ignore_eos,
-    stop: stopList(body.stop ?? undefined),
+    stop: body.stop,
     truncate: body.truncate,
     cachePrompt: body.cache_prompt,
-    maxTokensField,
+    n: body.n,
+    outputs: [
+      ...(body.json_schema !== undefined ? [{ type: "json_schema" as const, schema: body.json_schema }] : []),
+      ...(body.grammar !== undefined ? [{ type: "grammar" as const, grammar: body.grammar }] : []),
+    ],
   };
 }
 
-/** At most one of response_format, json_schema and grammar. */
-export function toConstraint(
-  format: ResponseFormatValue | undefined,
-  jsonSchema?: Record<string, unknown>,
-  grammar?: string,
-): OutputConstraint | undefined {
-  const given = [format && format.type !== "text", jsonSchema !== undefined, grammar !== undefined].filter(
-    Boolean,
-  );
-  if (given.length > 1) throw badRequest("Give only one of response_format, json_schema and grammar");
-  if (grammar !== undefined) return { type: "grammar", grammar };
-  if (jsonSchema !== undefined) return { type: "json_schema", schema: jsonSchema };
-  if (!format || format.type === "text") return undefined;
-  if (format.type === "json_object") return { type: "json_object" };
-  return format.json_schema.schema === undefined
-    ? { type: "json_object" }
-    : { type: "json_schema", schema: format.json_schema.schema };
+/** The wire paths of the shared fields, for validation's messages. */
+export const openAiFields = {
+  maxTokens: "/max_tokens",
+  temperature: "/temperature",
+  topP: "/top_p",
+  topK: "/top_k",
+  minP: "/min_p",
+  repeatPenalty: "/repeat_penalty",
+  presencePenalty: "/presence_penalty",
+  frequencyPenalty: "/frequency_penalty",
+  seed: "/seed",
+  logitBias: "/logit_bias",
+  stop: "/stop",
+  tools: "/tools",
+  toolChoice: "/tool_choice",
+  output: "/response_format",
+  logprobs: "/top_logprobs",
+  n: "/n",
+  messages: "/messages",
+  prompt: "/prompt",
+} as const;
+
+export const JsonSchemaObject = Type.Record(Type.String(), Type.Unknown(), { description: "a JSON Schema" });
+
+export const ResponseFormat = Type.Object({
+  type: Type.String({ description: "text, json_object or json_schema" }),
+  json_schema: Type.Optional(
+    Type.Object({
+      name: Type.Optional(Type.String()),
+      description: Type.Optional(Type.String()),
+      schema: Type.Optional(JsonSchemaObject),
+      strict: Type.Optional(Type.Boolean({ description: "true: refuse what the grammar cannot enforce" })),
+    }),
+  ),
+});
+
+export interface ResponseFormatValue {
+  type: string;
+  json_schema?: { schema?: Record<string, unknown>; strict?: boolean };
 }
 
-export const ChatToolChoice = Type.Union([
-  Type.Literal("auto"),
-  Type.Literal("none"),
-  Type.Literal("required"),
-  Type.Object({ type: Type.Literal("function"), function: Type.Object({ name: Type.String() }) }),
-]);
+/** OpenAI's response_format as an output constraint; `text` (or an unknown type) is none. */
+export function decodeResponseFormat(format: ResponseFormatValue | undefined): DecodedOutput[] {
+  if (format?.type === "json_object") return [{ type: "json_object" }];
+  if (format?.type === "json_schema")
+    return [{ type: "json_schema", schema: format.json_schema?.schema, strict: format.json_schema?.strict }];
+  return [];
+}
 
-export function toToolChoice(
-  choice: "auto" | "none" | "required" | { function: { name: string } } | undefined,
-): ToolChoice | undefined {
-  if (choice === undefined || typeof choice === "string") return choice;
-  return { name: choice.function.name };
+/** OpenAI's reasoning effort as ours; an unknown word means the model's default. */
+export function effortOf(effort: string | undefined): ReasoningEffort | undefined {
+  const known = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
+  return effort !== undefined && known.includes(effort) ? (effort as ReasoningEffort) : undefined;
 }
 
 export function toolCallsOf(calls: ToolCall[]) {
@@ -188,18 +205,37 @@ export function toolCallsOf(calls: ToolCall[]) {
   }));
 }
 
-export const usageOf = (
-  result: Pick<CompletionResult, "promptTokens" | "tokensGenerated" | "cachedTokens">,
-) => ({
-  prompt_tokens: result.promptTokens,
-  completion_tokens: result.tokensGenerated,
-  total_tokens: result.promptTokens + result.tokensGenerated,
-  prompt_tokens_details: { cached_tokens: result.cachedTokens ?? 0 },
+export const usageOf = (usage: Usage) => ({
+  prompt_tokens: usage.promptTokens,
+  completion_tokens: usage.completionTokens,
+  total_tokens: usage.promptTokens + usage.completionTokens,
+  prompt_tokens_details: { cached_tokens: usage.cachedTokens },
 });
+
+/** Usage of several answers to one prompt: the prompt once, the answers added up. */
+export function totalUsage(
+  results: { promptTokens: number; tokensGenerated: number; cachedTokens?: number }[],
+): Usage {
+  return {
+    promptTokens: results[0]?.promptTokens ?? 0,
+    completionTokens: results.reduce((sum, result) => sum + result.tokensGenerated, 0),
+    cachedTokens: results[0]?.cachedTokens ?? 0,
+  };
+}
+
+/** OpenAI's chat logprobs entry. */
+export function chatLogprob(entry: TokenLogprob) {
+  return {
+    token: entry.text,
+    logprob: entry.logprob,
+    bytes: entry.bytes,
+    top_logprobs: entry.top.map((top) => ({ token: top.text, logprob: top.logprob, bytes: top.bytes })),
+  };
+}
 
 /** llama.cpp's `reasoning_format`: "none" keeps the reasoning in the text; the others split it off. */
 export const ReasoningFormat = Type.Optional(
-  Type.Union([Type.Literal("none"), Type.Literal("auto"), Type.Literal("deepseek")], {
+  Type.String({
     description: "none: reasoning stays in the text; auto/deepseek: split off into reasoning_content",
   }),
 );
