@@ -30,8 +30,6 @@ export interface MultipartBody<Fields> {
 interface SpooledUpload {
   name: string;
   path: string;
-  /** The part's Content-Type header, whose charset the text formats are decoded with. */
-  contentType?: string;
 }
 
 /**
@@ -48,7 +46,7 @@ async function spool(part: MultipartFile, folder: string, index: number): Promis
       { file: name, setting: "MAX_BODY_BYTES" },
     ]);
   }
-  return { name, path: file, contentType: part.mimetype };
+  return { name, path: file };
 }
 
 /** Resolves once the whole request body has arrived (a request timeout can no longer fire after). */
@@ -99,9 +97,9 @@ export function multipartTenant(request: FastifyRequest, formTenant: string | un
 /**
  * Reads every part, spooling files to a temporary folder (removed before returning); `maxFiles`
  * bounds the count before their contents are parsed. Only once the whole body has arrived are the
- * files parsed, through the ingest gate (MAX_CONCURRENT_PARSES, MAX_PARSE_QUEUE) on the parse threads
- * (MAX_PARSE_MS, MAX_PARSE_HEAP_MB and the per-file limits; past one, the request fails with a 4xx
- * and nothing is written). A client that leaves meanwhile gives up its place and its process.
+ * files parsed, through the ingest gate (MAX_CONCURRENT_PARSES, MAX_PARSE_QUEUE) in the parse
+ * processes (MAX_PARSE_MS, MAX_PARSE_HEAP_MB and the per-file limits; past one, the request fails
+ * with a 4xx and nothing is written). A client that leaves meanwhile gives up its place and its process.
  * `tenant` is whose parse slots the parsing takes (MAX_PARSES_PER_TENANT); left out, the tenant the
  * form's `tenant_id` (or `?tenant_id=`) and the key act for.
  */
@@ -168,8 +166,8 @@ async function readSpooled<Fields>(
     async () => {
       const budget = new RequestTextBudget(ingest.limits);
       const parsed: DocumentInput[] = [];
-      for (const { name, path: file, contentType } of uploads) {
-        const loaded = await parseSpooledFile(name, file, ingest.limits, signal, contentType);
+      for (const { name, path: file } of uploads) {
+        const loaded = await parseSpooledFile(name, file, ingest.limits, signal);
         budget.add(name, loaded.text.length);
         parsed.push({
           id: name,

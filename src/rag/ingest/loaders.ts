@@ -48,7 +48,11 @@ const invalid = (fileName: string, why: string) =>
 
 /** How a file may be read besides its bytes. */
 export interface LoadOptions {
-  /** The Content-Type the file came with (an upload's part header): its charset decodes text. */
+  /**
+   * The Content-Type the file came with, for a caller that has it: its charset decodes text. (Not
+   * an upload's: @fastify/multipart passes a file part's media type without its parameters, so
+   * uploads rely on byte order marks, HTML's <meta> and the UTF-8-else-Latin-1 rule.)
+   */
   contentType?: string;
 }
 

@@ -43,7 +43,7 @@ export function pageAt(pageStarts: readonly number[], offset: number): number {
   return low + 1;
 }
 
-/** Where a span [start, end) of the text lies: `page` its first page, `pages` every page it covers, in order. */
+/** Where a span [start, end) of the text lies: `page` its first page, `pages` every page it covers. */
 export function pagesOfSpan(
   pageStarts: readonly number[],
   start: number,

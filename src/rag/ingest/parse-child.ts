@@ -19,8 +19,6 @@ export interface ParseJob {
   /** The file's bytes, or the path of a file holding them (an upload spooled to disk). */
   bytes?: Uint8Array;
   path?: string;
-  /** The Content-Type the file came with, if any (an upload's part header): its charset is used. */
-  contentType?: string;
   limits: IngestLimits;
 }
 
@@ -102,7 +100,7 @@ process.on("message", (job: ParseJob) => {
     allocationRefused = false;
     try {
       const bytes = job.bytes ?? (await readFile(job.path!));
-      const loaded = await loadFile(job.name, bytes, job.limits, { contentType: job.contentType });
+      const loaded = await loadFile(job.name, bytes, job.limits);
       if (allocationRefused) throw new RangeError("Array buffer allocation failed");
       send({ id: job.id, loaded, memory: memory() });
     } catch (error) {

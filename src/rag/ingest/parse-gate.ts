@@ -13,7 +13,7 @@
  */
 import { busy, DomainError } from "../../core/errors.js";
 
-/** The default share of one tenant: half the slots (rounded up), and never all of them when there are several. */
+/** A tenant's default share: half the slots (rounded up), never all of them when there are several. */
 export function defaultParsesPerTenant(concurrency: number): number {
   return concurrency <= 1 ? 1 : Math.min(concurrency - 1, Math.ceil(concurrency / 2));
 }

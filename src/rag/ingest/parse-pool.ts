@@ -148,18 +148,14 @@ export function parseFileBytes(
   );
 }
 
-/**
- * As parseFileBytes, for a file the server wrote itself (an upload spooled to disk): the process reads
- * it. `contentType` is the Content-Type the upload's part came with (its charset is used for text).
- */
+/** As parseFileBytes, for a file the server wrote itself (an upload spooled to disk): the process reads it. */
 export function parseSpooledFile(
   name: string,
   path: string,
   limits: IngestLimits,
   signal?: AbortSignal,
-  contentType?: string,
 ): Promise<LoadedFile> {
   return new Promise((resolve, reject) =>
-    pool.run({ file: { name, path, limits, contentType }, signal, resolve, reject }),
+    pool.run({ file: { name, path, limits }, signal, resolve, reject }),
   );
 }

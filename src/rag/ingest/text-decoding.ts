@@ -3,7 +3,7 @@
  * browsers find it (WHATWG Encoding and HTML's "encoding sniffing"):
  *
  * 1. a byte order mark: UTF-8, UTF-16LE or UTF-16BE;
- * 2. the `charset` of the Content-Type the file came with (an upload's part header), if it names an
+ * 2. the `charset` of the Content-Type the file came with, when the caller has one and it names an
  *    encoding;
  * 3. for HTML, a `<meta charset>` or `<meta http-equiv="Content-Type" content="…; charset=…">` within
  *    the first 1024 bytes (a UTF-16 label there means UTF-8, as in browsers: the bytes are ASCII-compatible);

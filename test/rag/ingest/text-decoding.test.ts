@@ -1,5 +1,5 @@
 /**
- * Text files and HTML pages in the encoding they are in (#33): a byte order mark, an upload's
+ * Text files and HTML pages in the encoding they are in (#33): a byte order mark, a
  * Content-Type charset, an HTML `<meta>`, else UTF-8 when valid and windows-1252 (Latin-1) when not;
  * binary stays refused. Through `loadFile`, as uploads, server-side files and syncs read them.
  */
@@ -62,7 +62,7 @@ describe("HTML charset", () => {
     assert.match((await loadFile("ru.html", bytes)).text, /Привет/);
   });
 
-  it("the Content-Type of an upload wins over the meta; a byte order mark wins over both", async () => {
+  it("a Content-Type charset (for callers that have one) wins over the meta; a byte order mark over both", async () => {
     const bytes = latin1(page('<meta charset="utf-8">', ACCENTED));
     const loaded = await loadFile("menu.html", bytes, undefined, {
       contentType: "text/html; charset=ISO-8859-1",
