@@ -456,7 +456,14 @@ async function ask(args: string[], config: Config): Promise<number> {
   }
   process.stdout.write(`${response.answer ?? "No answer found in this index."}\n\nSources:\n`);
   response.results.forEach((result, index) => {
-    const page = typeof result.metadata.page === "number" ? `, page ${result.metadata.page}` : "";
+    // PDF provenance: `pages` every page the chunk covers, `page` the first.
+    const pages = Array.isArray(result.metadata.pages) ? (result.metadata.pages as number[]) : [];
+    const page =
+      pages.length > 1
+        ? `, pages ${pages[0]}–${pages[pages.length - 1]}`
+        : typeof result.metadata.page === "number"
+          ? `, page ${result.metadata.page}`
+          : "";
     process.stdout.write(`  [${index + 1}] ${result.file}${page}  (score ${result.score.toFixed(3)})\n`);
   });
   return response.count === 0 ? EXIT.notFound : EXIT.ok;

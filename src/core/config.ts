@@ -159,11 +159,16 @@ export interface Config {
     maxHtmlDepth: number;
     /** Requests whose files are parsed at once; parsing is what costs memory on hostile files. */
     maxConcurrentParses: number;
+    /**
+     * Of those, how many one tenant may hold at once (the rest are kept for other tenants); null:
+     * the parse gate's default (half, never all when there are several).
+     */
+    maxParsesPerTenant: number | null;
     /** Requests waiting for a parse slot before new ones get 429 with Retry-After. */
     maxParseQueue: number;
-    /** Time one file's parse may take on its worker thread before it is stopped (422). */
+    /** Time one file's parse may take in its parse process before it is stopped (422). */
     maxParseMs: number;
-    /** Heap of one parse worker thread, in MB; a parse that needs more is stopped (413). */
+    /** JavaScript heap of one parse process, in MB; a parse that needs more is stopped (413). */
     maxParseHeapMb: number;
   };
   /** Bounds of one request: bodies, tokens, embedding inputs, grammars and JSON schemas. */
@@ -450,6 +455,9 @@ export function loadConfig(env: Env = process.env): Config {
       maxPdfPages: integer(env, "MAX_PDF_PAGES", 10_000, 1, 1_000_000),
       maxHtmlDepth: integer(env, "MAX_HTML_DEPTH", 256, 8, 100_000),
       maxConcurrentParses: integer(env, "MAX_CONCURRENT_PARSES", 2, 1, 256),
+      maxParsesPerTenant: read(env, "MAX_PARSES_PER_TENANT")
+        ? integer(env, "MAX_PARSES_PER_TENANT", 1, 1, 256)
+        : null,
       maxParseQueue: integer(env, "MAX_PARSE_QUEUE", 16, 0, 100_000),
       maxParseMs: integer(env, "MAX_PARSE_MS", 60_000, 100, 3_600_000),
       maxParseHeapMb: integer(env, "MAX_PARSE_HEAP_MB", 512, 32, 65_536),

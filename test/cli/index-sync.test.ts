@@ -82,7 +82,7 @@ describe("lectern index sync", () => {
     );
 
     writeFileSync(path.join(folder, "sub", "beta.txt"), "Beta decay emits electrons or positrons.\n");
-    writeFileSync(path.join(folder, "broken.txt"), Buffer.from([0x63, 0xe9, 0xff]));
+    writeFileSync(path.join(folder, "broken.txt"), Buffer.from([0x63, 0x00, 0xe9, 0xff]));
     const second = lectern(dataDir, ["index", "sync", "docs", folder, "--json"]);
     assert.equal(second.code, 4, "some file failed");
     const result = JSON.parse(second.stdout);
@@ -90,7 +90,7 @@ describe("lectern index sync", () => {
       [result.added, result.updated, result.deleted, result.unchanged, result.created],
       [0, 1, 0, 1, false],
     );
-    assert.deepEqual(result.failed, [{ file: "broken.txt", message: "is not valid UTF-8 text" }]);
+    assert.deepEqual(result.failed, [{ file: "broken.txt", message: "looks binary, not text" }]);
 
     rmSync(path.join(folder, "broken.txt"));
     rmSync(path.join(folder, "alpha.md"));

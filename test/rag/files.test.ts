@@ -28,7 +28,8 @@ function makeFilesTree() {
   fs.writeFileSync(path.join(work, "sub", "b.md"), B_TEXT);
   fs.writeFileSync(path.join(work, "prog.exe"), "MZ not really a program");
   fs.writeFileSync(path.join(work, "README"), "No extension.");
-  fs.writeFileSync(path.join(work, "latin1.txt"), Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x20, 0xff, 0xfe]));
+  // Latin-1 text is read as such (#33); NUL bytes make a file binary.
+  fs.writeFileSync(path.join(work, "binary.txt"), Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x00, 0xff, 0xfe]));
   fs.writeFileSync(path.join(work, "empty.txt"), "");
   fs.writeFileSync(path.join(work, "blank.md"), " \n\n\t ");
   fs.writeFileSync(path.join(root, "outside.txt"), "Secret outside text about planets.");
@@ -118,7 +119,7 @@ describe("files builds with RAG_FILES_DIR set", () => {
     ["a missing file", () => "missing.txt"],
     ["an unsupported extension (.exe)", () => "prog.exe"],
     ["no extension", () => "README"],
-    ["non-UTF-8 bytes", () => "latin1.txt"],
+    ["binary bytes (NUL)", () => "binary.txt"],
     ["an empty file", () => "empty.txt"],
     ["a whitespace-only file", () => "blank.md"],
   ];

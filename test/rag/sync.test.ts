@@ -207,8 +207,8 @@ describe("folder sync over HTTP", () => {
       "hidden files, other types and links leaving the root are skipped",
     );
 
-    // Now a file that was indexed becomes unreadable (invalid UTF-8): it fails and its old version stays.
-    fs.writeFileSync(path.join(dir, "later-bad.txt"), Buffer.from([0x63, 0x61, 0x66, 0xe9, 0xff]));
+    // Now a file that was indexed becomes unreadable (binary): it fails and its old version stays.
+    fs.writeFileSync(path.join(dir, "later-bad.txt"), Buffer.from([0x63, 0x61, 0x00, 0xe9, 0xff]));
     fs.writeFileSync(path.join(dir, "new.md"), "# New\n\nNew text about deserts.");
     const second = await synced(rag, "mixed", { folder: "mixed" });
     assert.deepEqual([second.added, second.updated, second.deleted, second.unchanged], [1, 0, 0, 1]);

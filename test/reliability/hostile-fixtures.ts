@@ -4,7 +4,10 @@
  * deflate block), a PDF with thousands of page entries to one page, and text that made regexes
  * backtrack (a Markdown heading, HTML markup) or HTML that nests without visible nesting.
  */
-import { deflateBomb, zlibWrap } from "../helpers/bomb-fixtures.js";
+import { deflateBomb, lzwEncode, zlibWrap } from "../helpers/bomb-fixtures.js";
+
+// The LZW writer moved to the shared fixtures (bomb-fixtures.ts); it is still imported from here.
+export { lzwEncode };
 import { onePagePdf, pdfStream } from "../helpers/pdf-writer.js";
 
 /** The text-showing content stream every bomb here inflates to, `mebibytes` MiB long. */
@@ -70,53 +73,6 @@ export function manyScriptsHtml(bytes: number): Buffer {
 /** Unclosed `<a` openings: a markup regex scanning to the end from each one was quadratic. */
 export function unclosedTagsHtml(bytes: number): Buffer {
   return Buffer.from(`<p>text</p>${"<a".repeat(Math.ceil(bytes / 2))}`);
-}
-
-/**
- * LZW as PDF writes it (9- to 12-bit codes, 256 clears, 257 ends, EarlyChange 1), for an LZWDecode
- * bomb: a long run of one byte is a few KB of codes.
- */
-export function lzwEncode(data: Uint8Array): Buffer {
-  const out: number[] = [];
-  let bits = 0;
-  let pending = 0;
-  let emitted = 0; // codes since the last clear: the decoder's table lags one entry behind ours
-  const emit = (code: number) => {
-    const size = 258 + Math.max(0, emitted - 1) + 1;
-    const width = size < 512 ? 9 : size < 1024 ? 10 : size < 2048 ? 11 : 12;
-    pending = (pending << width) | code;
-    bits += width;
-    while (bits >= 8) {
-      out.push((pending >>> (bits - 8)) & 0xff);
-      bits -= 8;
-    }
-    pending &= (1 << bits) - 1;
-    emitted++;
-  };
-  let table = new Map<number, number>();
-  let next = 258;
-  emit(256);
-  emitted = 0;
-  let current = data[0]!;
-  for (let index = 1; index < data.length; index++) {
-    const byte = data[index]!;
-    const known = table.get(current * 256 + byte);
-    if (known !== undefined) {
-      current = known;
-      continue;
-    }
-    emit(current);
-    if (next < 4095) table.set(current * 256 + byte, next++);
-    else {
-      emit(256);
-      [emitted, table, next] = [0, new Map(), 258];
-    }
-    current = byte;
-  }
-  emit(current);
-  emit(257);
-  if (bits > 0) out.push((pending << (8 - bits)) & 0xff);
-  return Buffer.from(out);
 }
 
 /** A PDF whose content stream is `mebibytes` MiB of one byte behind /Filter /LZWDecode. */

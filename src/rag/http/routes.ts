@@ -179,7 +179,8 @@ const indexRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => 
         if (body.files?.length) {
           const resolved = await resolveFiles(deps.ragFilesDir, body.files, confinedTenant(request));
           checkDocumentCount(deps, documents.length + resolved.files.length);
-          documents.push(...(await loadResolvedFiles(resolved.root, resolved.files, deps.ingest)));
+          const tenant = actingTenant(request, body.tenant_id);
+          documents.push(...(await loadResolvedFiles(resolved.root, resolved.files, deps.ingest, tenant)));
         }
       }
       const overlap = body.overlap ?? defaultOverlap(body.chunk_size);

@@ -2,7 +2,7 @@
  * `multipart/form-data` bodies for the build and add-documents routes: text fields are the JSON
  * body's fields (checked against the same TypeBox schema), each uploaded file becomes a document. All
  * files are read and checked before anything is written, so a bad file fails the whole request. Files
- * are spooled to disk as they arrive and parsed on the parse threads (ingest/parse-pool.ts), never
+ * are spooled to disk as they arrive and parsed in the parse processes (ingest/parse-pool.ts), never
  * held whole in memory or parsed on the event loop.
  */
 import { createWriteStream } from "node:fs";
@@ -14,6 +14,7 @@ import type { MultipartFile } from "@fastify/multipart";
 import type { FastifyRequest } from "fastify";
 import type { TSchema } from "typebox";
 import { Value } from "typebox/value";
+import { actingTenant } from "../../core/auth.js";
 import { badRequest, DomainError, isStorageFull, storageFull, tooLarge } from "../../core/errors.js";
 import { validationProblem } from "../../core/http.js";
 import { parseSpooledFile } from "../ingest/parse-pool.js";
@@ -96,20 +97,23 @@ export function multipartTenant(request: FastifyRequest, formTenant: string | un
 /**
  * Reads every part, spooling files to a temporary folder (removed before returning); `maxFiles`
  * bounds the count before their contents are parsed. Only once the whole body has arrived are the
- * files parsed, through the ingest gate (MAX_CONCURRENT_PARSES, MAX_PARSE_QUEUE) on the parse threads
- * (MAX_PARSE_MS, MAX_PARSE_HEAP_MB and the per-file limits; past one, the request fails with a 4xx
- * and nothing is written). A client that leaves meanwhile gives up its place and its thread.
+ * files parsed, through the ingest gate (MAX_CONCURRENT_PARSES, MAX_PARSE_QUEUE) in the parse
+ * processes (MAX_PARSE_MS, MAX_PARSE_HEAP_MB and the per-file limits; past one, the request fails
+ * with a 4xx and nothing is written). A client that leaves meanwhile gives up its place and its process.
+ * `tenant` is whose parse slots the parsing takes (MAX_PARSES_PER_TENANT); left out, the tenant the
+ * form's `tenant_id` (or `?tenant_id=`) and the key act for.
  */
 export async function readMultipart<Fields>(
   request: FastifyRequest,
   fieldSchema: TSchema,
   maxFiles: number,
   ingest: Ingest,
+  tenant?: string,
 ): Promise<MultipartBody<Fields>> {
   const folder = await mkdtemp(path.join(tmpdir(), "lectern-upload-"));
   const gone = clientGoneSignal(request);
   try {
-    return await readSpooled<Fields>(request, fieldSchema, maxFiles, ingest, folder, gone.signal);
+    return await readSpooled<Fields>(request, fieldSchema, maxFiles, ingest, folder, gone.signal, tenant);
   } finally {
     gone.dispose();
     await rm(folder, { recursive: true, force: true });
@@ -123,6 +127,7 @@ async function readSpooled<Fields>(
   ingest: Ingest,
   folder: string,
   signal: AbortSignal,
+  tenant: string | undefined,
 ): Promise<MultipartBody<Fields>> {
   // No prototype: a field named "__proto__" is just a (refused) field name here.
   const raw: Record<string, string> = Object.create(null) as Record<string, string>;
@@ -156,23 +161,29 @@ async function readSpooled<Fields>(
     if (names.has(name)) throw badRequest(`Two uploaded files are named "${name}"`);
     names.add(name);
   }
-  const documents = await ingest.gate.run(async () => {
-    const budget = new RequestTextBudget(ingest.limits);
-    const parsed: DocumentInput[] = [];
-    for (const { name, path: file } of uploads) {
-      const loaded = await parseSpooledFile(name, file, ingest.limits, signal);
-      budget.add(name, loaded.text.length);
-      parsed.push({
-        id: name,
-        text: loaded.text,
-        title: loaded.title,
-        metadata: { ...loaded.metadata, file: name },
-        source: name,
-        pageStarts: loaded.pageStarts,
-      });
-    }
-    return parsed;
-  }, signal);
+  const parseTenant =
+    tenant ?? actingTenant(request, multipartTenant(request, (fields as { tenant_id?: string }).tenant_id));
+  const documents = await ingest.gate.run(
+    async () => {
+      const budget = new RequestTextBudget(ingest.limits);
+      const parsed: DocumentInput[] = [];
+      for (const { name, path: file } of uploads) {
+        const loaded = await parseSpooledFile(name, file, ingest.limits, signal);
+        budget.add(name, loaded.text.length);
+        parsed.push({
+          id: name,
+          text: loaded.text,
+          title: loaded.title,
+          metadata: { ...loaded.metadata, file: name },
+          source: name,
+          pageStarts: loaded.pageStarts,
+        });
+      }
+      return parsed;
+    },
+    signal,
+    parseTenant,
+  );
   // A client that left while its files were parsed gets nothing written for it.
   if (signal.aborted) throw clientLeft();
   return { fields, documents };

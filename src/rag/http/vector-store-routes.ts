@@ -166,6 +166,7 @@ function registerFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fil
         Type.Object({ purpose: Type.Optional(Type.String()) }),
         1,
         options.ingest,
+        actingTenant(request, undefined),
       );
       const document = upload.documents[0]!;
       const tenant = actingTenant(request, undefined);

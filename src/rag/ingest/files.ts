@@ -157,15 +157,21 @@ export async function loadResolvedFiles(
   root: string,
   files: string[],
   ingest: Ingest,
+  /** Whose parse slots the reading takes (MAX_PARSES_PER_TENANT). */
+  tenant?: string,
 ): Promise<Array<DocumentInput & { source: string }>> {
-  return ingest.gate.run(async () => {
-    const budget = new RequestTextBudget(ingest.limits);
-    const documents: Array<DocumentInput & { source: string }> = [];
-    for (const file of files) {
-      const document = await loadResolvedFile(root, file, ingest.limits);
-      budget.add(document.source, document.text.length);
-      documents.push(document);
-    }
-    return documents;
-  });
+  return ingest.gate.run(
+    async () => {
+      const budget = new RequestTextBudget(ingest.limits);
+      const documents: Array<DocumentInput & { source: string }> = [];
+      for (const file of files) {
+        const document = await loadResolvedFile(root, file, ingest.limits);
+        budget.add(document.source, document.text.length);
+        documents.push(document);
+      }
+      return documents;
+    },
+    undefined,
+    tenant,
+  );
 }

@@ -1,10 +1,14 @@
 /**
  * Bounds on what extracting text from files may cost: how much a file may inflate to, how much text
- * it and the whole request may yield, a PDF's page count, an HTML page's nesting, and how many files
- * are parsed at once (the rest wait in a bounded queue; past it, 429 with Retry-After).
+ * it and the whole request may yield, a PDF's page count, an HTML page's nesting, the memory and time
+ * of the process that parses it, and how many files are parsed at once (parse-gate.ts: the rest wait
+ * in a bounded, per-tenant fair queue; past it, 429 with Retry-After).
  */
 import type { Config } from "../../core/config.js";
-import { busy, DomainError, tooLarge } from "../../core/errors.js";
+import { tooLarge, type DomainError } from "../../core/errors.js";
+import { ParseGate } from "./parse-gate.js";
+
+export { ParseGate } from "./parse-gate.js";
 
 export interface IngestLimits {
   /** Bytes a .docx's ZIP entries or a PDF's compressed streams may inflate to (MAX_EXTRACTED_BYTES). */
@@ -19,11 +23,11 @@ export interface IngestLimits {
   maxHtmlDepth: number;
   /** Bytes one server-side file (RAG_FILES_DIR) may have, checked before reading (MAX_BODY_BYTES). */
   maxFileBytes: number;
-  /** Time one file's parse may take on its worker thread (MAX_PARSE_MS). */
+  /** Time one file's parse may take in its parse process (MAX_PARSE_MS). */
   maxParseMs: number;
-  /** Heap of one parse worker thread, in MB (MAX_PARSE_HEAP_MB). */
+  /** JavaScript heap of one parse process, in MB (MAX_PARSE_HEAP_MB). */
   maxParseHeapMb: number;
-  /** Parse worker threads at once (MAX_CONCURRENT_PARSES). */
+  /** Parse processes at once (MAX_CONCURRENT_PARSES). */
   maxConcurrentParses: number;
 }
 
@@ -70,78 +74,6 @@ export class RequestTextBudget {
   }
 }
 
-/**
- * Admits at most `concurrency` parses at once; up to `queueLength` more wait in arrival order. A
- * request that finds the queue full gets 429 with Retry-After instead of holding memory while it
- * waits: parsing is what costs memory, so bounding it bounds the process.
- */
-export class ParseGate {
-  private running = 0;
-  private readonly waiting: Array<() => void> = [];
-
-  constructor(
-    private readonly concurrency: number,
-    private readonly queueLength: number,
-    private readonly retryAfterSeconds = 2,
-  ) {}
-
-  /**
-   * Runs `parse` once a slot is free. With `signal`, a caller whose client left while waiting gives
-   * its place up at once (rejected), so abandoned requests never fill the queue.
-   */
-  async run<T>(parse: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-    await this.acquire(signal);
-    try {
-      return await parse();
-    } finally {
-      this.release();
-    }
-  }
-
-  private acquire(signal?: AbortSignal): Promise<void> {
-    if (signal?.aborted) return Promise.reject(clientLeft());
-    if (this.running < this.concurrency) {
-      this.running++;
-      return Promise.resolve();
-    }
-    if (this.waiting.length >= this.queueLength) {
-      return Promise.reject(
-        busy(
-          `${this.concurrency} uploads are being parsed and ${this.waiting.length} wait (MAX_CONCURRENT_PARSES, MAX_PARSE_QUEUE); retry shortly`,
-          this.retryAfterSeconds,
-        ),
-      );
-    }
-    // The slot is handed over directly by release(), so `running` stays counted meanwhile.
-    return new Promise((resolve, reject) => {
-      const onAbort = () => {
-        const at = this.waiting.indexOf(admit);
-        if (at >= 0) this.waiting.splice(at, 1);
-        reject(clientLeft());
-      };
-      const admit = () => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve();
-      };
-      this.waiting.push(admit);
-      signal?.addEventListener("abort", onAbort, { once: true });
-    });
-  }
-
-  private release(): void {
-    const next = this.waiting.shift();
-    if (next) next();
-    else this.running--;
-  }
-
-  /** Requests waiting for a slot now (for tests and metrics). */
-  get queued(): number {
-    return this.waiting.length;
-  }
-}
-
-const clientLeft = () => new DomainError("cancelled", "The client closed the request");
-
 export function ingestFromConfig(
   config: Pick<Config, "ingest"> & { limits: Pick<Config["limits"], "maxBodyBytesLarge"> },
 ): Ingest {
@@ -158,6 +90,50 @@ export function ingestFromConfig(
       maxParseHeapMb: config.ingest.maxParseHeapMb,
       maxConcurrentParses: config.ingest.maxConcurrentParses,
     },
-    gate: new ParseGate(config.ingest.maxConcurrentParses, config.ingest.maxParseQueue),
+    gate: new ParseGate(
+      config.ingest.maxConcurrentParses,
+      config.ingest.maxParseQueue,
+      undefined,
+      config.ingest.maxParsesPerTenant ?? undefined,
+    ),
   };
+}
+
+const MIB = 1024 * 1024;
+
+/**
+ * What a parse process holds besides its heap and the data it decodes: Node and V8 themselves, the
+ * parsers' code (pdf.js is 1.6 MB of JavaScript), ICU, thread stacks, the file's bytes and its text.
+ * Measured on Linux x64 (Node 20, under tsx): ~155 MiB of writable private memory once the parsers
+ * are loaded; the rest is margin.
+ */
+export const PARSE_PROCESS_OVERHEAD_BYTES = 256 * MIB;
+
+/** The semi-spaces of a parse process's young generation: a thirty-second of its heap, 1–16 MB each. */
+export const semiSpaceMb = (heapMb: number): number => Math.max(1, Math.min(16, Math.floor(heapMb / 32)));
+
+/**
+ * The writable private memory (RLIMIT_DATA) one parse process may have: its JavaScript heap
+ * (MAX_PARSE_HEAP_MB, old and young generations), what it may decode (MAX_EXTRACTED_BYTES: pdf.js
+ * holds decoded streams in ArrayBuffers, outside the heap), and the fixed overhead above. The kernel
+ * refuses any allocation past it, whatever allocated it.
+ */
+export function parseProcessDataLimit(
+  limits: Pick<IngestLimits, "maxParseHeapMb" | "maxExtractedBytes">,
+): number {
+  const heap = (limits.maxParseHeapMb + 3 * semiSpaceMb(limits.maxParseHeapMb)) * MIB;
+  // A whole number of KiB, the unit `ulimit -d` takes.
+  return Math.ceil((PARSE_PROCESS_OVERHEAD_BYTES + heap + limits.maxExtractedBytes) / 1024) * 1024;
+}
+
+/**
+ * Whether an error is an allocation the process could not make: V8's own messages for an ArrayBuffer
+ * the allocator refused (RLIMIT_DATA) and for arrays and strings past what it can hold. pdf.js passes
+ * errors between its two halves as new errors carrying the message, so the message is what is read.
+ */
+export function isAllocationFailure(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : String(error);
+  return /Array buffer allocation failed|Invalid typed array length|Invalid array length|Invalid string length|out of memory/i.test(
+    message,
+  );
 }

@@ -1,11 +1,14 @@
 /**
  * Turns a file's bytes into document text, by extension, after checking the bytes are what the
- * extension says: .txt .md (UTF-8 text), .html (html-to-text, navigation/scripts/styles dropped),
- * .pdf (unpdf, page by page, so chunks can cite pages), .docx (docx.ts, streamed). Anything else, or a file
- * whose content does not match, is a 400 naming the file and why. Hostile files are bounded before the
- * parsers see them (see limits.ts): a limit passed is a 413 naming the file and the setting.
+ * extension says: .txt .md (text in the encoding it is in: text-decoding.ts), .html (html-to-text,
+ * navigation/scripts/styles dropped, tables one row a line), .pdf (unpdf, page by page, so chunks can
+ * cite pages: pages.ts), .docx (docx.ts, streamed). Anything else, or a file whose content does not
+ * match, is a 400 naming the file and why. Every step is linear in the file; what a hostile file could
+ * still cost is bounded by the parse process it runs in (parse-process.ts) and the limits of
+ * limits.ts: a limit passed is a 413 naming the file and the setting.
  */
 import path from "node:path";
+import type { FormatCallback } from "html-to-text";
 import { compile } from "html-to-text";
 import { Parser } from "htmlparser2";
 import { getDocumentProxy } from "unpdf";
@@ -13,7 +16,9 @@ import { badRequest } from "../../core/errors.js";
 import type { Metadata } from "../store/types.js";
 import { InflateLimitError, checkPdfInflation } from "./inflate-check.js";
 import { TextLimitError, extractDocxText } from "./docx.js";
-import { DEFAULT_INGEST_LIMITS, fileTooLarge, type IngestLimits } from "./limits.js";
+import { DEFAULT_INGEST_LIMITS, fileTooLarge, isAllocationFailure, type IngestLimits } from "./limits.js";
+import { joinPages } from "./pages.js";
+import { decodeText } from "./text-decoding.js";
 
 export const SUPPORTED_EXTENSIONS = [
   ".txt",
@@ -30,7 +35,7 @@ export interface LoadedFile {
   text: string;
   title: string | null;
   metadata: Metadata;
-  /** For PDFs: where each page starts in `text` (page n starts at pageStarts[n - 1]). */
+  /** For PDFs: where each page starts in `text` (page n starts at pageStarts[n - 1]; pages.ts). */
   pageStarts?: number[];
 }
 
@@ -41,33 +46,31 @@ export function isSupported(fileName: string): boolean {
 const invalid = (fileName: string, why: string) =>
   badRequest(`File "${fileName}": ${why}`, [{ file: fileName, reason: why }]);
 
-function utf8(fileName: string, bytes: Uint8Array): string {
-  let text: string;
-  try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
-  } catch {
-    throw invalid(fileName, "is not valid UTF-8 text");
-  }
-  // Text files do not contain NUL; a binary file renamed to .txt does.
-  if (text.includes("\0")) throw invalid(fileName, "looks binary, not text");
-  return text.replace(/^\uFEFF/, "");
+/** How a file may be read besides its bytes. */
+export interface LoadOptions {
+  /**
+   * The Content-Type the file came with, for a caller that has it: its charset decodes text. (Not
+   * an upload's: @fastify/multipart passes a file part's media type without its parameters, so
+   * uploads rely on byte order marks, HTML's <meta> and the UTF-8-else-Latin-1 rule.)
+   */
+  contentType?: string;
 }
 
 /**
- * The text of the first `# heading` line, with any closing #s dropped. A scan over the lines, not a
- * regex: `/^#\s+(.+?)\s*#*\s*$/m` backtracks cubically on a heading followed by thousands of spaces.
+ * The text of the first `# heading` line, with any closing #s dropped. Scans, not regexes: the
+ * title regex `/^#\s+(.+?)\s*#*\s*$/m` backtracked cubically on a heading followed by thousands of
+ * spaces, and `/#+$/` is quadratic on a line of #s that ends in something else (`# ###…#x`).
  */
 export function markdownTitle(text: string): string | null {
   for (let start = 0; start < text.length;) {
     let end = text.indexOf("\n", start);
     if (end < 0) end = text.length;
     if (text[start] === "#" && (text[start + 1] === " " || text[start + 1] === "\t")) {
-      const title = text
-        .slice(start + 1, end)
-        .trim()
-        .replace(/#+$/, "")
-        .trim();
-      if (title !== "") return title;
+      let line = text.slice(start + 1, end).trim();
+      let cut = line.length;
+      while (cut > 0 && line[cut - 1] === "#") cut--;
+      line = line.slice(0, cut).trim();
+      if (line !== "") return line;
     }
     start = end + 1;
   }
@@ -118,8 +121,13 @@ export function outlineHtml(html: string, limit: number): HtmlOutline {
   return { elements, tooDeep, title: trimmed || null };
 }
 
-function loadHtml(fileName: string, bytes: Uint8Array, limits: IngestLimits): LoadedFile {
-  const html = utf8(fileName, bytes);
+function loadHtml(
+  fileName: string,
+  bytes: Uint8Array,
+  limits: IngestLimits,
+  options: LoadOptions,
+): LoadedFile {
+  const html = decodeText(fileName, bytes, "html", options.contentType);
   if (html.length > limits.maxFileChars) {
     throw fileTooLarge(fileName, `${html.length} characters of HTML`, "MAX_FILE_CHARS", limits.maxFileChars);
   }
@@ -133,11 +141,53 @@ function loadHtml(fileName: string, bytes: Uint8Array, limits: IngestLimits): Lo
   return { text, title, metadata: {} };
 }
 
+type DomNode = Parameters<FormatCallback>[0];
+const oneLine = (text: string) =>
+  text
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => line !== "")
+    .join(" ");
+const childTags = (node: DomNode, names: readonly string[]) =>
+  (node.children ?? []).filter((child) => child.type === "tag" && names.includes(child.name ?? ""));
+
+/**
+ * A table as text, one row a line, its cells separated by " | " (and its caption before it). Not
+ * html-to-text's `dataTable`, which lays cells out on a grid: each cell fills colspan × rowspan
+ * places (a 2 KB table of colspan=1000 rowspan=1000 cells: 6 minutes and 900 MB), the grid is
+ * transposed in time quadratic in its longer side (20,000 one-cell rows: 15 s), and every line is
+ * padded to the widest cell before it (one 200 KB cell above 2,000 rows: 400 M characters). Here each
+ * cell is walked once and spans are not laid out at all, so a table costs what its markup does; for
+ * retrieval a row's cells on one line keep what the grid kept, which cells belong together.
+ */
+const formatTableRows: FormatCallback = (table, walk, builder) => {
+  builder.openBlock({ leadingLineBreaks: 2 });
+  for (const caption of childTags(table, ["caption"])) {
+    builder.openBlock({ leadingLineBreaks: 1 });
+    walk(caption.children ?? [], builder);
+    builder.closeBlock({ trailingLineBreaks: 1 });
+  }
+  const sections = [table, ...childTags(table, ["thead", "tbody", "tfoot"])];
+  for (const section of sections) {
+    for (const row of childTags(section, ["tr"])) {
+      builder.openBlock({ leadingLineBreaks: 1 });
+      childTags(row, ["td", "th"]).forEach((cell, index) => {
+        if (index > 0) builder.addInline(" | ");
+        walk(cell.children ?? [], builder);
+      });
+      // Paragraphs and breaks inside cells would split the row: it stays one line.
+      builder.closeBlock({ trailingLineBreaks: 1, blockTransform: oneLine });
+    }
+  }
+  builder.closeBlock({ trailingLineBreaks: 2 });
+};
+
 /** Compiled once: navigation, scripts, styles, asides and images are dropped; links keep their text. */
 const htmlToText = compile({
   wordwrap: false,
   // Size is checked before (MAX_FILE_CHARS); html-to-text would otherwise cut long pages silently.
   limits: { maxInputLength: Number.MAX_SAFE_INTEGER },
+  formatters: { tableRows: formatTableRows },
   selectors: [
     ...["nav", "script", "style", "noscript", "aside", "img"].map((selector) => ({
       selector,
@@ -145,7 +195,7 @@ const htmlToText = compile({
     })),
     { selector: "a", options: { ignoreHref: true } },
     ...["h1", "h2", "h3"].map((selector) => ({ selector, options: { uppercase: false } })),
-    { selector: "table", format: "dataTable", options: { uppercaseHeaderCells: false } },
+    { selector: "table", format: "tableRows" },
   ],
 });
 
@@ -163,7 +213,25 @@ interface PdfPage {
   cleanup(): unknown;
 }
 
-async function loadPdf(fileName: string, bytes: Uint8Array, limits: IngestLimits): Promise<LoadedFile> {
+/**
+ * A PDF that pdf.js could not read: a 400, unless what failed was an allocation (the parse process's
+ * memory limit), which is passed on to be answered 413.
+ */
+function unreadablePdf(fileName: string, error: unknown): Error {
+  if (isAllocationFailure(error)) return error as Error;
+  return invalid(fileName, `is a corrupt or unreadable PDF (${(error as Error).message})`);
+}
+
+/**
+ * The text of each page of a PDF, in order. The text pre-check (checkPdfInflation) is a fast path
+ * only: it refuses the bombs a reading of the file's text finds before pdf.js starts; what pdf.js
+ * decodes however it is spelled is bounded by the parse process's memory limit.
+ */
+export async function pdfPageTexts(
+  fileName: string,
+  bytes: Uint8Array,
+  limits: IngestLimits,
+): Promise<string[]> {
   if (new TextDecoder().decode(bytes.subarray(0, 5)) !== "%PDF-") throw invalid(fileName, "is not a PDF");
   await checkPdfInflation(bytes, limits.maxExtractedBytes).catch((error: unknown) =>
     refusal(fileName, error, limits.maxExtractedBytes),
@@ -173,7 +241,7 @@ async function loadPdf(fileName: string, bytes: Uint8Array, limits: IngestLimits
     // unpdf may transfer the buffer to its worker: hand it a copy.
     pdf = await getDocumentProxy(new Uint8Array(bytes));
   } catch (error) {
-    throw invalid(fileName, `is a corrupt or unreadable PDF (${(error as Error).message})`);
+    throw unreadablePdf(fileName, error);
   }
   const pages: string[] = [];
   try {
@@ -190,7 +258,7 @@ async function loadPdf(fileName: string, bytes: Uint8Array, limits: IngestLimits
         text = content.items.map((item) => (item.str ?? "") + (item.hasEOL ? "\n" : "")).join("");
         page.cleanup();
       } catch (error) {
-        throw invalid(fileName, `is a corrupt or unreadable PDF (${(error as Error).message})`);
+        throw unreadablePdf(fileName, error);
       }
       chars += text.length;
       if (chars > limits.maxFileChars) {
@@ -206,14 +274,13 @@ async function loadPdf(fileName: string, bytes: Uint8Array, limits: IngestLimits
   } finally {
     await pdf.destroy();
   }
-  const pageStarts: number[] = [];
-  let text = "";
-  pages.forEach((page, index) => {
-    if (index > 0) text += "\n\n";
-    pageStarts.push(text.length);
-    text += page.trim();
-  });
-  return { text, title: null, metadata: { pages: pages.length }, pageStarts };
+  return pages;
+}
+
+async function loadPdf(fileName: string, bytes: Uint8Array, limits: IngestLimits): Promise<LoadedFile> {
+  const pages = await pdfPageTexts(fileName, bytes, limits);
+  const { text, pageStarts } = joinPages(pages);
+  return { text, title: null, metadata: { page_count: pages.length }, pageStarts };
 }
 
 async function loadDocx(fileName: string, bytes: Uint8Array, limits: IngestLimits): Promise<LoadedFile> {
@@ -226,6 +293,7 @@ async function loadDocx(fileName: string, bytes: Uint8Array, limits: IngestLimit
       throw fileTooLarge(fileName, error.message, "MAX_FILE_CHARS", limits.maxFileChars);
     }
     if (error instanceof InflateLimitError) refusal(fileName, error, limits.maxExtractedBytes);
+    if (isAllocationFailure(error)) throw error;
     throw invalid(fileName, `is a corrupt or unreadable .docx (${(error as Error).message})`);
   }
 }
@@ -234,23 +302,24 @@ export async function loadFile(
   fileName: string,
   bytes: Uint8Array,
   limits: IngestLimits = DEFAULT_INGEST_LIMITS,
+  options: LoadOptions = {},
 ): Promise<LoadedFile> {
   const extension = path.extname(fileName).toLowerCase();
   let loaded: LoadedFile;
   switch (extension) {
     case ".txt":
     case ".text":
-      loaded = { text: utf8(fileName, bytes), title: null, metadata: {} };
+      loaded = { text: decodeText(fileName, bytes, "text", options.contentType), title: null, metadata: {} };
       break;
     case ".md":
     case ".markdown": {
-      const text = utf8(fileName, bytes);
+      const text = decodeText(fileName, bytes, "text", options.contentType);
       loaded = { text, title: markdownTitle(text), metadata: {} };
       break;
     }
     case ".html":
     case ".htm":
-      loaded = loadHtml(fileName, bytes, limits);
+      loaded = loadHtml(fileName, bytes, limits, options);
       break;
     case ".pdf":
       loaded = await loadPdf(fileName, bytes, limits);
@@ -273,17 +342,22 @@ export async function loadFile(
     );
   }
   if (loaded.text.trim() === "") throw invalid(fileName, "contains no text");
-  return { ...loaded, title: loaded.title ?? path.basename(fileName) };
+  return { ...loaded, title: shortTitle(loaded.title ?? path.basename(fileName)) };
 }
 
-/** The 1-based page of a character offset, given where each page starts. */
-export function pageAt(pageStarts: readonly number[], offset: number): number {
-  let low = 0;
-  let high = pageStarts.length - 1;
-  while (low < high) {
-    const mid = (low + high + 1) >> 1;
-    if (pageStarts[mid]! <= offset) low = mid;
-    else high = mid - 1;
-  }
-  return low + 1;
+/** The most characters a title keeps (its full text stays in the document's text). */
+export const MAX_TITLE_CHARS = 256;
+
+/**
+ * A title is a label, and the engine indexes it with every chunk of its document: a 150 KB heading
+ * would be indexed once per chunk (150 chunks: 22 MB). Past MAX_TITLE_CHARS it is cut at the last
+ * space before the limit (or at the limit, never inside a surrogate pair) and ends with "…".
+ */
+export function shortTitle(title: string): string {
+  if (title.length <= MAX_TITLE_CHARS) return title;
+  let cut = title.lastIndexOf(" ", MAX_TITLE_CHARS - 1);
+  if (cut < MAX_TITLE_CHARS / 2) cut = MAX_TITLE_CHARS - 1;
+  const code = title.charCodeAt(cut - 1);
+  if (code >= 0xd800 && code <= 0xdbff) cut--;
+  return `${title.slice(0, cut).trimEnd()}…`;
 }

@@ -1,72 +1,47 @@
 /**
- * Untrusted files are parsed on worker threads, never on the event loop: at most
- * MAX_CONCURRENT_PARSES at once, each thread with a heap of MAX_PARSE_HEAP_MB (`resourceLimits`) and
- * each file with MAX_PARSE_MS. A parse past either is stopped by terminating its thread and answered
- * 413 (memory) or 422 (time), naming the file and the limit; a caller whose client left aborts its
- * parse the same way. Threads are kept between files (starting one costs more than parsing a small
- * file) and exit after a while without work.
+ * Untrusted files are parsed in child processes (parse-process.ts), never on the event loop and never
+ * in the server's memory: at most MAX_CONCURRENT_PARSES at once, each process with a JavaScript heap of
+ * MAX_PARSE_HEAP_MB and a hard limit on all its writable memory (the heap, MAX_EXTRACTED_BYTES of
+ * decoded data and a fixed overhead: limits.ts parseProcessDataLimit), and each file with MAX_PARSE_MS.
+ * A parse past one is stopped by killing its process and answered 413 (memory) or 422 (time), naming
+ * the file and the limit; a caller whose client left aborts its parse the same way. Processes are kept
+ * between files (starting one costs more than parsing a small file) and exit after a while without
+ * work, or once they hold more than half their limit (so one file's leftovers never refuse the next).
  */
-import { Worker } from "node:worker_threads";
-import { DomainError, type ErrorCode, type ErrorKind } from "../../core/errors.js";
-import { DEFAULT_INGEST_LIMITS, fileTooLarge, type IngestLimits } from "./limits.js";
+import { DomainError } from "../../core/errors.js";
+import { DEFAULT_INGEST_LIMITS, type IngestLimits } from "./limits.js";
 import type { LoadedFile } from "./loaders.js";
-import type { ParseJob } from "./parse-worker.js";
+import type { ParseJob } from "./parse-child.js";
+import { ParseProcess, processLimitsFor, type ProcessMemoryLimits } from "./parse-process.js";
 
-/** How long an idle parse thread is kept. */
+/** How long an idle parse process is kept. */
 const IDLE_MS = 30_000;
-/** How long a new thread may take to load the parsers (tsx compiles them in tests) before it is a 500. */
-const START_MS = 120_000;
-
-type Reply = { ready?: true; id?: number; loaded?: LoadedFile; refusal?: Refusal };
-interface Refusal {
-  kind: ErrorKind;
-  code?: ErrorCode;
-  message: string;
-  details?: unknown[];
-}
 
 interface Job {
-  name: string;
-  source: { bytes: Uint8Array } | { path: string };
-  limits: IngestLimits;
+  file: Omit<ParseJob, "id">;
   signal?: AbortSignal;
   resolve: (loaded: LoadedFile) => void;
   reject: (error: Error) => void;
 }
 
-/** One thread and the job it is running, if any. */
-interface Thread {
-  worker: Worker;
-  heapMb: number;
-  ready: Promise<void>;
-  idleTimer: NodeJS.Timeout | null;
+interface Idle {
+  parser: ParseProcess;
+  timer: NodeJS.Timeout;
 }
 
-const timeLimitPassed = (name: string, limits: IngestLimits) =>
-  new DomainError(
-    "unprocessable",
-    `File "${name}": parsing took longer than ${limits.maxParseMs} ms; the limit is ${limits.maxParseMs} (MAX_PARSE_MS)`,
-    {
-      details: [
-        { file: name, reason: "parse time limit passed", limit: limits.maxParseMs, setting: "MAX_PARSE_MS" },
-      ],
-    },
-  );
-
-const heapLimitPassed = (name: string, limits: IngestLimits) =>
-  fileTooLarge(name, "parsing it needs more memory than allowed", "MAX_PARSE_HEAP_MB", limits.maxParseHeapMb);
-
 const clientLeft = () => new DomainError("cancelled", "The client closed the request");
+const sameLimits = (a: ProcessMemoryLimits, b: ProcessMemoryLimits) =>
+  a.heapMb === b.heapMb && a.dataBytes === b.dataBytes;
 
 class ParsePool {
-  private readonly idle: Thread[] = [];
+  private readonly idle: Idle[] = [];
   private running = 0;
   private nextId = 0;
   private readonly queue: Job[] = [];
 
   run(job: Job): void {
     if (job.signal?.aborted) return job.reject(clientLeft());
-    if (this.running < job.limits.maxConcurrentParses) {
+    if (this.running < job.file.limits.maxConcurrentParses) {
       this.running++;
       void this.execute(job);
       return;
@@ -90,14 +65,15 @@ class ParsePool {
     this.running--;
   }
 
-  /** Runs one job on a thread, settles it, and puts the thread back (or ends it, if it was stopped). */
+  /** Runs one job in a process, settles it, and keeps the process (or ends it, if it was stopped). */
   private async parseOn(job: Job): Promise<void> {
     if (job.signal?.aborted) return job.reject(clientLeft());
-    const thread = this.take(job.limits.maxParseHeapMb);
-    // A client that leaves while a new thread starts (seconds under tsx) frees its slot at once; the
-    // thread, once started, waits for the next file.
+    const limits = processLimitsFor(job.file.limits);
+    const parser = this.take(limits);
+    // A client that leaves while a new process starts (a second under tsx) frees its slot at once; the
+    // process, once started, waits for the next file.
     const started = await Promise.race([
-      thread.ready.then(
+      parser.ready.then(
         () => "ready" as const,
         (error: Error) => error,
       ),
@@ -105,75 +81,43 @@ class ParsePool {
     ]);
     if (started !== "ready") {
       if (started === "aborted")
-        void thread.ready.then(
-          () => this.putBack(thread),
+        void parser.ready.then(
+          () => this.putBack(parser),
           () => undefined,
         );
       return job.reject(started === "aborted" ? clientLeft() : started);
     }
-    const id = this.nextId++;
-    const outcome = await new Promise<{ keep: boolean; settle: () => void }>((resolve) => {
-      const done = (keep: boolean, settle: () => void) => {
-        clearTimeout(timer);
-        job.signal?.removeEventListener("abort", onAbort);
-        thread.worker.off("message", onMessage);
-        thread.worker.off("error", onError);
-        thread.worker.off("exit", onExit);
-        resolve({ keep, settle });
-      };
-      const onMessage = (reply: Reply) => {
-        if (reply.id !== id) return;
-        if (reply.loaded) done(true, () => job.resolve(reply.loaded!));
-        else done(true, () => job.reject(refusalError(reply.refusal!)));
-      };
-      const onError = (error: Error & { code?: string }) =>
-        done(false, () =>
-          job.reject(
-            error.code === "ERR_WORKER_OUT_OF_MEMORY"
-              ? heapLimitPassed(job.name, job.limits)
-              : new DomainError("unprocessable", `File "${job.name}" could not be parsed: ${error.message}`),
-          ),
-        );
-      const onExit = () => done(false, () => job.reject(heapLimitPassed(job.name, job.limits)));
-      const onAbort = () => done(false, () => job.reject(clientLeft()));
-      const timer = setTimeout(
-        () => done(false, () => job.reject(timeLimitPassed(job.name, job.limits))),
-        job.limits.maxParseMs,
-      );
-      thread.worker.on("message", onMessage);
-      thread.worker.on("error", onError);
-      thread.worker.on("exit", onExit);
-      job.signal?.addEventListener("abort", onAbort);
-      thread.worker.ref();
-      const message: ParseJob = { id, name: job.name, limits: job.limits, ...job.source };
-      thread.worker.postMessage(message);
-    });
-    if (outcome.keep) this.putBack(thread);
-    // Terminated before the job is settled: its memory is given back before the next file starts.
-    else await thread.worker.terminate();
-    outcome.settle();
-  }
-
-  private take(heapMb: number): Thread {
-    // A thread that ended on its own (threadId -1) is not taken again.
-    const at = this.idle.findIndex((thread) => thread.heapMb === heapMb && thread.worker.threadId >= 0);
-    if (at >= 0) {
-      const [thread] = this.idle.splice(at, 1);
-      if (thread!.idleTimer) clearTimeout(thread!.idleTimer);
-      return thread!;
+    const outcome = await parser.parse(job.file, this.nextId++, job.signal);
+    const overgrown = (outcome.memory?.dataBytes ?? 0) > limits.dataBytes / 2;
+    if (outcome.alive && !overgrown) this.putBack(parser);
+    else {
+      // Ended before the job is settled: its memory is given back before the next file starts.
+      parser.kill();
+      await parser.ended();
     }
-    return startThread(heapMb);
+    if ("loaded" in outcome) job.resolve(outcome.loaded);
+    else job.reject(outcome.error);
   }
 
-  private putBack(thread: Thread): void {
-    thread.worker.unref();
-    this.idle.push(thread);
-    thread.idleTimer = setTimeout(() => {
-      const at = this.idle.indexOf(thread);
+  private take(limits: ProcessMemoryLimits): ParseProcess {
+    // A process that ended on its own is not taken again.
+    const at = this.idle.findIndex(({ parser }) => parser.alive && sameLimits(parser.memoryLimits, limits));
+    if (at >= 0) {
+      const [{ parser, timer }] = this.idle.splice(at, 1) as [Idle];
+      clearTimeout(timer);
+      return parser;
+    }
+    return new ParseProcess(limits);
+  }
+
+  private putBack(parser: ParseProcess): void {
+    const timer = setTimeout(() => {
+      const at = this.idle.findIndex((idle) => idle.parser === parser);
       if (at >= 0) this.idle.splice(at, 1);
-      void thread.worker.terminate();
+      parser.kill();
     }, IDLE_MS);
-    thread.idleTimer.unref();
+    timer.unref();
+    this.idle.push({ parser, timer });
   }
 }
 
@@ -185,68 +129,13 @@ function whenAborted(signal: AbortSignal | undefined): Promise<"aborted"> {
   });
 }
 
-function refusalError(refusal: Refusal): DomainError {
-  return new DomainError(refusal.kind, refusal.message, {
-    details: refusal.details ?? [],
-    ...(refusal.code === undefined ? {} : { code: refusal.code }),
-  });
-}
-
-/**
- * Starts a thread. Compiled, it runs `parse-worker.js`; under tsx (tests) it is the `.ts` file, and
- * since Node 20's workers do not run the parent's `--import` hooks, a bootstrap registers tsx first
- * (as the merge worker does).
- */
-function startThread(heapMb: number): Thread {
-  const underTsx = import.meta.url.endsWith(".ts");
-  const workerUrl = new URL("./parse-worker." + (underTsx ? "ts" : "js"), import.meta.url);
-  const resourceLimits = {
-    maxOldGenerationSizeMb: heapMb,
-    maxYoungGenerationSizeMb: Math.max(4, Math.min(64, Math.floor(heapMb / 8))),
-    stackSizeMb: 4,
-  };
-  let worker: Worker;
-  if (underTsx) {
-    const tsxApi = import.meta.resolve("tsx/esm/api");
-    const bootstrap =
-      `import(${JSON.stringify(tsxApi)}).then(({ register }) => { register(); ` +
-      `return import(${JSON.stringify(workerUrl.href)}); });`;
-    worker = new Worker(bootstrap, { eval: true, resourceLimits });
-  } else worker = new Worker(workerUrl, { resourceLimits });
-  const ready = new Promise<void>((resolve, reject) => {
-    const fail = (why: string) => {
-      clearTimeout(timer);
-      void worker.terminate();
-      reject(new DomainError("corrupt", `A parse thread did not start: ${why}`));
-    };
-    const timer = setTimeout(() => fail(`not ready after ${START_MS} ms`), START_MS);
-    timer.unref();
-    const onMessage = (reply: Reply) => {
-      if (!reply.ready) return;
-      clearTimeout(timer);
-      worker.off("message", onMessage);
-      worker.off("error", onError);
-      resolve();
-    };
-    const onError = (error: Error) => fail(error.message);
-    worker.on("message", onMessage);
-    worker.on("error", onError);
-  });
-  // An idle thread that fails is dropped when next looked at; the listener keeps the failure from
-  // being an uncaught 'error' event.
-  worker.on("error", () => undefined);
-  // A rejected start is reported to the job that waits for it; nobody else awaits this promise.
-  ready.catch(() => undefined);
-  return { worker, heapMb, ready, idleTimer: null };
-}
-
 const pool = new ParsePool();
 
 /**
- * The single entry point for parsing an untrusted file: `bytes` (copied to the thread) are parsed by
- * extension on a pool thread within `limits` (MAX_PARSE_MS, MAX_PARSE_HEAP_MB, MAX_CONCURRENT_PARSES
- * and the per-file limits of loaders.ts). Rejects with the domain error to answer (400, 413, 422); with
- * `signal`, a client that left stops its parse and frees the thread.
+ * The single entry point for parsing an untrusted file: `bytes` (copied to the process) are parsed by
+ * extension in a parse process within `limits` (MAX_PARSE_MS, MAX_PARSE_HEAP_MB, MAX_EXTRACTED_BYTES,
+ * MAX_CONCURRENT_PARSES and the per-file limits of loaders.ts). Rejects with the domain error to answer
+ * (400, 413, 422); with `signal`, a client that left stops its parse and frees the process.
  */
 export function parseFileBytes(
   name: string,
@@ -255,11 +144,11 @@ export function parseFileBytes(
   signal?: AbortSignal,
 ): Promise<LoadedFile> {
   return new Promise((resolve, reject) =>
-    pool.run({ name, source: { bytes }, limits, signal, resolve, reject }),
+    pool.run({ file: { name, bytes, limits }, signal, resolve, reject }),
   );
 }
 
-/** As parseFileBytes, for a file the server wrote itself (an upload spooled to disk): the thread reads it. */
+/** As parseFileBytes, for a file the server wrote itself (an upload spooled to disk): the process reads it. */
 export function parseSpooledFile(
   name: string,
   path: string,
@@ -267,6 +156,6 @@ export function parseSpooledFile(
   signal?: AbortSignal,
 ): Promise<LoadedFile> {
   return new Promise((resolve, reject) =>
-    pool.run({ name, source: { path }, limits, signal, resolve, reject }),
+    pool.run({ file: { name, path, limits }, signal, resolve, reject }),
   );
 }

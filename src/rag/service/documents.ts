@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import { badRequest } from "../../core/errors.js";
 import { chunkDocument } from "../ingest/chunker.js";
-import { pageAt } from "../ingest/loaders.js";
+import { pagesOfSpan } from "../ingest/pages.js";
 import type { ChunkRecord, DocumentRecord, IndexSettings } from "../store/types.js";
 import type { DocumentInput } from "./types.js";
 
@@ -21,23 +21,13 @@ const toWellFormed = (text: string) => text.replace(LONE_SURROGATES, "\uFFFD");
 const pageStartsOf = new WeakMap<DocumentRecord, number[]>();
 
 /**
- * Gives each chunk of a paged document its page: the (1-based) page holding most of its text, and,
- * when it spans several, all of them in `pages`.
+ * Gives each chunk of a paged document (PDF) its provenance: `page`, the (1-based) page it starts on,
+ * and `pages`, every page it covers, in order (`[3]` for a chunk within page 3).
  */
 function withPages(chunks: ChunkRecord[], pageStarts: number[] | undefined): ChunkRecord[] {
   if (!pageStarts) return chunks;
   for (const chunk of chunks) {
-    const first = pageAt(pageStarts, chunk.start);
-    const last = pageAt(pageStarts, Math.max(chunk.start, chunk.end - 1));
-    let page = first;
-    let most = 0;
-    for (let p = first; p <= last; p++) {
-      const from = Math.max(chunk.start, pageStarts[p - 1]!);
-      const to = Math.min(chunk.end, pageStarts[p] ?? Infinity);
-      if (to - from > most) [page, most] = [p, to - from];
-    }
-    const pages = Array.from({ length: last - first + 1 }, (_, i) => first + i);
-    chunk.metadata = { ...chunk.metadata, page, ...(pages.length > 1 ? { pages } : {}) };
+    chunk.metadata = { ...chunk.metadata, ...pagesOfSpan(pageStarts, chunk.start, chunk.end) };
   }
   return chunks;
 }

@@ -218,7 +218,7 @@ export async function syncFolder(service: RagService, input: SyncInput): Promise
     }
   };
   // Parsing is the costly, memory-hungry part: as many syncs parse at once as uploads may.
-  if (input.ingest) await input.ingest.gate.run(parseAll);
+  if (input.ingest) await input.ingest.gate.run(parseAll, undefined, key.tenantId);
   else await parseAll();
 
   // Gone: indexed from this folder, no longer there, and not below a subfolder that could not be read.

@@ -1,7 +1,8 @@
 /**
- * The parsing defences of #23 in process: the linear Markdown title and HTML outline, the PDF
- * inflation check on each bypass, and the parse pool's limits (a 413 past MAX_PARSE_HEAP_MB, a 422
- * past MAX_PARSE_MS, a parse stopped when its client leaves, a thread reused after an ordinary file).
+ * The parsing defences of #23 and #35 in process: the linear Markdown title, HTML outline and table
+ * text, the PDF inflation check on each bypass (and the spellings it cannot see, which the parse
+ * process's memory limit holds), and the parse pool's limits (a 413 past MAX_PARSE_HEAP_MB, a 422
+ * past MAX_PARSE_MS, a parse stopped when its client leaves, a process reused after an ordinary file).
  * The HTTP side (the same inputs against a server child process) is in test/reliability.
  */
 import assert from "node:assert/strict";
@@ -10,10 +11,15 @@ import { describe, it } from "node:test";
 import { toApiError } from "../../../src/core/http.js";
 import { checkPdfInflation, InflateLimitError } from "../../../src/rag/ingest/inflate-check.js";
 import { DEFAULT_INGEST_LIMITS } from "../../../src/rag/ingest/limits.js";
-import { markdownTitle, outlineHtml } from "../../../src/rag/ingest/loaders.js";
+import { loadFile, markdownTitle, outlineHtml } from "../../../src/rag/ingest/loaders.js";
 import { parseFileBytes } from "../../../src/rag/ingest/parse-pool.js";
 import { decoderFor } from "../../../src/rag/ingest/pdf-filters.js";
-import { makeBombDocx } from "../../helpers/bomb-fixtures.js";
+import {
+  BOMB_SPELLINGS,
+  makeBombDocx,
+  spelledBombPdf,
+  type BombSpelling,
+} from "../../helpers/bomb-fixtures.js";
 import { makePdf } from "../../helpers/doc-fixtures.js";
 import {
   backtrackingMarkdown,
@@ -41,6 +47,38 @@ describe("Markdown titles, read by a line scan", () => {
   it("keeps what the old regex kept on the heading that made it backtrack", () => {
     const title = markdownTitle(backtrackingMarkdown(3000).toString());
     assert.equal(title, `a${" ".repeat(3000)}b`);
+  });
+
+  it("reads a 150 KB heading `# ###…#x` in one pass (the trailing-# trim was quadratic: 60 s)", async () => {
+    const line = `# ${"#".repeat(150_000)}x`;
+    const started = performance.now();
+    assert.equal(markdownTitle(`${line}\n\nbody\n`), line.slice(2));
+    assert.equal(markdownTitle(`# Title ${"#".repeat(150_000)}\n`), "Title");
+    // As a document's title (indexed with each of its chunks) it is cut to MAX_TITLE_CHARS.
+    const loaded = await loadFile("hashes.md", Buffer.from(`${line}\n\nbody\n`));
+    assert.equal(loaded.title, `${line.slice(2, 2 + 255)}…`);
+    // A liveness bound, not a speed figure: linear work on 300 KB is milliseconds; quadratic was a minute.
+    assert.ok(performance.now() - started < 5000);
+  });
+});
+
+describe("HTML tables, one row a line", () => {
+  it("renders rows and cells, captions and header cells, and ignores spans", async () => {
+    const html =
+      "<table><caption>Prices</caption><thead><tr><th>Fruit</th><th>Price</th></tr></thead>" +
+      '<tbody><tr><td colspan="1000" rowspan="1000">Apple</td><td>3 €</td></tr><tr><td>Pear</td><td><p>4 €</p></td></tr></tbody></table><p>After.</p>';
+    const { text } = await loadFile("prices.html", Buffer.from(html));
+    assert.equal(text, "Prices\nFruit | Price\nApple | 3 €\nPear | 4 €\n\nAfter.");
+  });
+
+  it("a 2 KB table of colspan=1000 rowspan=1000 cells (6 min, +900 MB on a grid) and 20,000 rows cost what their markup does", async () => {
+    const spans = `<table>${`<tr>${"<td colspan=1000 rowspan=1000>x</td>".repeat(4)}</tr>`.repeat(12)}</table>`;
+    const rows = `<table>${"<tr><td>x</td><td>y</td></tr>".repeat(20_000)}</table>`;
+    const started = performance.now();
+    assert.equal((await loadFile("spans.html", Buffer.from(spans))).text.split("\n").length, 12);
+    assert.equal((await loadFile("rows.html", Buffer.from(rows))).text.split("\n").length, 20_000);
+    // A liveness bound: both are a few hundred ms of linear work; the grid took minutes.
+    assert.ok(performance.now() - started < 20_000);
   });
 });
 
@@ -99,13 +137,19 @@ describe("PDF inflation check follows what pdf.js decodes", () => {
     }
   });
 
+  it("is passed by spellings only a PDF parser reads: the parse process's memory limit holds those", async () => {
+    for (const spelling of Object.keys(BOMB_SPELLINGS) as BombSpelling[]) {
+      await checkPdfInflation(spelledBombPdf(spelling, 16), limit);
+    }
+  });
+
   it("lets ordinary PDFs through", async () => {
     await checkPdfInflation(makePdf([["Hello world", "line two"], ["page 2"]]), 1024);
     await checkPdfInflation(repeatedPagePdf(9999), limit);
   });
 });
 
-describe("parse pool: bounded threads", () => {
+describe("parse pool: bounded processes", () => {
   const limits = {
     ...DEFAULT_INGEST_LIMITS,
     maxParseMs: 3000,
@@ -119,7 +163,7 @@ describe("parse pool: bounded threads", () => {
     return true;
   };
 
-  it("parses an ordinary file, then another on the same kind of thread", async () => {
+  it("parses an ordinary file, then another in the same kind of process", async () => {
     const first = await parseFileBytes("a.md", Buffer.from("# Tides\n\nThe moon pulls the sea.\n"), limits);
     assert.deepEqual([first.title, first.text.includes("moon")], ["Tides", true]);
     const second = await parseFileBytes(
@@ -144,16 +188,17 @@ describe("parse pool: bounded threads", () => {
     assert.equal(after.text, "plain text");
   });
 
-  it("a bad file is the loader's 400, not a crash of the thread", async () => {
+  it("a bad file is the loader's 400, not a crash of the process", async () => {
     await assert.rejects(
       parseFileBytes("x.pdf", Buffer.from("not a pdf"), limits),
       status(400, /is not a PDF/),
     );
   });
   it("a file that needs more heap than MAX_PARSE_HEAP_MB is a 413 naming the file and the setting", async () => {
-    // 60 MiB of text: within MAX_EXTRACTED_BYTES and MAX_FILE_CHARS, not within a 64 MB heap.
+    // 60 MiB of text: within MAX_EXTRACTED_BYTES and MAX_FILE_CHARS, not within a 64 MB heap. V8
+    // collects hard before it gives up: the time limit is set well past that, the heap is what is tested.
     await assert.rejects(
-      parseFileBytes("heap.docx", makeBombDocx(60), limits),
+      parseFileBytes("heap.docx", makeBombDocx(60), { ...limits, maxParseMs: 30_000 }),
       status(413, /"heap\.docx".*MAX_PARSE_HEAP_MB/),
     );
   });
