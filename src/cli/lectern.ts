@@ -12,8 +12,8 @@ import { Presets, SingleBar } from "cli-progress";
 import type { Config } from "../core/config.js";
 import { loadConfigOrReport } from "./load-config.js";
 import { badRequest, DomainError, notFound, notReady, type ErrorKind } from "../core/errors.js";
-import { defaultOverlap } from "../rag/ingest/chunker.js";
 import type { RagService, DocumentInput } from "../rag/service.js";
+import type { IndexSettings } from "../rag/store/types.js";
 import type { Which } from "../server.js";
 import type { LlamaGenerator } from "../textgen/engine/llama-generator.js";
 
@@ -34,7 +34,7 @@ Usage: lectern <command> [options]
 
 Commands:
   serve [textgen|rag|all]            start the HTTP apps (default: all)
-  index build <name> <path…>         index files and folders (.txt .md .html .pdf .docx)
+  index build <name> <path…>         index files and folders (the formats /rag/build reads)
   index list                         list indices
   index rm <name>                    delete an index
   index sync <name> <dir> [--watch]  apply only what changed in a folder since the last sync
@@ -223,16 +223,21 @@ const INDEX_SETTINGS = {
   tenant: { type: "string" },
 } as const;
 
-/** --scorer, --chunk-size and --overlap, checked, with the defaults of /rag/build. */
-function indexSettings(values: Parsed["values"]) {
-  const scorer = (values.scorer as string | undefined) ?? "tfidf";
-  if (!["tfidf", "bm25"].includes(scorer)) throw new UsageError("--scorer must be tfidf or bm25");
-  const chunkSize = integer(values["chunk-size"], "chunk-size") ?? 1000;
-  if (chunkSize < 100 || chunkSize > 10_000)
-    throw new UsageError("--chunk-size must be between 100 and 10000");
-  const overlap = integer(values.overlap, "overlap") ?? defaultOverlap(chunkSize);
-  if (overlap > chunkSize / 2) throw new UsageError("--overlap must be at most chunk-size/2");
-  return { scorer, chunkSize, overlap };
+/** --scorer, --chunk-size and --overlap, resolved and checked as every build's (the service's rules). */
+async function indexSettings(values: Parsed["values"]) {
+  const { resolveIndexSettings } = await import("../rag/service/settings.js");
+  try {
+    return resolveIndexSettings({
+      scorer: values.scorer as IndexSettings["scorer"] | undefined,
+      chunkSize: integer(values["chunk-size"], "chunk-size"),
+      overlap: integer(values.overlap, "overlap"),
+    });
+  } catch (error) {
+    // A bad option value is a usage error here (exit 2), named by its flag.
+    if (!(error instanceof DomainError)) throw error;
+    const field = ((error.details[0] as { path?: string } | undefined)?.path ?? "").slice(1);
+    throw new UsageError(field ? `--${field.replace("_", "-")}: ${error.message}` : error.message);
+  }
 }
 
 async function indexBuild(args: string[], config: Config): Promise<number> {
@@ -244,10 +249,13 @@ async function indexBuild(args: string[], config: Config): Promise<number> {
   const mode = (values.mode as string | undefined) ?? "create";
   if (!["create", "replace", "append"].includes(mode))
     throw new UsageError("--mode must be create, replace or append");
-  const { scorer, chunkSize, overlap } = indexSettings(values);
+  const { scorer, chunkSize, overlap } = await indexSettings(values);
 
   const files = await collectFiles(paths, config.rag.ragFilesDir);
-  if (files.length === 0) throw badRequest("No supported files (.txt .md .html .pdf .docx) found");
+  if (files.length === 0) {
+    const { SUPPORTED_EXTENSIONS } = await loaders();
+    throw badRequest(`No supported files (${SUPPORTED_EXTENSIONS.join(" ")}) found`);
+  }
   const { loadFile } = await loaders();
   const bar = progress(files.length, `index ${name}`);
   const documents: DocumentInput[] = [];
@@ -279,7 +287,7 @@ async function indexBuild(args: string[], config: Config): Promise<number> {
       documents,
       chunkSize,
       overlap,
-      scorer: scorer as "tfidf" | "bm25",
+      scorer,
       mode: mode as "create" | "replace" | "append",
     }),
   );
@@ -338,7 +346,7 @@ async function indexSync(args: string[], config: Config): Promise<number> {
   if (values.help) return help("index sync");
   const [name, dir, ...extra] = positionals;
   if (!name || !dir || extra.length > 0) throw new UsageError("index sync needs a name and one folder");
-  const { scorer, chunkSize, overlap } = indexSettings(values);
+  const settings = await indexSettings(values);
 
   const [{ syncFolder }, { resolveFolder }] = await Promise.all([
     import("../rag/service/sync.js"),
@@ -350,7 +358,6 @@ async function indexSync(args: string[], config: Config): Promise<number> {
   // With RAG_FILES_DIR set, ids are relative to it (as the HTTP route stores them); else to the folder.
   const { root, folder } = await resolveFolder(config.rag.ragFilesDir ?? absolute, absolute);
   const key = { tenantId: (values.tenant as string | undefined) ?? "default", name };
-  const settings = { scorer: scorer as "tfidf" | "bm25", chunkSize, overlap };
 
   return withService(config, async (service) => {
     const syncOnce = async () => {
@@ -438,16 +445,24 @@ async function ask(args: string[], config: Config): Promise<number> {
   const question = words.join(" ").trim();
   if (!name || !question) throw new UsageError('ask needs an index and a question: lectern ask docs "…"');
   const topK = integer(values["top-k"], "top-k") ?? 5;
+  const [answering, generation, { Retrievers }] = await Promise.all([
+    import("../rag/answering/ask.js"),
+    import("../rag/answering/upstream-generation.js"),
+    import("../rag/retrieval/retrievers.js"),
+  ]);
+  const { answerWriterFor } = await import("../rag/answering/generative.js");
+  // As the RAG app answers without a model in its process: GENERATION_URL's when set, else extractive.
+  const answerWriter = answerWriterFor(generation.generationPortFor(config.generation, undefined));
+  const retrievers = new Retrievers(config.rag);
   const response = await withService(config, async (service) => {
     const key = { tenantId: (values.tenant as string | undefined) ?? "default", name };
-    const { results, elapsedMs, loaded } = await service.query({ key, query: question, topK, minScore: 0 });
-    return {
-      query: question,
-      results,
-      count: results.length,
-      elapsed_ms: elapsedMs,
-      answer: service.extractive(question, results, loaded),
-    };
+    const input = { key, query: question, top_k: topK, min_score: 0 };
+    try {
+      return await answering.ask({ service, answerWriter, retrievers }, input).result;
+    } finally {
+      await answerWriter?.close();
+      await retrievers.close();
+    }
   });
   if (values.json) {
     print(response);
@@ -458,6 +473,8 @@ async function ask(args: string[], config: Config): Promise<number> {
     const page = typeof result.metadata.page === "number" ? `, page ${result.metadata.page}` : "";
     process.stdout.write(`  [${index + 1}] ${result.file}${page}  (score ${result.score.toFixed(3)})\n`);
   });
+  if (response.generation_skipped_reason)
+    process.stderr.write(`lectern: answered extractively: ${response.generation_skipped_reason}\n`);
   return response.count === 0 ? EXIT.notFound : EXIT.ok;
 }
 

@@ -304,6 +304,7 @@ describe("RAG API routes", () => {
         "elapsed_ms",
         "query",
         "results",
+        "sources_used",
       ]);
       assert.equal(body.query, "What is the largest planet orbiting the Sun?");
       assert.equal(body.count, body.results.length);
@@ -313,6 +314,8 @@ describe("RAG API routes", () => {
       assert.equal(typeof body.answer, "string");
       assert.match(body.answer, /\[1\]/);
       assert.match(body.answer, /Jupiter|planet/);
+      // The results the extractive answer quotes: as many as its distinct [n].
+      assert.equal(body.sources_used, new Set(body.answer.match(/\[\d+\]/g)).size);
       const top = body.results[0] as QueryResult;
       assert.deepEqual(Object.keys(top).sort(), RESULT_FIELDS);
       assert.equal(top.document_id, "solar");

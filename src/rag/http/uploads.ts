@@ -12,7 +12,7 @@ import path from "node:path";
 import { pipeline } from "node:stream/promises";
 import type { MultipartFile } from "@fastify/multipart";
 import type { FastifyRequest } from "fastify";
-import type { TSchema } from "typebox";
+import type { Static, TSchema } from "typebox";
 import { Value } from "typebox/value";
 import { badRequest, DomainError, tooLarge } from "../../core/errors.js";
 import { validationProblem } from "../../core/http.js";
@@ -100,30 +100,30 @@ export function multipartTenant(request: FastifyRequest, formTenant: string | un
  * (MAX_PARSE_MS, MAX_PARSE_HEAP_MB and the per-file limits; past one, the request fails with a 4xx
  * and nothing is written). A client that leaves meanwhile gives up its place and its thread.
  */
-export async function readMultipart<Fields>(
+export async function readMultipart<S extends TSchema>(
   request: FastifyRequest,
-  fieldSchema: TSchema,
+  fieldSchema: S,
   maxFiles: number,
   ingest: Ingest,
-): Promise<MultipartBody<Fields>> {
+): Promise<MultipartBody<Static<S>>> {
   const folder = await mkdtemp(path.join(tmpdir(), "lectern-upload-"));
   const gone = clientGoneSignal(request);
   try {
-    return await readSpooled<Fields>(request, fieldSchema, maxFiles, ingest, folder, gone.signal);
+    return await readSpooled(request, fieldSchema, maxFiles, ingest, folder, gone.signal);
   } finally {
     gone.dispose();
     await rm(folder, { recursive: true, force: true });
   }
 }
 
-async function readSpooled<Fields>(
+async function readSpooled<S extends TSchema>(
   request: FastifyRequest,
-  fieldSchema: TSchema,
+  fieldSchema: S,
   maxFiles: number,
   ingest: Ingest,
   folder: string,
   signal: AbortSignal,
-): Promise<MultipartBody<Fields>> {
+): Promise<MultipartBody<Static<S>>> {
   // No prototype: a field named "__proto__" is just a (refused) field name here.
   const raw: Record<string, string> = Object.create(null) as Record<string, string>;
   const uploads: SpooledUpload[] = [];
@@ -148,7 +148,7 @@ async function readSpooled<Fields>(
     throw badRequest(`Malformed multipart/form-data body: ${(error as Error).message}`);
   }
   if (uploads.length === 0) throw badRequest('Send at least one file (form field "files")');
-  const fields = checkFields<Fields>(fieldSchema, raw);
+  const fields = checkFields(fieldSchema, raw);
 
   const names = new Set<string>();
   for (const { name } of uploads) {
@@ -177,9 +177,12 @@ async function readSpooled<Fields>(
   return { fields, documents };
 }
 
-/** Form fields arrive as strings: converted by the schema (e.g. "500" → 500), defaults applied, checked. */
-function checkFields<Fields>(fieldSchema: TSchema, raw: Record<string, string>): Fields {
-  const fields = Value.Default(fieldSchema, Value.Convert(fieldSchema, { ...raw })) as Fields;
+/**
+ * Form fields arrive as strings: converted by the schema (e.g. "500" → 500), defaults applied, and
+ * checked against the schema, whose type they then have.
+ */
+function checkFields<S extends TSchema>(fieldSchema: S, raw: Record<string, string>): Static<S> {
+  const fields = Value.Default(fieldSchema, Value.Convert(fieldSchema, { ...raw }));
   if (!Value.Check(fieldSchema, fields)) {
     const errors = Value.Errors(fieldSchema, fields) as Array<{
       instancePath?: string;

@@ -147,6 +147,7 @@ export function registerVectorStoreRoutes(app: TypedApp, options: OpenAiRagOptio
   const shelf = fileShelf(options);
   registerFileRoutes(app, options, shelf);
   registerStoreRoutes(app, options, shelf);
+  registerStoreFileRoutes(app, options, shelf);
   registerSearchRoute(app, options);
 }
 
@@ -161,7 +162,7 @@ function registerFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fil
     },
     async (request) => {
       if (!request.isMultipart()) throw badRequest("Send the file as multipart/form-data (field file)");
-      const upload = await readMultipart<Record<string, string>>(
+      const upload = await readMultipart(
         request,
         Type.Object({ purpose: Type.Optional(Type.String()) }),
         1,
@@ -222,7 +223,7 @@ function registerFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fil
   );
 }
 
-/** /v1/vector_stores and their files. */
+/** /v1/vector_stores: create, list, retrieve, delete. */
 function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: FileShelf): void {
   const { service } = options;
   const { readStored, addFiles } = shelf;
@@ -253,8 +254,7 @@ function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fi
       const built = await service.build({
         key,
         documents: [],
-        chunkSize: 1000,
-        overlap: 128,
+        // BM25 (as OpenAI's file search ranks); chunking as /rag/build's defaults.
         scorer: "bm25",
         mode: "create",
         allowEmpty: true,
@@ -300,7 +300,12 @@ function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fi
       return { id: request.params.vector_store_id, object: "vector_store.deleted", deleted: true };
     },
   );
+}
 
+/** /v1/vector_stores/{id}/files: add, list, retrieve, remove. */
+function registerStoreFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: FileShelf): void {
+  const { service } = options;
+  const { readStored, addFiles } = shelf;
   app.post(
     "/vector_stores/:vector_store_id/files",
     {

@@ -1,33 +1,10 @@
 /** What the OpenAI-style dialects (chat, completions, Responses) share: error shape, sampling fields. */
 import { Type } from "typebox";
-import type { ApiError } from "../../../core/errors.js";
 import { badRequest } from "../../../core/errors.js";
 import type { CompletionResult, OutputConstraint, ToolCall, ToolChoice } from "../../engine/generator.js";
 import { LogitBias, StopSequences, parseLogitBias, stopList } from "../schemas.js";
 
-const typeByStatus: Record<number, string> = {
-  400: "invalid_request_error",
-  401: "authentication_error",
-  403: "permission_error",
-  404: "not_found_error",
-  409: "invalid_request_error",
-  413: "invalid_request_error",
-  429: "rate_limit_error",
-};
-
-export function openAiErrorBody(error: ApiError) {
-  const details = error.details[0] as { path?: string } | undefined;
-  return {
-    error: {
-      message: error.message,
-      type:
-        typeByStatus[error.statusCode] ??
-        (error.statusCode >= 500 ? "server_error" : "invalid_request_error"),
-      param: details?.path ? details.path.replace(/^\//, "").replace(/\//g, ".") : null,
-      code: error.code,
-    },
-  };
-}
+export { openAiErrorBody } from "../../../core/error-shapes.js";
 
 export const modelField = Type.Optional(
   Type.String({ description: "the model to answer (GET /v1/models); the default model when absent" }),
