@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import fastifyStatic from "@fastify/static";
 import type { FastifyInstance } from "fastify";
 import type { Config } from "./config.js";
-import { NAME_PATTERN } from "./validation.js";
+import { NAME_PATTERN, NAME_RULE } from "./validation.js";
 
 export const WEB_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../web");
 
@@ -44,6 +44,7 @@ export async function registerUi(app: FastifyInstance, options: UiOptions): Prom
       rag_url: options.service === "rag" ? "" : origin(options.config.server.ragPort),
       auth: options.config.auth.apiKeysFile !== null,
       name_pattern: NAME_PATTERN,
+      name_rule: NAME_RULE,
       ...options.appConfig,
     };
   });
