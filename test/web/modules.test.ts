@@ -74,6 +74,10 @@ describe("the playground's modules as served", () => {
       readFileSync(path.join(WEB_ROOT, "index.html"), "utf8"),
       ...MODULES.map((name) => readFileSync(path.join(WEB_ROOT, "js", name), "utf8")),
     ].join("\n");
-    assert.doesNotMatch(page, /\.docx|A-Za-z0-9\._-/, "a format list or the name pattern written in the page");
+    assert.doesNotMatch(
+      page,
+      /\.docx|A-Za-z0-9\._-/,
+      "a format list or the name pattern written in the page",
+    );
   });
 });
