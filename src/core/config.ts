@@ -92,7 +92,7 @@ export interface Config {
      * to it, counting text by an estimate (rag/answering/generation-port.ts), as it cannot see that
      * server's tokenizer. The in-process model's own context is read from it instead.
      */
-    generationContextTokens: number;
+    generationContextSize: number;
   };
   /** The RAG store and the files it reads. */
   rag: {
@@ -339,7 +339,7 @@ export function loadConfig(env: Env = process.env): Config {
       generationModel: read(env, "GENERATION_MODEL") ?? null,
       generationApiKey: read(env, "GENERATION_API_KEY") ?? null,
       generationTimeoutMs: integer(env, "GENERATION_TIMEOUT_MS", 30_000, 100, 3_600_000),
-      generationContextTokens: integer(env, "GENERATION_CONTEXT_TOKENS", 4096, 256, 1 << 20),
+      generationContextSize: integer(env, "GENERATION_CONTEXT_SIZE", 4096, 256, 1 << 20),
     },
     rag: {
       dataDir,

@@ -17,12 +17,12 @@ export interface LocalModels extends LocalModelPorts {
 
 /**
  * The generation port over the default generation model. Its context and counts are the model's own;
- * where the service forwards to GENERATION_UPSTREAM_URL (no tokenizer here), GENERATION_CONTEXT_TOKENS
+ * where the service forwards to GENERATION_UPSTREAM_URL (no tokenizer here), GENERATION_CONTEXT_SIZE
  * and the estimate stand in, as for GENERATION_URL.
  */
 export function localGeneration(
   service: TextgenService,
-  config: Pick<Config["generation"], "generationContextTokens">,
+  config: Pick<Config["generation"], "generationContextSize">,
 ): GenerationPort {
   const served = () => service.resolveModel(undefined, "generate");
   return {
@@ -35,7 +35,7 @@ export function localGeneration(
     async contextWindow() {
       const model = served();
       const tokens = await model.contextSize();
-      if (tokens === null) return estimatedWindow(config.generationContextTokens);
+      if (tokens === null) return estimatedWindow(config.generationContextSize);
       const tokenizer = await model.tokenizer();
       return {
         tokens,
@@ -85,7 +85,7 @@ export function localRerank(service: TextgenService): RerankPort {
 
 export function localModels(
   service: TextgenService,
-  config: Pick<Config["generation"], "generationContextTokens">,
+  config: Pick<Config["generation"], "generationContextSize">,
 ): LocalModels {
   return {
     generation: localGeneration(service, config),

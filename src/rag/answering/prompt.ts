@@ -1,7 +1,8 @@
 /**
  * The prompt of a generative answer, fitted to the context one request may hold (ContextWindow):
  * question + history + sources + answer ≤ context. The answer's share is set aside first, then the
- * instructions and the question (which must fit, or there is nothing to ask), then the recent turns
+ * instructions (briefer ones in a context too small for the full ones) and the question (which must
+ * fit, or there is nothing to ask), then the recent turns
  * of a conversation (at most HISTORY_SHARE of what is left, newest first, whole turns), then the
  * sources in rank order, whole while they fit; the first that does not fit is cut to the room left
  * (when at least MIN_SOURCE_TOKENS remain) and the rest are left out. Results are numbered by rank, so
@@ -16,6 +17,8 @@ const SYSTEM_PROMPT =
   "You answer questions using only the numbered sources you are given. After each statement, cite the " +
   "sources it rests on by number in square brackets, like [1] or [2][3]. If the sources do not contain " +
   "the answer, say that they do not. Be concise.";
+/** The same instructions in fewer tokens, for a context too small to hold the full ones and a source. */
+const BRIEF_SYSTEM_PROMPT = "Answer only from the numbered sources, citing them like [1].";
 
 /** A turn of the conversation before the question, as the answer's prompt recalls it. */
 export interface HistoryTurn {
@@ -53,11 +56,12 @@ export function buildAnswerMessages(
   question: string,
   sources: readonly Pick<AnswerSource, "text" | "title">[],
   history: readonly HistoryTurn[] = [],
+  system = SYSTEM_PROMPT,
 ): ChatMessage[] {
   const recalled = history.map(historyLine).join("\n");
   const numbered = sources.map((source, index) => sourceLine(index + 1, source)).join("\n");
   return [
-    { role: "system", content: SYSTEM_PROMPT },
+    { role: "system", content: system },
     {
       role: "user",
       content:
@@ -156,7 +160,13 @@ export async function fitAnswerPrompt(
     maxAnswerTokens,
     Math.max(MIN_ANSWER_TOKENS, Math.floor(window.tokens / ANSWER_SHARE)),
   );
-  const bare = await countOrOver(window, buildAnswerMessages(input.question, []));
+  // The full instructions where they leave room for a source, else the brief ones.
+  let system = SYSTEM_PROMPT;
+  let bare = await countOrOver(window, buildAnswerMessages(input.question, [], [], system));
+  if (window.tokens - maxTokens - bare < MIN_SOURCE_TOKENS) {
+    system = BRIEF_SYSTEM_PROMPT;
+    bare = await countOrOver(window, buildAnswerMessages(input.question, [], [], system));
+  }
   let room = window.tokens - maxTokens - bare;
   if (room < MIN_SOURCE_TOKENS)
     throw tooLong(
@@ -168,7 +178,7 @@ export async function fitAnswerPrompt(
   room -= history.used;
   let { kept, lastCut } = sourcesFitting(window, input.sources, room);
   for (let attempt = 0; ; attempt++) {
-    const messages = buildAnswerMessages(input.question, kept, history.kept);
+    const messages = buildAnswerMessages(input.question, kept, history.kept, system);
     const promptTokens = await countOrOver(window, messages);
     const over = promptTokens + maxTokens - window.tokens;
     if (over <= 0)

@@ -1,7 +1,7 @@
 /**
  * The generation port over an OpenAI-compatible server (GENERATION_URL): this project's text
  * generation API, vLLM, TGI, the llama.cpp server, Ollama. Its context per request is
- * GENERATION_CONTEXT_TOKENS and text is counted by estimate (generation-port.ts says why).
+ * GENERATION_CONTEXT_SIZE and text is counted by estimate (generation-port.ts says why).
  */
 import type { Config } from "../../core/config.js";
 import { OpenAIUpstreamGenerator } from "../../textgen/engine/openai-upstream.js";
@@ -10,7 +10,7 @@ import { estimatedWindow, type GenerationPort } from "./generation-port.js";
 export function upstreamGeneration(
   config: Pick<
     Config["generation"],
-    "generationModel" | "generationApiKey" | "generationTimeoutMs" | "generationContextTokens"
+    "generationModel" | "generationApiKey" | "generationTimeoutMs" | "generationContextSize"
   >,
   baseUrl: string,
 ): GenerationPort {
@@ -20,12 +20,12 @@ export function upstreamGeneration(
     apiKey: config.generationApiKey,
     timeoutMs: config.generationTimeoutMs,
   });
-  const window = estimatedWindow(config.generationContextTokens);
+  const window = estimatedWindow(config.generationContextSize);
   return {
     get modelName() {
       return generator.modelName;
     },
-    description: `RAG: generative answers through GENERATION_URL=${baseUrl} (GENERATION_CONTEXT_TOKENS=${config.generationContextTokens} per request)`,
+    description: `RAG: generative answers through GENERATION_URL=${baseUrl} (GENERATION_CONTEXT_SIZE=${config.generationContextSize} per request)`,
     grammar: false,
     contextWindow: async () => window,
     async chat(request) {
