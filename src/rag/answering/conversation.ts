@@ -1,7 +1,8 @@
 /**
  * Conversations: a follow-up such as "and how long does that take?" means nothing to a keyword
  * search on its own. The history is condensed into one standalone question by the generation model
- * (the prompt is CONDENSE_PROMPT, the only place it is written), and the search runs on it.
+ * (the prompt is CONDENSE_PROMPT, the only place it is written; BRIEF_CONDENSE_PROMPT where the context
+ * per request is too small for it), and the search runs on it.
  *
  * What the rewrite can do depends on the model. A real chat model resolves "that" to "rotating API
  * keys"; a tiny one (the 260K-parameter test model writes children's stories) cannot. Two things keep
@@ -13,7 +14,7 @@
  * Without a model, the last user turn is searched as it stands and the response says so.
  */
 import type { ChatMessage, ContextWindow, GenerationPort } from "./generation-port.js";
-import { countOrOver } from "./prompt.js";
+import { countOrOver, cutToFit } from "./prompt.js";
 import type { ChatTurn } from "./schemas.js";
 
 export type Turn = ChatTurn;
@@ -21,6 +22,8 @@ export type Turn = ChatTurn;
 export const CONDENSE_PROMPT =
   "Rewrite the user's last question as one standalone question that can be understood without the " +
   "conversation: replace words like it, that and they with what they refer to. Reply with the question only.";
+/** The same request in fewer tokens, for a context too small to hold CONDENSE_PROMPT and the turns. */
+export const BRIEF_CONDENSE_PROMPT = "Rewrite the last question to stand alone. Reply with it only.";
 
 /** Earlier user turns added to the search query after the rewrite (most recent first). */
 const PRIOR_USER_TURNS = 2;
@@ -33,6 +36,8 @@ const MAX_HISTORY_CHARS = 3000;
 const MAX_GRAMMAR_WORDS = 300;
 const MAX_REWRITE_WORDS = 16;
 const MAX_REWRITE_TOKENS = 96;
+/** Tokens of history worth a rewrite: fewer, and the rewrite cannot see what "it" refers to. */
+const MIN_HISTORY_TOKENS = 16;
 
 export interface SearchPlan {
   /** The last user turn, as sent. */
@@ -64,9 +69,17 @@ function historyLines(turns: readonly Turn[], window?: ContextWindow, maxTokens 
   let tokens = 0;
   for (const turn of turns.slice(0, -1).reverse()) {
     if (turn.role === "system") continue;
-    const line = `${turn.role === "user" ? "User" : "Assistant"}: ${turn.content.replace(/\s+/g, " ").trim()}`;
+    let line = `${turn.role === "user" ? "User" : "Assistant"}: ${turn.content.replace(/\s+/g, " ").trim()}`;
+    if (chars + line.length > MAX_HISTORY_CHARS) break;
     const lineTokens = window ? window.countText(line) + 1 : 0;
-    if (chars + line.length > MAX_HISTORY_CHARS || tokens + lineTokens > maxTokens) break;
+    if (window && tokens + lineTokens > maxTokens) {
+      // The newest turns matter most: the first that does not fit is cut to the room left, if any.
+      const room = maxTokens - tokens - 1;
+      if (room < MIN_HISTORY_TOKENS) break;
+      line = cutToFit(window, line, room);
+      lines.unshift(line);
+      break;
+    }
     lines.unshift(line);
     chars += line.length;
     tokens += lineTokens;
@@ -75,9 +88,13 @@ function historyLines(turns: readonly Turn[], window?: ContextWindow, maxTokens 
 }
 
 /** The messages that ask the model for a standalone question, from these history lines. */
-export function condenseMessages(turns: readonly Turn[], lines = historyLines(turns)): ChatMessage[] {
+export function condenseMessages(
+  turns: readonly Turn[],
+  lines = historyLines(turns),
+  system = CONDENSE_PROMPT,
+): ChatMessage[] {
   return [
-    { role: "system", content: CONDENSE_PROMPT },
+    { role: "system", content: system },
     {
       role: "user",
       content: `Conversation:\n${lines.join("\n")}\n\nLast question: ${turns.at(-1)!.content.trim()}\n\nStandalone question:`,
@@ -87,19 +104,23 @@ export function condenseMessages(turns: readonly Turn[], lines = historyLines(tu
 
 /**
  * The rewrite's prompt and token limit fitted to the context per request: the output takes at most a
- * quarter of a small context, the history the newest turns that fit the rest. Null when not even the
- * last question fits, so the search runs on it as it stands.
+ * quarter of a small context, the history the newest turns that fit the rest (behind the brief
+ * instructions where the full ones leave no room for a turn). Null when no turn fits either way, so the
+ * search runs on the last question as it stands.
  */
 async function condensePrompt(
   turns: readonly Turn[],
   window: ContextWindow,
 ): Promise<{ messages: ChatMessage[]; maxTokens: number } | null> {
   const maxTokens = Math.min(MAX_REWRITE_TOKENS, Math.floor(window.tokens / 4));
-  const bare = await countOrOver(window, condenseMessages(turns, []));
-  const room = window.tokens - maxTokens - bare;
-  if (room <= 0) return null;
-  const lines = historyLines(turns, window, room);
-  return { messages: condenseMessages(turns, lines), maxTokens };
+  for (const system of [CONDENSE_PROMPT, BRIEF_CONDENSE_PROMPT]) {
+    const bare = await countOrOver(window, condenseMessages(turns, [], system));
+    const room = window.tokens - maxTokens - bare;
+    if (room < MIN_HISTORY_TOKENS) continue;
+    const lines = historyLines(turns, window, room);
+    if (lines.length > 0) return { messages: condenseMessages(turns, lines, system), maxTokens };
+  }
+  return null;
 }
 
 /** Words of the conversation, lower-cased, in first-seen order, the user's before the assistant's. */
@@ -153,7 +174,10 @@ export async function planSearch(
   let rewriteUsage: SearchPlan["rewriteUsage"];
   try {
     const prompt = await condensePrompt(turns, await port.contextWindow());
-    if (!prompt) return asItStands("the last question alone fills the model's context per request");
+    if (!prompt)
+      return asItStands(
+        "the rewrite's instructions and the last question fill the model's context per request",
+      );
     const result = await port.chat({
       ...prompt,
       ...(port.grammar && { grammar: rewriteGrammar(turns) }),

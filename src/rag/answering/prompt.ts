@@ -95,7 +95,7 @@ export async function countOrOver(window: ContextWindow, messages: readonly Chat
 }
 
 /** `text` cut at a word boundary so that it counts at most `room` tokens, "…" marking the cut. */
-function cutToFit(window: ContextWindow, text: string, room: number): string {
+export function cutToFit(window: ContextWindow, text: string, room: number): string {
   let chars = Math.min(text.length, room * MAX_CHARS_PER_TOKEN);
   for (;;) {
     const space = text.lastIndexOf(" ", chars);
