@@ -22,22 +22,15 @@ export type Turn = ChatTurn;
 export const CONDENSE_PROMPT =
   "Rewrite the user's last question as one standalone question that can be understood without the " +
   "conversation: replace words like it, that and they with what they refer to. Reply with the question only.";
-/** The same request in fewer tokens, for a context too small to hold CONDENSE_PROMPT and the turns. */
-export const BRIEF_CONDENSE_PROMPT = "Rewrite the last question to stand alone. Reply with it only.";
 
 /** Earlier user turns added to the search query after the rewrite (most recent first). */
 const PRIOR_USER_TURNS = 2;
-/**
- * Characters of history sent to the model, newest kept: bounds the prompt whatever the context; a
- * small context keeps fewer (the turns that fit its tokens, condensePrompt).
- */
+/** Characters of history sent to the model, newest kept (fewer where the context is small). */
 const MAX_HISTORY_CHARS = 3000;
 /** Distinct words the rewrite grammar offers, and words in a rewrite: bound the grammar and output. */
 const MAX_GRAMMAR_WORDS = 300;
 const MAX_REWRITE_WORDS = 16;
 const MAX_REWRITE_TOKENS = 96;
-/** Tokens of history worth a rewrite: fewer, and the rewrite cannot see what "it" refers to. */
-const MIN_HISTORY_TOKENS = 16;
 
 export interface SearchPlan {
   /** The last user turn, as sent. */
@@ -101,6 +94,11 @@ export function condenseMessages(
     },
   ];
 }
+
+/** Tokens of history worth a rewrite: with fewer, the rewrite cannot see what "it" refers to. */
+const MIN_HISTORY_TOKENS = 16;
+/** The same request in fewer tokens, for a context too small to hold CONDENSE_PROMPT and the turns. */
+export const BRIEF_CONDENSE_PROMPT = "Rewrite the last question to stand alone. Reply with it only.";
 
 /**
  * The rewrite's prompt and token limit fitted to the context per request: the output takes at most a

@@ -3,9 +3,9 @@
  * question + history + sources + answer ≤ context. The answer's share is set aside first, then the
  * instructions (briefer ones in a context too small for the full ones) and the question (which must
  * fit, or there is nothing to ask), then the recent turns
- * of a conversation (at most HISTORY_SHARE of what is left, newest first, whole turns), then the
+ * of a conversation (at most a quarter of what is left, newest first, whole turns), then the
  * sources in rank order, whole while they fit; the first that does not fit is cut to the room left
- * (when at least MIN_SOURCE_TOKENS remain) and the rest are left out. Results are numbered by rank, so
+ * (when enough tokens remain to say something) and the rest are left out. Results are numbered by rank, so
  * the model's [n] still names result n. The whole prompt is then counted as the model will read it,
  * and cut further in the rare case the parts' counts missed tokens at their seams.
  */
@@ -26,17 +26,15 @@ export interface HistoryTurn {
   content: string;
 }
 
-/** The answer's share of a context: at most `maxAnswerTokens`, at most a quarter of a small one. */
-const ANSWER_SHARE = 4;
-const MIN_ANSWER_TOKENS = 16;
-/** History takes at most this share of the room left after instructions and question. */
-const HISTORY_SHARE = 0.25;
-/** A source cut to fewer tokens than this says too little to be worth its place. */
-const MIN_SOURCE_TOKENS = 24;
+/**
+ * How the context is shared: the answer takes at most a quarter of it (and at least 16 tokens), the
+ * history at most a quarter of the room the instructions and question leave, and a source cut to fewer
+ * than 24 tokens says too little to be worth its place.
+ */
+const SHARES = { answer: 0.25, minAnswerTokens: 16, history: 0.25, minSourceTokens: 24 } as const;
+
 /** A token is rarely longer than this many characters: text past room × this is not counted. */
 const MAX_CHARS_PER_TOKEN = 16;
-/** How often the whole prompt is counted again after a cut (a seam miscount is a token or two). */
-const MAX_REFITS = 4;
 
 export interface FittedPrompt {
   messages: ChatMessage[];
@@ -136,7 +134,7 @@ function sourcesFitting(window: ContextWindow, sources: readonly AnswerSource[],
       room -= cost;
       continue;
     }
-    if (room - headTokens >= MIN_SOURCE_TOKENS) {
+    if (room - headTokens >= SHARES.minSourceTokens) {
       kept.push({ title: source.title, text: cutToFit(window, text, room - headTokens) });
       lastCut = true;
     }
@@ -158,23 +156,23 @@ export async function fitAnswerPrompt(
 ): Promise<FittedPrompt> {
   const maxTokens = Math.min(
     maxAnswerTokens,
-    Math.max(MIN_ANSWER_TOKENS, Math.floor(window.tokens / ANSWER_SHARE)),
+    Math.max(SHARES.minAnswerTokens, Math.floor(window.tokens * SHARES.answer)),
   );
   // The full instructions where they leave room for a source, else the brief ones.
   let system = SYSTEM_PROMPT;
   let bare = await countOrOver(window, buildAnswerMessages(input.question, [], [], system));
-  if (window.tokens - maxTokens - bare < MIN_SOURCE_TOKENS) {
+  if (window.tokens - maxTokens - bare < SHARES.minSourceTokens) {
     system = BRIEF_SYSTEM_PROMPT;
     bare = await countOrOver(window, buildAnswerMessages(input.question, [], [], system));
   }
   let room = window.tokens - maxTokens - bare;
-  if (room < MIN_SOURCE_TOKENS)
+  if (room < SHARES.minSourceTokens)
     throw tooLong(
       `the question and instructions take ${Number.isFinite(bare) ? bare : "more than"} tokens of the ` +
         `${window.tokens} the context holds per request, leaving too little for the sources and the ` +
         `answer (${maxTokens} tokens)`,
     );
-  const history = recentTurns(window, input.history ?? [], Math.floor(room * HISTORY_SHARE));
+  const history = recentTurns(window, input.history ?? [], Math.floor(room * SHARES.history));
   room -= history.used;
   let { kept, lastCut } = sourcesFitting(window, input.sources, room);
   for (let attempt = 0; ; attempt++) {
@@ -191,14 +189,15 @@ export async function fitAnswerPrompt(
         contextTokens: window.tokens,
       };
     const last = kept.at(-1);
-    if (!last || attempt >= MAX_REFITS)
+    // A seam miscount is a token or two: a few recounts settle it.
+    if (!last || attempt >= 4)
       throw tooLong(`the sources could not be fitted to the ${window.tokens} tokens of context per request`);
     // Cut the last source by what was over (a whole source when that is little of it), then count again.
     const lastTokens = window.countText(last.text);
     const keep = Number.isFinite(over) ? lastTokens - over - 2 : Math.floor(lastTokens / 2);
-    if (keep < MIN_SOURCE_TOKENS) kept = kept.slice(0, -1);
+    if (keep < SHARES.minSourceTokens) kept = kept.slice(0, -1);
     else kept = [...kept.slice(0, -1), { ...last, text: cutToFit(window, last.text, keep) }];
-    lastCut = keep >= MIN_SOURCE_TOKENS;
+    lastCut = keep >= SHARES.minSourceTokens;
   }
 }
 

@@ -12,7 +12,7 @@ import type { IndexSettings } from "../store/types.js";
 import { resolveIndexSettings } from "../service/settings.js";
 import type { RagRouteDeps } from "./route-deps.js";
 import { BuildForm, BuildRequest, BuildResponse } from "./schemas.js";
-import { multipartTenant, readMultipart } from "./uploads.js";
+import { multipartTenant, readMultipart, uploadRouteOptions } from "./uploads.js";
 import { checkBuildSize, checkDocumentCount, toDocumentInputs } from "./write-requests.js";
 
 /** A build's request: JSON, validated against BuildRequest by Fastify; undefined when it is multipart. */
@@ -22,20 +22,14 @@ export const buildRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, de
   const app = instance.withTypeProvider<TypeBoxTypeProvider>();
   app.post<BuildRoute>(
     "/rag/build",
-    {
-      bodyLimit: deps.largeBodyLimit,
-      schema: {
-        tags: ["indices"],
-        summary:
-          "Build an index from inline documents, files under RAG_FILES_DIR, or uploads (all-or-nothing)",
-        description:
-          "JSON body as below, or multipart/form-data with the same fields as text fields and the files " +
-          `(${SUPPORTED_EXTENSIONS.join(" ")}) in the field \`files\`.`,
-        // Per content type: JSON is validated here; multipart fields are checked in readMultipart.
-        body: { content: { "application/json": { schema: BuildRequest } } },
-        response: { 201: BuildResponse, ...errorResponses },
-      },
-    },
+    uploadRouteOptions(deps.largeBodyLimit, BuildRequest, {
+      tags: ["indices"],
+      summary: "Build an index from inline documents, files under RAG_FILES_DIR, or uploads (all-or-nothing)",
+      description:
+        "JSON body as below, or multipart/form-data with the same fields as text fields and the files " +
+        `(${SUPPORTED_EXTENSIONS.join(" ")}) in the field \`files\`.`,
+      response: { 201: BuildResponse, ...errorResponses },
+    }),
     (request, reply) => build(deps, request, reply),
   );
 };

@@ -19,7 +19,7 @@ import {
   IndexParams,
   TenantQuery,
 } from "./schemas.js";
-import { multipartTenant, readMultipart } from "./uploads.js";
+import { multipartTenant, readMultipart, uploadRouteOptions } from "./uploads.js";
 import { checkBuildSize, toDocumentInputs } from "./write-requests.js";
 
 /** JSON, validated against DocumentsRequest by Fastify; undefined when the body is multipart. */
@@ -29,17 +29,13 @@ export const documentRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance,
   const app = instance.withTypeProvider<TypeBoxTypeProvider>();
   app.post<UpsertRoute>(
     "/rag/indices/:index_name/documents",
-    {
-      bodyLimit: deps.largeBodyLimit,
-      schema: {
-        tags: ["documents"],
-        summary: "Add documents to an index, replacing those with the same id",
-        description: "JSON body as below, or multipart/form-data with the files in the field `files`.",
-        params: IndexParams,
-        body: { content: { "application/json": { schema: DocumentsRequest } } },
-        response: { 200: DocumentsResponse, ...errorResponses },
-      },
-    },
+    uploadRouteOptions(deps.largeBodyLimit, DocumentsRequest, {
+      tags: ["documents"],
+      summary: "Add documents to an index, replacing those with the same id",
+      description: "JSON body as below, or multipart/form-data with the files in the field `files`.",
+      params: IndexParams,
+      response: { 200: DocumentsResponse, ...errorResponses },
+    }),
     (request) => upsert(deps, request),
   );
 

@@ -8,7 +8,6 @@ import multipart from "@fastify/multipart";
 import type { FastifyPluginAsync } from "fastify";
 import { rootMessage } from "../../core/http.js";
 import { buildRoutes } from "./build-routes.js";
-import { chatRoutes } from "./chat-routes.js";
 import { documentRoutes } from "./document-routes.js";
 import { indexRoutes } from "./index-routes.js";
 import { queryRoutes } from "./query-routes.js";
@@ -39,7 +38,7 @@ export const ragRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps
         fieldSize: 64 * 1024,
       },
     });
-    for (const group of [buildRoutes, queryRoutes, chatRoutes, indexRoutes, documentRoutes, syncRoutes])
+    for (const group of [buildRoutes, queryRoutes, indexRoutes, documentRoutes, syncRoutes])
       await scope.register(group, deps);
   });
 };

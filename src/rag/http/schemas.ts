@@ -90,12 +90,17 @@ export const DocumentsForm = Type.Object(
 );
 export type DocumentsForm = Static<typeof DocumentsForm>;
 
-export const BuildResponse = Type.Object({
+/** What a write says of itself, first: the index, and the documents and chunks this request wrote. */
+const writtenFields = {
   success: Type.Boolean(),
   index_name: Type.String(),
   tenant_id: Type.String(),
   documents_count: Type.Integer({ description: "documents written by this request" }),
   chunks_count: Type.Integer({ description: "chunks written by this request" }),
+};
+
+export const BuildResponse = Type.Object({
+  ...writtenFields,
   vocabulary_size: Type.Integer(),
   build_ms: Type.Number(),
   message: Type.String(),
@@ -234,11 +239,7 @@ export const DocumentsRequest = Type.Object(
 export type DocumentsRequest = Static<typeof DocumentsRequest>;
 
 export const DocumentsResponse = Type.Object({
-  success: Type.Boolean(),
-  index_name: Type.String(),
-  tenant_id: Type.String(),
-  documents_count: Type.Integer(),
-  chunks_count: Type.Integer(),
+  ...writtenFields,
   index_documents_count: Type.Integer(),
   index_chunks_count: Type.Integer(),
   build_ms: Type.Number(),

@@ -20,6 +20,15 @@ import { parseSpooledFile } from "../ingest/parse-pool.js";
 import { RequestTextBudget, type Ingest } from "../ingest/limits.js";
 import type { DocumentInput } from "../service.js";
 
+/**
+ * The options of a route whose body is JSON, validated against `body` by Fastify, or
+ * multipart/form-data, whose fields readMultipart checks against the same schema's fields: the body
+ * limit of uploads, and the body schema per content type (Fastify validates only the types it names).
+ */
+export function uploadRouteOptions<Schema extends object>(bodyLimit: number, body: TSchema, schema: Schema) {
+  return { bodyLimit, schema: { ...schema, body: { content: { "application/json": { schema: body } } } } };
+}
+
 export interface MultipartBody<Fields> {
   fields: Fields;
   documents: DocumentInput[];

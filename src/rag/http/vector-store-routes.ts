@@ -12,11 +12,12 @@ import { Type } from "typebox";
 import { actingTenant, listingTenant } from "../../core/auth.js";
 import { badRequest, notFound } from "../../core/errors.js";
 import type { TypedApp } from "../../core/http.js";
+import type { FastifyRequest } from "fastify";
 import { checkNestingDepth } from "../../core/validation.js";
 import { compileFilter } from "./openai-filters.js";
 import type { OpenAiRagOptions } from "./route-deps.js";
 import { IndexName } from "./schemas.js";
-import type { IndexMeta, Metadata } from "../store/types.js";
+import type { IndexKey, IndexMeta, Metadata } from "../store/types.js";
 import { readMultipart } from "./uploads.js";
 import { retrievalInput, writeEmbedding } from "../retrieval/options.js";
 
@@ -95,6 +96,11 @@ function page<T extends { id: string }>(items: T[], limit: number, after: string
     last_id: data.at(-1)?.id ?? null,
     has_more: start + limit < items.length,
   };
+}
+
+/** The index a vector store route names (`vector_store_id`), as the acting tenant's. */
+function storeKey(request: FastifyRequest & { params: { vector_store_id: string } }): IndexKey {
+  return { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
 }
 
 /** Uploaded files waiting for a vector store, per tenant, and adding them to an index. */
@@ -224,8 +230,11 @@ function registerFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fil
 }
 
 /** /v1/vector_stores: create, list, retrieve, delete. */
-function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: FileShelf): void {
-  const { service } = options;
+function registerStoreRoutes(
+  app: TypedApp,
+  { service, retrievers }: OpenAiRagOptions,
+  shelf: FileShelf,
+): void {
   const { readStored, addFiles } = shelf;
   app.post(
     "/vector_stores",
@@ -259,7 +268,7 @@ function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fi
         mode: "create",
         allowEmpty: true,
         // A new store gets vectors when an embedder is configured (hybrid search), as /rag/build.
-        embedding: writeEmbedding(options.retrievers, undefined, null),
+        embedding: writeEmbedding(retrievers, undefined, null),
       });
       const meta = files.length > 0 ? (await addFiles(key, files)).meta : built.meta;
       return vectorStore(meta);
@@ -280,32 +289,21 @@ function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fi
   app.get(
     "/vector_stores/:vector_store_id",
     { schema: { tags: ["openai"], summary: "One vector store (index)", params: StoreParams } },
-    async (request) =>
-      vectorStore(
-        await service.requireMeta({
-          tenantId: actingTenant(request, undefined),
-          name: request.params.vector_store_id,
-        }),
-      ),
+    async (request) => vectorStore(await service.requireMeta(storeKey(request))),
   );
 
   app.delete(
     "/vector_stores/:vector_store_id",
     { schema: { tags: ["openai"], summary: "Delete a vector store (the index)", params: StoreParams } },
     async (request) => {
-      await service.deleteIndex({
-        tenantId: actingTenant(request, undefined),
-        name: request.params.vector_store_id,
-      });
+      await service.deleteIndex(storeKey(request));
       return { id: request.params.vector_store_id, object: "vector_store.deleted", deleted: true };
     },
   );
 }
 
 /** /v1/vector_stores/{id}/files: add, list, retrieve, remove. */
-function registerStoreFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: FileShelf): void {
-  const { service } = options;
-  const { readStored, addFiles } = shelf;
+function registerStoreFileRoutes(app: TypedApp, { service }: OpenAiRagOptions, shelf: FileShelf): void {
   app.post(
     "/vector_stores/:vector_store_id/files",
     {
@@ -324,10 +322,10 @@ function registerStoreFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf
       },
     },
     async (request) => {
-      const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+      const key = storeKey(request);
       await service.requireMeta(key);
-      const file = await readStored(key.tenantId, request.body.file_id);
-      await addFiles(key, [file], request.body.attributes ?? undefined);
+      const file = await shelf.readStored(key.tenantId, request.body.file_id);
+      await shelf.addFiles(key, [file], request.body.attributes ?? undefined);
       return vectorStoreFile(key.name, file.id, Math.floor(Date.now() / 1000));
     },
   );
@@ -343,7 +341,7 @@ function registerStoreFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf
       },
     },
     async (request) => {
-      const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+      const key = storeKey(request);
       const meta = await service.requireMeta(key);
       const documents = await service.listDocuments(key);
       const files = documents.map((doc) => vectorStoreFile(key.name, doc.id, seconds(meta.updatedAt)));
@@ -355,7 +353,7 @@ function registerStoreFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf
     "/vector_stores/:vector_store_id/files/:file_id",
     { schema: { tags: ["openai"], summary: "One document of a vector store", params: StoreFileParams } },
     async (request) => {
-      const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+      const key = storeKey(request);
       const meta = await service.requireMeta(key);
       if (!(await service.store.hasDocument(key, request.params.file_id)))
         throw notFound(`No file "${request.params.file_id}" in vector store "${key.name}"`);
@@ -369,7 +367,7 @@ function registerStoreFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf
       schema: { tags: ["openai"], summary: "Remove a document from a vector store", params: StoreFileParams },
     },
     async (request) => {
-      const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+      const key = storeKey(request);
       await service.deleteDocument(key, request.params.file_id);
       return { id: request.params.file_id, object: "vector_store.file.deleted", deleted: true };
     },
@@ -413,7 +411,7 @@ function registerSearchRoute(app: TypedApp, options: OpenAiRagOptions): void {
     },
     async (request) => {
       const body = request.body;
-      const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+      const key = storeKey(request);
       checkNestingDepth(body.filters, 40, "filters");
       const predicate = body.filters ? compileFilter(body.filters) : undefined;
       const queries = typeof body.query === "string" ? [body.query] : body.query;
