@@ -73,6 +73,9 @@ still sync (exit code 4 when any failed). A missing index is created with the se
   --tenant ID                    default "default"
   --json                         print each result as JSON (one line per sync with --watch)`,
   ask: `Usage: lectern ask <index> "<question>" [options]
+
+Answers as POST /rag/query does: with GENERATION_URL set, its model writes the answer from as many
+results as fit its context (GENERATION_CONTEXT_SIZE); else the answer is extractive.
   --top-k N          results to use, default 5
   --tenant ID        default "default"
   --json             print the whole response as JSON`,
