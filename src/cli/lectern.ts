@@ -14,6 +14,13 @@ import { loadConfigOrReport } from "./load-config.js";
 import { badRequest, DomainError, notFound, notReady, type ErrorKind } from "../core/errors.js";
 import type { RagService, DocumentInput } from "../rag/service.js";
 import type { IndexSettings } from "../rag/store/types.js";
+import { SCORER_NAMES } from "../rag/search/scoring.js";
+import {
+  CHUNK_SIZE_RANGE,
+  DEFAULT_CHUNK_SIZE,
+  DEFAULT_SCORER,
+  resolveIndexSettings,
+} from "../rag/service/settings.js";
 import type { Which } from "../server.js";
 import type { LlamaGenerator } from "../textgen/engine/llama-generator.js";
 
@@ -26,6 +33,9 @@ const EXIT = { ok: 0, failed: 1, usage: 2, notFound: 3, refused: 4, config: 78 }
 const REFUSED: ReadonlySet<ErrorKind> = new Set(["invalid", "conflict", "too_large", "busy", "cancelled"]);
 
 class UsageError extends Error {}
+
+const SCORER_OPTION = `--scorer ${SCORER_NAMES.join("|")}`.padEnd(31);
+const CHUNK_SIZES = `${CHUNK_SIZE_RANGE.minimum} … ${CHUNK_SIZE_RANGE.maximum}, default ${DEFAULT_CHUNK_SIZE}`;
 
 const HELP: Record<string, string> = {
   main: `lectern: self-hosted text generation and document question answering
@@ -51,8 +61,8 @@ Starts the text generation app (TEXTGEN_PORT, 8000), the RAG app (RAG_PORT, 8001
 
 Reads the files (folders: every supported file below them), then builds the index in one write.
   --mode create|replace|append   default create (409-like failure if it exists)
-  --scorer tfidf|bm25            default tfidf
-  --chunk-size N                 100 … 10000, default 1000
+  ${SCORER_OPTION}default ${DEFAULT_SCORER}
+  --chunk-size N                 ${CHUNK_SIZES}
   --overlap N                    default min(128, chunk-size/2)
   --tenant ID                    default "default"
   --json                         print the result as JSON`,
@@ -67,8 +77,8 @@ route), else relative to <dir>. A file that cannot be parsed is reported and lef
 still sync (exit code 4 when any failed). A missing index is created with the settings below.
   --watch                        sync again whenever something below <dir> changes, one line per
                                  sync, until SIGINT or SIGTERM (exit 0)
-  --scorer tfidf|bm25            when creating: default tfidf
-  --chunk-size N                 when creating: 100 … 10000, default 1000
+  ${SCORER_OPTION}when creating: default ${DEFAULT_SCORER}
+  --chunk-size N                 when creating: ${CHUNK_SIZES}
   --overlap N                    when creating: default min(128, chunk-size/2)
   --tenant ID                    default "default"
   --json                         print each result as JSON (one line per sync with --watch)`,
@@ -227,8 +237,7 @@ const INDEX_SETTINGS = {
 } as const;
 
 /** --scorer, --chunk-size and --overlap, resolved and checked as every build's (the service's rules). */
-async function indexSettings(values: Parsed["values"]) {
-  const { resolveIndexSettings } = await import("../rag/service/settings.js");
+function indexSettings(values: Parsed["values"]) {
   try {
     return resolveIndexSettings({
       scorer: values.scorer as IndexSettings["scorer"] | undefined,
@@ -252,7 +261,7 @@ async function indexBuild(args: string[], config: Config): Promise<number> {
   const mode = (values.mode as string | undefined) ?? "create";
   if (!["create", "replace", "append"].includes(mode))
     throw new UsageError("--mode must be create, replace or append");
-  const { scorer, chunkSize, overlap } = await indexSettings(values);
+  const { scorer, chunkSize, overlap } = indexSettings(values);
 
   const files = await collectFiles(paths, config.rag.ragFilesDir);
   if (files.length === 0) {
@@ -349,7 +358,7 @@ async function indexSync(args: string[], config: Config): Promise<number> {
   if (values.help) return help("index sync");
   const [name, dir, ...extra] = positionals;
   if (!name || !dir || extra.length > 0) throw new UsageError("index sync needs a name and one folder");
-  const settings = await indexSettings(values);
+  const settings = indexSettings(values);
 
   const [{ syncFolder }, { resolveFolder }] = await Promise.all([
     import("../rag/service/sync.js"),
