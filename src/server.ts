@@ -2,13 +2,11 @@
 import path from "node:path";
 import type { Config } from "./core/config.js";
 import { buildRagApp } from "./rag/app.js";
-import type { GenerationPort } from "./rag/answering/generative.js";
-import { localGeneration } from "./rag/answering/local-generation.js";
+import { localModels, type LocalModels } from "./rag/local-models.js";
 import { SQLITE_FILE_NAME } from "./rag/store/sqlite-store.js";
 import { buildTextgenApp } from "./textgen/app.js";
 import { createGenerator } from "./textgen/engine/create-generator.js";
 import { LlamaGenerator } from "./textgen/engine/llama-generator.js";
-import type { TextgenService } from "./textgen/engine/service.js";
 
 export type Which = "textgen" | "rag" | "all";
 
@@ -64,15 +62,14 @@ function redacted(databaseUrl: string): string {
 
 export async function serve(which: Which, config: Config): Promise<Listening[]> {
   const started: Listening[] = [];
-  // With both apps here, RAG writes with the loaded model in-process unless GENERATION_URL is set.
-  let local: GenerationPort | undefined;
-  let textgenService: TextgenService | undefined;
+  // With both apps here, RAG uses their models in-process (through its ports) unless GENERATION_URL,
+  // EMBEDDING_URL or RERANK_URL name other servers.
+  let local: LocalModels | undefined;
   try {
     if (which === "textgen" || which === "all") {
       const generator = createGenerator(config);
       const app = await buildTextgenApp({ config, generator });
-      local = localGeneration(app.textgenService);
-      textgenService = app.textgenService;
+      local = localModels(app.textgenService, config.generation);
       await listen(app, config, "TEXTGEN_PORT", config.server.textgenPort);
       started.push(app);
       // One line once the model has loaded (or failed to): which model, llama.cpp binary and device.
@@ -99,7 +96,7 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
       }
     }
     if (which === "rag" || which === "all") {
-      const app = await buildRagApp({ config, localGeneration: local, textgenService });
+      const app = await buildRagApp({ config, local });
       await listen(app, config, "RAG_PORT", config.server.ragPort);
       started.push(app);
       app.log.info(

@@ -12,8 +12,15 @@ import { Presets, SingleBar } from "cli-progress";
 import type { Config } from "../core/config.js";
 import { loadConfigOrReport } from "./load-config.js";
 import { badRequest, DomainError, notFound, notReady, type ErrorKind } from "../core/errors.js";
-import { defaultOverlap } from "../rag/ingest/chunker.js";
 import type { RagService, DocumentInput } from "../rag/service.js";
+import type { IndexSettings } from "../rag/store/types.js";
+import { SCORER_NAMES } from "../rag/search/scoring.js";
+import {
+  CHUNK_SIZE_RANGE,
+  DEFAULT_CHUNK_SIZE,
+  DEFAULT_SCORER,
+  resolveIndexSettings,
+} from "../rag/service/settings.js";
 import type { Which } from "../server.js";
 import { onTextDeltas } from "../textgen/engine/events.js";
 import type { LlamaGenerator } from "../textgen/engine/llama-generator.js";
@@ -28,6 +35,9 @@ const REFUSED: ReadonlySet<ErrorKind> = new Set(["invalid", "conflict", "too_lar
 
 class UsageError extends Error {}
 
+const SCORER_OPTION = `--scorer ${SCORER_NAMES.join("|")}`.padEnd(31);
+const CHUNK_SIZES = `${CHUNK_SIZE_RANGE.minimum} … ${CHUNK_SIZE_RANGE.maximum}, default ${DEFAULT_CHUNK_SIZE}`;
+
 const HELP: Record<string, string> = {
   main: `lectern: self-hosted text generation and document question answering
 
@@ -35,7 +45,7 @@ Usage: lectern <command> [options]
 
 Commands:
   serve [textgen|rag|all]            start the HTTP apps (default: all)
-  index build <name> <path…>         index files and folders (.txt .md .html .pdf .docx)
+  index build <name> <path…>         index files and folders (the formats /rag/build reads)
   index list                         list indices
   index rm <name>                    delete an index
   index sync <name> <dir> [--watch]  apply only what changed in a folder since the last sync
@@ -52,8 +62,8 @@ Starts the text generation app (TEXTGEN_PORT, 8000), the RAG app (RAG_PORT, 8001
 
 Reads the files (folders: every supported file below them), then builds the index in one write.
   --mode create|replace|append   default create (409-like failure if it exists)
-  --scorer tfidf|bm25            default tfidf
-  --chunk-size N                 100 … 10000, default 1000
+  ${SCORER_OPTION}default ${DEFAULT_SCORER}
+  --chunk-size N                 ${CHUNK_SIZES}
   --overlap N                    default min(128, chunk-size/2)
   --tenant ID                    default "default"
   --json                         print the result as JSON`,
@@ -68,12 +78,15 @@ route), else relative to <dir>. A file that cannot be parsed is reported and lef
 still sync (exit code 4 when any failed). A missing index is created with the settings below.
   --watch                        sync again whenever something below <dir> changes, one line per
                                  sync, until SIGINT or SIGTERM (exit 0)
-  --scorer tfidf|bm25            when creating: default tfidf
-  --chunk-size N                 when creating: 100 … 10000, default 1000
+  ${SCORER_OPTION}when creating: default ${DEFAULT_SCORER}
+  --chunk-size N                 when creating: ${CHUNK_SIZES}
   --overlap N                    when creating: default min(128, chunk-size/2)
   --tenant ID                    default "default"
   --json                         print each result as JSON (one line per sync with --watch)`,
   ask: `Usage: lectern ask <index> "<question>" [options]
+
+Answers as POST /rag/query does: with GENERATION_URL set, its model writes the answer from as many
+results as fit its context (GENERATION_CONTEXT_SIZE); else the answer is extractive.
   --top-k N          results to use, default 5
   --tenant ID        default "default"
   --json             print the whole response as JSON`,
@@ -224,16 +237,20 @@ const INDEX_SETTINGS = {
   tenant: { type: "string" },
 } as const;
 
-/** --scorer, --chunk-size and --overlap, checked, with the defaults of /rag/build. */
+/** --scorer, --chunk-size and --overlap, resolved and checked as every build's (the service's rules). */
 function indexSettings(values: Parsed["values"]) {
-  const scorer = (values.scorer as string | undefined) ?? "tfidf";
-  if (!["tfidf", "bm25"].includes(scorer)) throw new UsageError("--scorer must be tfidf or bm25");
-  const chunkSize = integer(values["chunk-size"], "chunk-size") ?? 1000;
-  if (chunkSize < 100 || chunkSize > 10_000)
-    throw new UsageError("--chunk-size must be between 100 and 10000");
-  const overlap = integer(values.overlap, "overlap") ?? defaultOverlap(chunkSize);
-  if (overlap > chunkSize / 2) throw new UsageError("--overlap must be at most chunk-size/2");
-  return { scorer, chunkSize, overlap };
+  try {
+    return resolveIndexSettings({
+      scorer: values.scorer as IndexSettings["scorer"] | undefined,
+      chunkSize: integer(values["chunk-size"], "chunk-size"),
+      overlap: integer(values.overlap, "overlap"),
+    });
+  } catch (error) {
+    // A bad option value is a usage error here (exit 2), named by its flag.
+    if (!(error instanceof DomainError)) throw error;
+    const field = ((error.details[0] as { path?: string } | undefined)?.path ?? "").slice(1);
+    throw new UsageError(field ? `--${field.replace("_", "-")}: ${error.message}` : error.message);
+  }
 }
 
 async function indexBuild(args: string[], config: Config): Promise<number> {
@@ -248,7 +265,10 @@ async function indexBuild(args: string[], config: Config): Promise<number> {
   const { scorer, chunkSize, overlap } = indexSettings(values);
 
   const files = await collectFiles(paths, config.rag.ragFilesDir);
-  if (files.length === 0) throw badRequest("No supported files (.txt .md .html .pdf .docx) found");
+  if (files.length === 0) {
+    const { SUPPORTED_EXTENSIONS } = await loaders();
+    throw badRequest(`No supported files (${SUPPORTED_EXTENSIONS.join(" ")}) found`);
+  }
   const { loadFile } = await loaders();
   const bar = progress(files.length, `index ${name}`);
   const documents: DocumentInput[] = [];
@@ -280,7 +300,7 @@ async function indexBuild(args: string[], config: Config): Promise<number> {
       documents,
       chunkSize,
       overlap,
-      scorer: scorer as "tfidf" | "bm25",
+      scorer,
       mode: mode as "create" | "replace" | "append",
     }),
   );
@@ -339,7 +359,7 @@ async function indexSync(args: string[], config: Config): Promise<number> {
   if (values.help) return help("index sync");
   const [name, dir, ...extra] = positionals;
   if (!name || !dir || extra.length > 0) throw new UsageError("index sync needs a name and one folder");
-  const { scorer, chunkSize, overlap } = indexSettings(values);
+  const settings = indexSettings(values);
 
   const [{ syncFolder }, { resolveFolder }] = await Promise.all([
     import("../rag/service/sync.js"),
@@ -351,7 +371,6 @@ async function indexSync(args: string[], config: Config): Promise<number> {
   // With RAG_FILES_DIR set, ids are relative to it (as the HTTP route stores them); else to the folder.
   const { root, folder } = await resolveFolder(config.rag.ragFilesDir ?? absolute, absolute);
   const key = { tenantId: (values.tenant as string | undefined) ?? "default", name };
-  const settings = { scorer: scorer as "tfidf" | "bm25", chunkSize, overlap };
 
   return withService(config, async (service) => {
     const syncOnce = async () => {
@@ -439,16 +458,24 @@ async function ask(args: string[], config: Config): Promise<number> {
   const question = words.join(" ").trim();
   if (!name || !question) throw new UsageError('ask needs an index and a question: lectern ask docs "…"');
   const topK = integer(values["top-k"], "top-k") ?? 5;
+  const [answering, generation, { Retrievers }] = await Promise.all([
+    import("../rag/answering/ask.js"),
+    import("../rag/answering/upstream-generation.js"),
+    import("../rag/retrieval/retrievers.js"),
+  ]);
+  const { answerWriterFor } = await import("../rag/answering/generative.js");
+  // As the RAG app answers without a model in its process: GENERATION_URL's when set, else extractive.
+  const answerWriter = answerWriterFor(generation.generationPortFor(config.generation, undefined));
+  const retrievers = new Retrievers(config.rag);
   const response = await withService(config, async (service) => {
     const key = { tenantId: (values.tenant as string | undefined) ?? "default", name };
-    const { results, elapsedMs, loaded } = await service.query({ key, query: question, topK, minScore: 0 });
-    return {
-      query: question,
-      results,
-      count: results.length,
-      elapsed_ms: elapsedMs,
-      answer: service.extractive(question, results, loaded),
-    };
+    const input = { key, query: question, top_k: topK, min_score: 0 };
+    try {
+      return await answering.ask({ service, answerWriter, retrievers }, input).result;
+    } finally {
+      await answerWriter?.close();
+      await retrievers.close();
+    }
   });
   if (values.json) {
     print(response);
@@ -466,6 +493,8 @@ async function ask(args: string[], config: Config): Promise<number> {
           : "";
     process.stdout.write(`  [${index + 1}] ${result.file}${page}  (score ${result.score.toFixed(3)})\n`);
   });
+  if (response.generation_skipped_reason)
+    process.stderr.write(`lectern: answered extractively: ${response.generation_skipped_reason}\n`);
   return response.count === 0 ? EXIT.notFound : EXIT.ok;
 }
 

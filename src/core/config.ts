@@ -109,6 +109,12 @@ export interface Config {
     generationApiKey: string | null;
     /** How long RAG waits for a generative answer before falling back to an extractive one. */
     generationTimeoutMs: number;
+    /**
+     * Tokens one request may hold on GENERATION_URL's server (prompt and answer): RAG fits its prompts
+     * to it, counting text by an estimate (rag/answering/generation-port.ts), as it cannot see that
+     * server's tokenizer. The in-process model's own context is read from it instead.
+     */
+    generationContextSize: number;
   };
   /** The RAG store and the files it reads. */
   rag: {
@@ -427,6 +433,7 @@ export function loadConfig(env: Env = process.env): Config {
       generationModel: read(env, "GENERATION_MODEL") ?? null,
       generationApiKey: read(env, "GENERATION_API_KEY") ?? null,
       generationTimeoutMs: integer(env, "GENERATION_TIMEOUT_MS", 30_000, 100, 3_600_000),
+      generationContextSize: integer(env, "GENERATION_CONTEXT_SIZE", 4096, 256, 1 << 20),
     },
     rag: {
       dataDir,

@@ -58,8 +58,8 @@ export interface HttpAppOptions {
     auth: Config["auth"];
     limits: Pick<Config["limits"], "maxBodyBytes" | "maxJsonDepth">;
   };
-  /** Serve the web playground at /ui, as this app. */
-  ui?: { service: "textgen" | "rag" };
+  /** Serve the web playground at /ui, as this app; `config`: what else the page reads of it. */
+  ui?: { service: "textgen" | "rag"; config?: Record<string, unknown> };
   /** OpenAPI tags, in the order /docs shows them. */
   tags?: Array<{ name: string; description: string }>;
   /** Where log lines go instead of stdout (tests read them). */
@@ -82,7 +82,6 @@ const codeByStatus: Record<number, ErrorCode> = {
   504: "timeout",
 };
 
-/** Turns anything thrown into an ApiError a client may see; unexpected errors lose their details. */
 /**
  * What is wrong with the first invalid value, from schema validation errors. A choice of constants
  * ("tfidf" | "bm25") fails once per alternative with "must be equal to constant": the allowed values
@@ -124,7 +123,10 @@ const HTTP_OF_KIND: Readonly<Record<ErrorKind, { status: number; code: ErrorCode
   storage_full: { status: 507, code: "insufficient_storage" },
 };
 
-/** Any error as the API error a client sees: the one place domain errors become HTTP. */
+/**
+ * Any error as the API error a client sees: the one place domain errors become HTTP. Unexpected
+ * errors lose their details (the log has them).
+ */
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
   if (error instanceof DomainError) {
@@ -195,7 +197,7 @@ export async function createHttpApp(options: HttpAppOptions) {
   cors.registerPreflightRoute(app);
   const keysOn = await registerAccess(app, config);
   await registerDocs(app, options, keysOn);
-  if (options.ui) await registerUi(app, { service: options.ui.service, config });
+  if (options.ui) await registerUi(app, { ...options.ui, appConfig: options.ui.config ?? {}, config });
   // Liveness: the process answers. Readiness is /health, which each app defines.
   app.get("/livez", { schema: { tags: ["service"], summary: "Liveness (the process is up)" } }, async () => ({
     status: "alive",

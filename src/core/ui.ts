@@ -1,17 +1,22 @@
 /**
  * The web playground (web/) at /ui, served by both apps from files in this repo: no CDN, works
- * offline. `/ui/config.json` tells the page where each app is, so one page drives both.
+ * offline. `/ui/config.json` tells the page where each app is, so one page drives both, and the rules
+ * the page checks before sending (the name pattern; the RAG app adds the file formats it reads), so
+ * the page never keeps copies of them.
  */
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import fastifyStatic from "@fastify/static";
 import type { FastifyInstance } from "fastify";
 import type { Config } from "./config.js";
+import { NAME_PATTERN, NAME_RULE } from "./validation.js";
 
 export const WEB_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../web");
 
 export interface UiOptions {
   service: "textgen" | "rag";
+  /** The app's own fields of config.json (the RAG app's `formats`). */
+  appConfig?: Record<string, unknown>;
   config: {
     server: Pick<Config["server"], "textgenPort" | "ragPort">;
     auth: Pick<Config["auth"], "apiKeysFile">;
@@ -38,6 +43,9 @@ export async function registerUi(app: FastifyInstance, options: UiOptions): Prom
       textgen_url: options.service === "textgen" ? "" : origin(options.config.server.textgenPort),
       rag_url: options.service === "rag" ? "" : origin(options.config.server.ragPort),
       auth: options.config.auth.apiKeysFile !== null,
+      name_pattern: NAME_PATTERN,
+      name_rule: NAME_RULE,
+      ...options.appConfig,
     };
   });
 }

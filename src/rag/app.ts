@@ -1,4 +1,8 @@
-/** Builds the RAG app without listening; the store is injected so tests and replicas choose it. */
+/**
+ * Builds the RAG app without listening; the store is injected so tests and replicas choose it. RAG
+ * reaches models only through its ports: GENERATION_URL (and EMBEDDING_URL, RERANK_URL) over HTTP, or
+ * the models of this process when src/server.ts passes them (`local`, from local-models.ts).
+ */
 import type { Config } from "../core/config.js";
 import { ConfigError } from "../core/errors.js";
 import { createHttpApp } from "../core/http.js";
@@ -8,13 +12,16 @@ import { createRagMetrics } from "./metrics.js";
 import { RagService } from "./service.js";
 import { openIndexStore } from "./store/open.js";
 import type { IndexStore } from "./store/types.js";
-import { AnswerWriter, upstreamGeneration, type GenerationPort } from "./answering/generative.js";
+import { answerWriterFor } from "./answering/generative.js";
+import type { GenerationPort } from "./answering/generation-port.js";
+import { generationPortFor } from "./answering/upstream-generation.js";
 import { ingestFromConfig } from "./ingest/limits.js";
+import { SUPPORTED_EXTENSIONS } from "./ingest/loaders.js";
 import { openAiRagRoutes } from "./http/openai-routes.js";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { registerUploadRoomCheck } from "./http/upload-room.js";
-import type { TextgenService } from "../textgen/engine/service.js";
+import type { LocalModelPorts } from "./retrieval/ports.js";
 import { Retrievers } from "./retrieval/retrievers.js";
 import { FsDirectory } from "./search/fs-directory.js";
 
@@ -23,24 +30,11 @@ export interface RagAppDeps {
   /** Defaults to PostgreSQL when DATABASE_URL is set (replicas share it), else SQLite under DATA_DIR. */
   store?: IndexStore;
   /**
-   * The text generation service of the same process (`npm start`), used for generative answers and
-   * conversation rewriting when GENERATION_URL is not set.
+   * The models of the text generation app of the same process (`npm start`): generative answers and
+   * conversation rewriting when GENERATION_URL is not set, embeddings and reranking when EMBEDDING_URL
+   * and RERANK_URL are not.
    */
-  localGeneration?: GenerationPort;
-  /**
-   * The text generation service of the same process: it embeds and reranks for RAG when EMBEDDING_URL
-   * and RERANK_URL are not set, without an HTTP hop.
-   */
-  textgenService?: TextgenService;
-}
-
-/** The port RAG writes with: GENERATION_URL when set, else the in-process model, else none. */
-export function generationPortFor(
-  config: Config["generation"],
-  local: GenerationPort | undefined,
-): GenerationPort | null {
-  if (config.generationUrl) return upstreamGeneration(config, config.generationUrl);
-  return local ?? null;
+  local?: LocalModelPorts & { generation?: GenerationPort };
 }
 
 /** The start-up line saying how answers are written. */
@@ -61,13 +55,13 @@ function spillDirectory(dir: string | null): FsDirectory | undefined {
   }
 }
 
-export async function buildRagApp({ config, store, localGeneration, textgenService }: RagAppDeps) {
+export async function buildRagApp({ config, store, local = {} }: RagAppDeps) {
   const app = await createHttpApp({
     service: RAG_SERVICE_NAME,
     description:
       "Build TF-IDF/BM25 indices (with embeddings, for dense and hybrid retrieval) from documents and answer questions from them, offline. Errors are JSON: {error:{code,message,details}}.",
     config,
-    ui: { service: "rag" },
+    ui: { service: "rag", config: { formats: SUPPORTED_EXTENSIONS } },
     tags: [
       { name: "indices", description: "Build, list and delete indices" },
       { name: "query", description: "Search and answer" },
@@ -87,9 +81,9 @@ export async function buildRagApp({ config, store, localGeneration, textgenServi
     throw error;
   }
   const service = new RagService(indexStore, { log: app.log, vectorDirectory });
-  const generation = generationPortFor(config.generation, localGeneration);
-  const answerWriter = generation ? new AnswerWriter(generation, { maxTokens: 256 }) : null;
-  const retrievers = new Retrievers(config.rag, textgenService, config.models.embeddingModelPath);
+  const generation = generationPortFor(config.generation, local.generation);
+  const answerWriter = answerWriterFor(generation);
+  const retrievers = new Retrievers(config.rag, local, config.models.embeddingModelPath);
   const { registry } = registerMetrics(app, "rag");
   const routeDeps = {
     retrievers,

@@ -8,7 +8,7 @@
  *   of a write whose base was stale (IndexWriter's write lock);
  * - write-coordinator.ts: each write chunked, prepared, committed as one store change and applied;
  * - merge-scheduler.ts: background merges picked by the merge policy and committed (MergeScheduler);
- * - queries.ts: top-k search, filters, chunk texts from the store, extractive answers;
+ * - queries.ts: top-k search, filters, chunk texts from the store;
  * - stats.ts: this process's counters and latencies for /rag/stats and /metrics.
  * No HTTP here: routes translate requests to these calls, and its errors are domain errors
  * (core/errors.ts) that core/http.ts maps to statuses.
@@ -29,7 +29,6 @@ import type {
   LoadedIndex,
   QueryInput,
   QueryOutput,
-  QueryResult,
   RagServiceOptions,
   SegmentCounters,
   WriteEmbedding,
@@ -143,10 +142,6 @@ export class RagService {
 
   query(input: QueryInput): Promise<QueryOutput> {
     return this.queries.query(input);
-  }
-
-  extractive(query: string, results: QueryResult[], loaded: LoadedIndex): string | null {
-    return this.queries.extractive(query, results, loaded);
   }
 
   /**

@@ -132,6 +132,6 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
     await initial?.close();
     if (remote) await generator.close();
   });
-  // The service, for the RAG app of the same process to generate through (rag/answering/local-generation.ts).
+  // The service, for the RAG app of the same process to reach through its ports (rag/local-models.ts).
   return Object.assign(app, { textgenService: service });
 }

@@ -4,42 +4,13 @@
  * have no cycle. A cycle makes the load order matter and keeps layers from being read alone.
  */
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
+import { importsOf, sourceFiles } from "../helpers/source-imports.js";
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const srcDir = path.join(repoRoot, "src");
-
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) return sourceFiles(full);
-    return entry.name.endsWith(".ts") && !entry.name.endsWith(".d.ts") ? [full] : [];
-  });
-}
-
-// `from "…"` closes every static import and re-export (`import type` and `export type` included);
-// `import("…")` is a dynamic import or an inline type import.
-const SPECIFIER =
-  /\bfrom\s*["']([^"']+)["']|\bimport\s*\(\s*["']([^"']+)["']\s*\)|^\s*import\s*["']([^"']+)["']/gm;
-
-/** Relative imports of `file`, as the .ts files they resolve to. */
-function importsOf(file: string): string[] {
-  // Comments may mention imports; drop them first (block comments, then line comments at a line start).
-  const text = readFileSync(file, "utf8")
-    .replace(/\/\*[\s\S]*?\*\//g, "")
-    .replace(/^\s*\/\/.*$/gm, "");
-  const targets = new Set<string>();
-  for (const match of text.matchAll(SPECIFIER)) {
-    const specifier = match[1] ?? match[2] ?? match[3] ?? "";
-    if (!specifier.startsWith(".")) continue;
-    const resolved = path.resolve(path.dirname(file), specifier).replace(/\.js$/, ".ts");
-    targets.add(resolved.endsWith(".ts") ? resolved : `${resolved}.ts`);
-  }
-  return [...targets];
-}
 
 /** Every cycle's files, one cycle per strongly connected component (Tarjan). */
 function cycles(graph: Map<string, string[]>): string[][] {

@@ -10,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { buildRagApp } from "../../src/rag/app.js";
-import { localGeneration } from "../../src/rag/answering/local-generation.js";
+import { localModels } from "../../src/rag/local-models.js";
 import { buildTextgenApp } from "../../src/textgen/app.js";
 import { createGenerator } from "../../src/textgen/engine/create-generator.js";
 import type { LlamaGenerator } from "../../src/textgen/engine/llama-generator.js";
@@ -34,7 +34,7 @@ async function ragWith(localModel: boolean) {
   }
   const rag = await buildRagApp({
     config,
-    ...(textgen && { localGeneration: localGeneration(textgen.textgenService) }),
+    ...(textgen && { local: localModels(textgen.textgenService, config.generation) }),
   });
   const built = await rag.inject({
     method: "POST",

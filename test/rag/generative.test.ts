@@ -99,12 +99,17 @@ describe("generative answers through a real text generation app", () => {
     assert.match(response.headers.get("content-type") ?? "", /text\/event-stream/);
     const seen: string[] = [];
     let text = "";
-    let done: { answer: string; answer_mode: string; results: unknown[] } | undefined;
+    let done: { answer: string; answer_mode: string; results: unknown[]; sources_used: number } | undefined;
+    let results: { count: number; sources_used: number } | undefined;
     for await (const { event, data } of sseEvents(response)) {
       seen.push(event);
       if (event === "message") text += JSON.parse(data).token;
       if (event === "done") done = JSON.parse(data);
+      if (event === "results") results = JSON.parse(data);
     }
+    // The results event says already how many results the model is given: all of these short ones.
+    assert.equal(results?.sources_used, results?.count);
+    assert.equal(done?.sources_used, results?.sources_used);
     assert.equal(seen[0], "results");
     assert.ok(seen.filter((e) => e === "message").length >= 2);
     assert.equal(seen.at(-1), "done");

@@ -15,6 +15,7 @@ import { after, before, describe, it } from "node:test";
 import { freePort } from "../../scripts/lib/free-port.js";
 import { maxFusedScore, reciprocalRankFusion } from "../../src/rag/retrieval/fusion.js";
 import { buildRagApp } from "../../src/rag/app.js";
+import { localModels } from "../../src/rag/local-models.js";
 import { testConfig } from "../helpers/env.js";
 import { cosine } from "../helpers/hash-embedder.js";
 import { modelsDirOf, retrievalModels, TINY } from "../helpers/retrieval-models.js";
@@ -370,7 +371,10 @@ describe("both apps in one process: embeddings and reranking without an HTTP hop
     const dataDir = makeTempDir("rag-hybrid-local");
     // No EMBEDDING_URL / RERANK_URL: the text generation service of this process embeds and reranks.
     const config = testConfig({ DATA_DIR: dataDir, EMBEDDING_MODEL: "embed", RERANK_MODEL: "rerank" });
-    const app = await buildRagApp({ config, textgenService: textgen.app.textgenService });
+    const app = await buildRagApp({
+      config,
+      local: localModels(textgen.app.textgenService, config.generation),
+    });
     const rag = ragClient(app);
     try {
       assert.match(app.retrieval.join("\n"), /embeddings from the model embed of this process/);

@@ -11,7 +11,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import OpenAI, { toFile } from "openai";
 import { buildRagApp } from "../../src/rag/app.js";
-import { localGeneration } from "../../src/rag/answering/local-generation.js";
+import { localModels } from "../../src/rag/local-models.js";
 import { buildTextgenApp } from "../../src/textgen/app.js";
 import { createGenerator } from "../../src/textgen/engine/create-generator.js";
 import type { LlamaGenerator } from "../../src/textgen/engine/llama-generator.js";
@@ -29,7 +29,7 @@ describe("OpenAI's API on the RAG app, through the openai client", () => {
     const generator = createGenerator(config) as LlamaGenerator;
     textgen = await buildTextgenApp({ config, generator });
     await generator.ready();
-    rag = await buildRagApp({ config, localGeneration: localGeneration(textgen.textgenService) });
+    rag = await buildRagApp({ config, local: localModels(textgen.textgenService, config.generation) });
     await rag.listen({ host: "127.0.0.1", port: 0 });
     const { port } = rag.server.address() as AddressInfo;
     client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "unused", maxRetries: 0 });
@@ -140,23 +140,38 @@ describe("OpenAI's API on the RAG app, through the openai client", () => {
     assert.match(content, /Sources:\n\[1\] /);
     const citations = (completion as unknown as { citations: { document_id: string }[] }).citations;
     assert.equal(citations[0]!.document_id, ids.keys);
+    // The answer's real token counts; "length" when it was cut at its limit, which the tiny model reaches.
+    const usage = completion.usage!;
+    assert.ok(usage.prompt_tokens > 0, JSON.stringify(usage));
+    assert.ok(usage.completion_tokens >= 1);
+    assert.equal(usage.total_tokens, usage.prompt_tokens + usage.completion_tokens);
+    const finishWhole = completion.choices[0]!.finish_reason;
+    assert.ok(finishWhole === "stop" || finishWhole === "length", finishWhole);
+    const sourcesUsed = (completion as unknown as { sources_used: number }).sources_used;
+    assert.ok(sourcesUsed >= 1 && sourcesUsed <= citations.length);
 
     const stream = await client.chat.completions.create({
       model: "handbook",
       messages: [{ role: "user", content: "How do I rotate the API keys?" }],
       stream: true,
+      stream_options: { include_usage: true },
     });
     let text = "";
     let first: unknown;
     let finish: string | null = null;
+    let streamedUsage: unknown;
     for await (const chunk of stream) {
       first ??= chunk;
       text += chunk.choices[0]?.delta.content ?? "";
       finish = chunk.choices[0]?.finish_reason ?? finish;
+      streamedUsage = chunk.usage ?? streamedUsage;
     }
-    assert.equal(finish, "stop");
+    // Greedy decoding: the streamed answer ends as the whole one did, with the same counts.
+    assert.equal(finish, finishWhole);
+    assert.deepEqual(streamedUsage, usage);
     assert.match(text, /Sources:\n\[1\] /);
     assert.equal((first as { citations: { document_id: string }[] }).citations[0]!.document_id, ids.keys);
+    assert.equal((first as { sources_used: number }).sources_used, sourcesUsed);
   });
 
   it("errors in OpenAI's shape: unknown index, unknown field", async () => {

@@ -290,6 +290,24 @@ describe("RAG API routes", () => {
   });
 
   describe("POST /rag/query", () => {
+    it("takes the index as index, as /rag/chat does; index and index_name must agree; one is needed", async () => {
+      const query = "What is the largest planet orbiting the Sun?";
+      const byAlias = await rag.query({ index: "corpus", query });
+      assertStatus(byAlias, 200);
+      const byName = (await rag.query({ index_name: "corpus", query })).json();
+      assert.deepEqual(
+        byAlias.json().results.map((r: QueryResult) => r.chunk_id),
+        byName.results.map((r: QueryResult) => r.chunk_id),
+      );
+      assertStatus(await rag.query({ index: "corpus", index_name: "corpus", query }), 200);
+      const differ = await rag.query({ index: "corpus", index_name: "other", query });
+      assertApiError(differ, 400);
+      assert.match(differ.json().error.message, /index and index_name differ/);
+      const neither = await rag.query({ query });
+      assertApiError(neither, 400);
+      assert.match(neither.json().error.message, /index_name \(or index\)/);
+    });
+
     it("answers with every field of the contract; results sorted, scores in 0 … 1", async () => {
       const res = await rag.query({
         index_name: "corpus",
@@ -304,6 +322,7 @@ describe("RAG API routes", () => {
         "elapsed_ms",
         "query",
         "results",
+        "sources_used",
       ]);
       assert.equal(body.query, "What is the largest planet orbiting the Sun?");
       assert.equal(body.count, body.results.length);
@@ -313,6 +332,8 @@ describe("RAG API routes", () => {
       assert.equal(typeof body.answer, "string");
       assert.match(body.answer, /\[1\]/);
       assert.match(body.answer, /Jupiter|planet/);
+      // The results the extractive answer quotes: as many as its distinct [n].
+      assert.equal(body.sources_used, new Set(body.answer.match(/\[\d+\]/g)).size);
       const top = body.results[0] as QueryResult;
       assert.deepEqual(Object.keys(top).sort(), RESULT_FIELDS);
       assert.equal(top.document_id, "solar");

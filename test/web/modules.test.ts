@@ -8,6 +8,8 @@ import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { WEB_ROOT } from "../../src/core/ui.js";
+import { NAME_PATTERN } from "../../src/core/validation.js";
+import { SUPPORTED_EXTENSIONS } from "../../src/rag/ingest/loaders.js";
 import { openRagApp, removeTempDirs, type RagApp } from "../helpers/rag-http.js";
 
 const MODULES = readdirSync(path.join(WEB_ROOT, "js")).filter((name) => name.endsWith(".js"));
@@ -62,5 +64,20 @@ describe("the playground's modules as served", () => {
       assert.doesNotMatch(source, /(?:from\s+|import\s*\(\s*)["']https?:/, name);
       assert.doesNotMatch(source, /innerHTML|outerHTML|insertAdjacentHTML|document\.write/, name);
     }
+  });
+
+  it("config.json gives the page the app's rules, and the page keeps no copy of them", async () => {
+    const config = (await app.inject({ method: "GET", url: "/ui/config.json" })).json();
+    assert.equal(config.name_pattern, NAME_PATTERN);
+    assert.deepEqual(config.formats, [...SUPPORTED_EXTENSIONS]);
+    const page = [
+      readFileSync(path.join(WEB_ROOT, "index.html"), "utf8"),
+      ...MODULES.map((name) => readFileSync(path.join(WEB_ROOT, "js", name), "utf8")),
+    ].join("\n");
+    assert.doesNotMatch(
+      page,
+      /\.docx|A-Za-z0-9\._-/,
+      "a format list or the name pattern written in the page",
+    );
   });
 });

@@ -5,7 +5,15 @@ import { config } from "./state.js";
 
 export const KEY_STORAGE = "lectern.apiKey";
 export const TENANT_STORAGE = "lectern.tenant";
-export const NAME_PATTERN = /^(?!\.{1,2}$)[A-Za-z0-9._-]{1,128}$/;
+
+/**
+ * Whether `name` is a valid index name or tenant id, by the app's own pattern (config.json); before
+ * that is read, any name (the app checks it anyway).
+ * @param {string} name
+ */
+export function isValidName(name) {
+  return config.name_pattern ? new RegExp(config.name_pattern).test(name) : name !== "";
+}
 
 /** @param {string} key */
 export function readStorage(key) {
@@ -35,7 +43,7 @@ export function apiKey() {
 
 export function tenant() {
   const value = $("#tenant").value.trim();
-  return NAME_PATTERN.test(value) ? value : "";
+  return isValidName(value) ? value : "";
 }
 
 /** @param {string} [prefix] */

@@ -176,6 +176,25 @@ function setAsking(busy) {
 
 const MODE_LABELS = { extractive: "extractive", generative: "generative", none: "results only" };
 
+/**
+ * How many results an answer was written from (`sources_used`), and whether it was cut at its length
+ * limit, as a note; "" when the response does not say.
+ * @param {Record<string, any>} whole the response of /rag/query or /rag/chat
+ */
+export function sourcesNote(whole) {
+  const used = whole.sources_used;
+  if (typeof used !== "number" || whole.answer_mode === "none") return "";
+  const count = whole.count ?? whole.results?.length ?? used;
+  const results = (n) => `${n} result${n === 1 ? "" : "s"}`;
+  if (whole.answer_mode !== "generative") return `Quoted from ${results(used)}.`;
+  const context = whole.generation?.context_tokens;
+  const from =
+    used < count
+      ? `Written from the top ${results(used)} of ${count}: that is what fits the model's context of ${formatCount(context)} tokens per request.`
+      : `Written from ${count === 1 ? "the one result" : `all ${results(count)}`}.`;
+  return whole.generation?.finish_reason === "length" ? `${from} Cut at its length limit.` : from;
+}
+
 function finishAnswer(whole, started) {
   currentResults = whole.results ?? currentResults;
   answerBadge.textContent = MODE_LABELS[whole.answer_mode] ?? whole.answer_mode ?? "";
@@ -188,7 +207,7 @@ function finishAnswer(whole, started) {
     answerSection.hidden = false;
     answerText.replaceChildren("No answer could be composed from these results.");
   }
-  const notes = [];
+  const notes = [sourcesNote(whole)].filter(Boolean);
   if (whole.generation_skipped_reason)
     notes.push(`Answered extractively: ${whole.generation_skipped_reason}.`);
   if (whole.generation) {
@@ -262,7 +281,9 @@ async function ask() {
         answerBadge.textContent = "generative";
         answerText.replaceChildren();
         answerText.dataset.state = "streaming";
-        setStatus(askStatus, `${data.count ?? 0} results; writing the answer…`);
+        const given =
+          typeof data.sources_used === "number" ? `, ${data.sources_used} given to the model` : "";
+        setStatus(askStatus, `${data.count ?? 0} results${given}; writing the answer…`);
       } else if (event === "done") {
         whole = data;
       } else if (event === "error") {

@@ -12,7 +12,7 @@ import {
   tenant,
   authHeaders,
 } from "./api.js";
-import { cardTitle, describeSource, highlighted, queryStems } from "./ask.js";
+import { cardTitle, describeSource, highlighted, queryStems, sourcesNote } from "./ask.js";
 import {
   $,
   el,
@@ -325,6 +325,7 @@ async function chatWithIndex(index, signal, view) {
     if (view.item.dataset.rewritten === "true") notes.push(`Searched for “${searched}”.`);
     else if (whole.rewrite_skipped_reason && messages.filter((m) => m.role === "user").length > 1)
       notes.push(`Searched the last question as it stands: ${whole.rewrite_skipped_reason}.`);
+    notes.push(sourcesNote(whole));
     if (whole.generation_skipped_reason)
       notes.push(`Answered extractively: ${whole.generation_skipped_reason}.`);
     if (whole.generation) {

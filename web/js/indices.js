@@ -1,10 +1,8 @@
 // @ts-check
 // Indices: build one from files (upload progress), list them, delete one.
-import { NAME_PATTERN, apiKey, errorMessage, requestJson, tenant, tenantQuery } from "./api.js";
+import { apiKey, errorMessage, isValidName, requestJson, tenant, tenantQuery } from "./api.js";
 import { $, el, formatBytes, formatCount, formatMs, formatWhen, setStatus } from "./dom.js";
 import { config, emit, on, shared } from "./state.js";
-
-const SUPPORTED = /\.(txt|md|html|pdf|docx)$/i;
 
 const buildForm = $("#build-form");
 const buildButton = $("#build-button");
@@ -26,6 +24,34 @@ const indicesStatus = $("#indices-status");
 let chosenFiles = [];
 let upload = null;
 
+/**
+ * Whether the RAG app reads a file of this name (its formats, from its config.json); before they
+ * are known, every file is taken and the app says which it cannot read.
+ * @param {string} name
+ */
+function isSupported(name) {
+  const dot = name.lastIndexOf(".");
+  return config.formats.length === 0 || (dot > 0 && config.formats.includes(name.slice(dot).toLowerCase()));
+}
+
+/**
+ * The formats the RAG app reads, from its /ui/config.json (this page's own when the RAG app serves
+ * it): the file chooser offers them and the hint lists them.
+ */
+export async function loadFormats() {
+  if (config.formats.length === 0 && config.service !== "rag") {
+    try {
+      const response = await fetch(`${config.rag_url}/ui/config.json`, { cache: "no-store" });
+      if (response.ok) config.formats = (await response.json()).formats ?? [];
+    } catch {
+      // The RAG app is not reachable: files are taken as they come, and it says which it cannot read.
+    }
+  }
+  if (config.formats.length === 0) return;
+  fileInput.accept = config.formats.join(",");
+  $("#files-hint").textContent = config.formats.join(" ");
+}
+
 function fileKey(file) {
   return `${file.name}\u0000${file.size}\u0000${file.lastModified}`;
 }
@@ -34,7 +60,7 @@ function addFiles(files) {
   const skipped = [];
   const known = new Set(chosenFiles.map(fileKey));
   for (const file of files) {
-    if (!SUPPORTED.test(file.name)) {
+    if (!isSupported(file.name)) {
       skipped.push(file.name);
       continue;
     }
@@ -43,15 +69,20 @@ function addFiles(files) {
     chosenFiles.push(file);
   }
   if (!indexNameInput.value && chosenFiles.length > 0) {
-    const stem = chosenFiles[0].name.replace(/\.[^.]+$/, "").replace(/[^A-Za-z0-9._-]+/g, "-");
+    // Characters a name may not hold (by the app's rule) become "-".
+    const base = chosenFiles[0].name.replace(/\.[^.]+$/, "");
+    const stem = [...base]
+      .map((char) => (isValidName(`a${char}`) ? char : "-"))
+      .join("")
+      .replace(/-{2,}/g, "-");
     const name = stem.replace(/^[-.]+|[-.]+$/g, "").slice(0, 64);
-    if (NAME_PATTERN.test(name)) indexNameInput.value = name;
+    if (isValidName(name)) indexNameInput.value = name;
   }
   renderFiles();
   if (skipped.length > 0) {
     setStatus(
       buildStatus,
-      `Skipped ${skipped.join(", ")}: only .txt .md .html .pdf .docx are indexed.`,
+      `Skipped ${skipped.join(", ")}: only ${config.formats.join(" ")} are indexed.`,
       "error",
     );
   } else if (chosenFiles.length > 0) {
@@ -98,8 +129,12 @@ function setBuilding(running) {
 function buildIndex() {
   if (upload) return;
   const name = indexNameInput.value.trim();
-  if (!NAME_PATTERN.test(name)) {
-    setStatus(buildStatus, "Give the index a name: letters, digits, . _ - (up to 128).", "error");
+  if (!isValidName(name)) {
+    setStatus(
+      buildStatus,
+      `Give the index a name: ${config.name_rule || "letters, digits, . _ -"}.`,
+      "error",
+    );
     indexNameInput.focus();
     return;
   }

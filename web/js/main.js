@@ -1,12 +1,20 @@
 // @ts-check
 // Lectern playground: plain ES modules, no dependencies, no build step. One page drives both apps;
 // /ui/config.json says where each one is. Each panel mounts itself; they share only state.js.
-import { KEY_STORAGE, TENANT_STORAGE, apiKey, readStorage, tenant, writeStorage } from "./api.js";
+import {
+  KEY_STORAGE,
+  TENANT_STORAGE,
+  apiKey,
+  isValidName,
+  readStorage,
+  tenant,
+  writeStorage,
+} from "./api.js";
 import { mountAsk } from "./ask.js";
 import { mountChat } from "./chat.js";
 import { $ } from "./dom.js";
 import { mountGenerate } from "./generate.js";
-import { mountIndices, refreshIndices } from "./indices.js";
+import { loadFormats, mountIndices, refreshIndices } from "./indices.js";
 import { checkRag, checkTextgen } from "./services.js";
 import { config, running, shared } from "./state.js";
 import { mountTabs } from "./tabs.js";
@@ -17,6 +25,18 @@ async function loadConfig() {
     if (response.ok) Object.assign(config, await response.json());
   } catch {
     // Opened from elsewhere: assume both APIs are on this origin.
+  }
+}
+
+/** The tenant and index name fields say, as the browser shows invalid fields, when a name breaks the app's rule. */
+function checkNames() {
+  for (const input of [$("#tenant"), $("#index-name")]) {
+    const check = () => {
+      const value = input.value.trim();
+      input.setCustomValidity(value === "" || isValidName(value) ? "" : `Use ${config.name_rule}.`);
+    };
+    input.addEventListener("input", check);
+    check();
   }
 }
 
@@ -69,6 +89,7 @@ async function main() {
   await loadConfig();
   shared.configLoaded = true;
   applyAuth();
+  checkNames();
   $("#footer-service").textContent =
     config.service === "rag"
       ? "Served by the RAG app."
@@ -76,7 +97,7 @@ async function main() {
         ? "Served by the text generation app."
         : "";
   if (config.auth && !apiKey()) $("#api-key").focus();
-  await Promise.all([checkTextgen(), checkRag(), refreshIndices()]);
+  await Promise.all([checkTextgen(), checkRag(), refreshIndices(), loadFormats()]);
   document.body.dataset.ready = "true";
 }
 

@@ -1,8 +1,21 @@
 // @ts-check
 // The state the panels share, and the events they tell each other by. Each panel keeps its own state.
 
-/** Where each app is (an empty URL means this page's own origin), from /ui/config.json. */
-export const config = { service: "", textgen_url: "", rag_url: "", auth: false };
+/**
+ * Where each app is (an empty URL means this page's own origin), from /ui/config.json, and the rules
+ * the page checks before sending: the name pattern of indices and tenants, and (from the RAG app's
+ * config.json) the file formats it reads. The page keeps no copy of either.
+ * @type {{ service: string, textgen_url: string, rag_url: string, auth: boolean, name_pattern: string, name_rule: string, formats: string[] }}
+ */
+export const config = {
+  service: "",
+  textgen_url: "",
+  rag_url: "",
+  auth: false,
+  name_pattern: "",
+  name_rule: "",
+  formats: [],
+};
 
 export const shared = {
   /** Whether config.json has been read (no call to the RAG app before it has). */

@@ -1,117 +1,37 @@
 /**
- * Generative answers: the question and the numbered top results go to a chat model, which answers
- * citing results by number. The model is reached through a port (GenerationPort): in the same
- * process as the text generation app (`npm start`), or an OpenAI-compatible endpoint (GENERATION_URL).
- * The RAG app never depends on it: when there is none, or it fails, the caller falls back to the
- * extractive answer and says why.
+ * Generative answers: the question and the numbered top results (as many as fit the model's context
+ * per request, prompt.ts) go to a chat model through the generation port, which answers citing
+ * results by number. When there is no model, or it fails, the caller (compose.ts) answers
+ * extractively and says why.
  */
-import type { Config } from "../../core/config.js";
-import type { ChatMessage, Generator } from "../../textgen/engine/generator.js";
-import { onTextDeltas } from "../../textgen/engine/events.js";
-import { OpenAIUpstreamGenerator } from "../../textgen/engine/openai-upstream.js";
+import type { GenerationPort, PortResult } from "./generation-port.js";
+import { citedNumbers, fitAnswerPrompt, type FittedPrompt, type HistoryTurn } from "./prompt.js";
+import type { AnswerSource } from "./source.js";
 
-export interface AnswerSource {
-  text: string;
-  title: string | null;
-}
+export { citedNumbers };
+
+/** New tokens a generative answer may take, at most (fewer where the context per request is small). */
+export const ANSWER_MAX_TOKENS = 256;
 
 export interface GeneratedAnswer {
   answer: string;
   /** Result numbers (1-based) the answer cites. */
   citations: number[];
   model: string;
+  /** Results 1 … sourcesUsed were given to the model. */
+  sourcesUsed: number;
   tokens: number;
+  promptTokens: number;
+  contextTokens: number;
+  finishReason: PortResult["finishReason"];
   elapsedMs: number;
 }
 
-export interface PortRequest {
-  messages: ChatMessage[];
-  maxTokens: number;
-  /** A GBNF grammar the output must match; only when the port says `grammar: true`. */
-  grammar?: string;
+export interface WriteHooks {
+  /** Called once the prompt is fitted, before the model writes. */
+  onPrompt?: (prompt: FittedPrompt) => void;
   onText?: (piece: string) => void;
   signal?: AbortSignal;
-}
-
-/**
- * What RAG needs of a text model: one greedy chat completion. The text generation service implements
- * it in-process (local-generation.ts); upstreamGeneration() over HTTP.
- */
-export interface GenerationPort {
-  readonly modelName: string;
-  /** How answers are written, for the start-up log line. */
-  readonly description: string;
-  /** Whether `grammar` is honoured (the in-process model); an upstream's API has no such field. */
-  readonly grammar: boolean;
-  chat(request: PortRequest): Promise<{ text: string; tokens: number }>;
-  /** Releases what the port owns (an in-process port owns nothing: the text generation app does). */
-  close(): Promise<void>;
-}
-
-/** The port over an OpenAI-compatible endpoint (GENERATION_URL). */
-export function upstreamGeneration(
-  config: Pick<Config["generation"], "generationModel" | "generationApiKey" | "generationTimeoutMs">,
-  baseUrl: string,
-): GenerationPort {
-  const generator: Generator = new OpenAIUpstreamGenerator({
-    baseUrl,
-    model: config.generationModel,
-    apiKey: config.generationApiKey,
-    timeoutMs: config.generationTimeoutMs,
-  });
-  return {
-    get modelName() {
-      return generator.modelName;
-    },
-    description: `RAG: generative answers through GENERATION_URL=${baseUrl}`,
-    grammar: false,
-    async chat(request) {
-      const result = await generator.generate(
-        {
-          messages: request.messages,
-          maxTokens: request.maxTokens,
-          temperature: 0,
-          stop: [],
-          signal: request.signal,
-        },
-        onTextDeltas(request.onText),
-      );
-      return { text: result.text, tokens: result.tokensGenerated };
-    },
-    close: () => generator.close(),
-  };
-}
-
-const SYSTEM_PROMPT =
-  "You answer questions using only the numbered sources you are given. After each statement, cite the " +
-  "sources it rests on by number in square brackets, like [1] or [2][3]. If the sources do not contain " +
-  "the answer, say that they do not. Be concise.";
-
-/** Characters of each source sent to the model: enough for context, bounded for small windows. */
-const MAX_SOURCE_CHARS = 1500;
-
-export function buildAnswerMessages(question: string, sources: AnswerSource[]): ChatMessage[] {
-  const numbered = sources
-    .map((source, index) => {
-      const title = source.title ? ` ${source.title}:` : "";
-      return `[${index + 1}]${title} ${source.text.slice(0, MAX_SOURCE_CHARS).replace(/\s+/g, " ").trim()}`;
-    })
-    .join("\n");
-  return [
-    { role: "system", content: SYSTEM_PROMPT },
-    { role: "user", content: `Sources:\n${numbered}\n\nQuestion: ${question}` },
-  ];
-}
-
-export function citedNumbers(answer: string, sourceCount: number): number[] {
-  const cited = new Set<number>();
-  for (const match of answer.matchAll(/\[(\d+(?:\s*[,;]\s*\d+)*)\]/g)) {
-    for (const part of match[1]!.split(/[,;]/)) {
-      const n = Number(part.trim());
-      if (Number.isInteger(n) && n >= 1 && n <= sourceCount) cited.add(n);
-    }
-  }
-  return [...cited].sort((a, b) => a - b);
 }
 
 export class AnswerWriter {
@@ -125,22 +45,28 @@ export class AnswerWriter {
   }
 
   async write(
-    question: string,
-    sources: AnswerSource[],
-    hooks: { onText?: (piece: string) => void; signal?: AbortSignal } = {},
+    input: { question: string; sources: readonly AnswerSource[]; history?: readonly HistoryTurn[] },
+    hooks: WriteHooks = {},
   ): Promise<GeneratedAnswer> {
     const started = performance.now();
+    const prompt = await fitAnswerPrompt(await this.port.contextWindow(), input, this.options.maxTokens);
+    hooks.onPrompt?.(prompt);
     const result = await this.port.chat({
-      messages: buildAnswerMessages(question, sources),
-      maxTokens: this.options.maxTokens,
+      messages: prompt.messages,
+      maxTokens: prompt.maxTokens,
       onText: hooks.onText,
       signal: hooks.signal,
     });
     return {
       answer: result.text.trim(),
-      citations: citedNumbers(result.text, sources.length),
+      citations: citedNumbers(result.text, prompt.sourcesUsed),
       model: this.port.modelName,
+      sourcesUsed: prompt.sourcesUsed,
       tokens: result.tokens,
+      // A remote server that does not report usage leaves the prompt's own count.
+      promptTokens: result.promptTokens > 0 ? result.promptTokens : prompt.promptTokens,
+      contextTokens: prompt.contextTokens,
+      finishReason: result.finishReason,
       elapsedMs: Math.round(performance.now() - started),
     };
   }
@@ -148,4 +74,9 @@ export class AnswerWriter {
   close(): Promise<void> {
     return this.port.close();
   }
+}
+
+/** The writer of answers through `port`, or null without one (answers are then extractive). */
+export function answerWriterFor(port: GenerationPort | null): AnswerWriter | null {
+  return port ? new AnswerWriter(port, { maxTokens: ANSWER_MAX_TOKENS }) : null;
 }

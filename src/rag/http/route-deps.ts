@@ -1,11 +1,12 @@
 /** What the RAG route plugins are given (one module, so the plugins need not import each other). */
-import type { Ingest } from "../ingest/limits.js";
+import type { AnsweringDeps } from "../answering/ask.js";
 import type { AnswerWriter } from "../answering/generative.js";
+import type { Ingest } from "../ingest/limits.js";
 import type { RagMetrics } from "../metrics.js";
-import type { RagService } from "../service.js";
 import type { Retrievers } from "../retrieval/retrievers.js";
+import type { RagService } from "../service.js";
 
-export interface RagRouteDeps {
+export interface RagRouteDeps extends AnsweringDeps {
   service: RagService;
   metrics: RagMetrics;
   /** Writes generative answers: GENERATION_URL's model, or the one in this process; null without. */

@@ -5,13 +5,15 @@
 import { Type, type Static } from "typebox";
 import { NAME_PATTERN } from "../../core/validation.js";
 import {
-  EmbeddingsField,
-  ExpandField,
-  FusionField,
-  RerankField,
-  ResultScores,
-  RetrievalField,
-} from "../retrieval/schemas.js";
+  AskResponse,
+  ChatTurns,
+  ConverseResponse,
+  QueryResultSchema,
+  searchAndAnswerFields,
+  searchPlanFields,
+} from "../answering/schemas.js";
+import { EmbeddingsField } from "../retrieval/schemas.js";
+import { CHUNK_SIZE_RANGE, DEFAULT_CHUNK_SIZE, DEFAULT_SCORER, MAX_OVERLAP } from "../service/settings.js";
 
 export { NAME_PATTERN };
 export const IndexName = Type.String({
@@ -50,15 +52,15 @@ export const BuildRequest = Type.Object(
         description: "paths under RAG_FILES_DIR",
       }),
     ),
-    chunk_size: Type.Integer({ minimum: 100, maximum: 10_000, default: 1000 }),
+    chunk_size: Type.Integer({ ...CHUNK_SIZE_RANGE, default: DEFAULT_CHUNK_SIZE }),
     overlap: Type.Optional(
       Type.Integer({
         minimum: 0,
-        maximum: 5000,
+        maximum: MAX_OVERLAP,
         description: "0 … chunk_size/2; default min(128, chunk_size/2)",
       }),
     ),
-    scorer: Type.Union([Type.Literal("tfidf"), Type.Literal("bm25")], { default: "tfidf" }),
+    scorer: Type.Union([Type.Literal("tfidf"), Type.Literal("bm25")], { default: DEFAULT_SCORER }),
     mode: Type.Union([Type.Literal("create"), Type.Literal("replace"), Type.Literal("append")], {
       default: "create",
       description: "create: 409 if it exists; replace: create or overwrite; append: add to an existing index",
@@ -88,58 +90,37 @@ export const DocumentsForm = Type.Object(
 );
 export type DocumentsForm = Static<typeof DocumentsForm>;
 
-export const BuildResponse = Type.Object({
+/** What a write says of itself, first: the index, and the documents and chunks this request wrote. */
+const writtenFields = {
   success: Type.Boolean(),
   index_name: Type.String(),
   tenant_id: Type.String(),
   documents_count: Type.Integer({ description: "documents written by this request" }),
   chunks_count: Type.Integer({ description: "chunks written by this request" }),
+};
+
+export const BuildResponse = Type.Object({
+  ...writtenFields,
   vocabulary_size: Type.Integer(),
   build_ms: Type.Number(),
   message: Type.String(),
 });
 
-export const ChatTurn = Type.Object(
-  {
-    role: Type.Union([Type.Literal("system"), Type.Literal("user"), Type.Literal("assistant")]),
-    content: Type.String({ maxLength: 16_384 }),
-  },
-  { additionalProperties: false },
-);
-export const ChatTurns = Type.Array(ChatTurn, {
-  minItems: 1,
-  maxItems: 100,
-  description: "the conversation, oldest first; it ends with the user's question",
-});
-
-/** How many results, how good, which documents, and how to answer: /rag/query and /rag/chat alike. */
-const searchAndAnswerFields = {
-  top_k: Type.Integer({ minimum: 1, maximum: 100, default: 5 }),
-  min_score: Type.Number({
-    minimum: 0,
-    maximum: 1,
-    default: 0,
-    description: "least first-stage score (lexical, dense cosine, or fused) a result may have",
-  }),
-  expand: Type.Optional(ExpandField),
-  retrieval: Type.Optional(RetrievalField),
-  fusion: Type.Optional(FusionField),
-  rerank: Type.Optional(RerankField),
-  filter: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "metadata equality" })),
-  answer: Type.Optional(
-    Type.Union([Type.Literal("none"), Type.Literal("extractive"), Type.Literal("generative")], {
-      description:
-        'default "generative" when a model writes answers (GENERATION_URL, or the model of this process), else "extractive"',
-    }),
-  ),
+/**
+ * The index a question is asked of: `index_name`, or `index` as /rag/chat and the OpenAI routes name
+ * it (one of them; both given must agree). The same two fields on /rag/query and /rag/chat.
+ */
+const indexTargetFields = {
+  index_name: Type.Optional(IndexName),
+  index: Type.Optional({ ...IndexName, description: "alias of index_name" }),
+  tenant_id: Type.Optional(TenantId),
 };
 
 export const QueryRequest = Type.Object(
   {
     query: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
     question: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: "alias of query" })),
-    index_name: IndexName,
-    tenant_id: Type.Optional(TenantId),
+    ...indexTargetFields,
     ...searchAndAnswerFields,
     stream: Type.Optional(
       Type.Boolean({
@@ -155,58 +136,16 @@ export const QueryRequest = Type.Object(
 );
 export type QueryRequest = Static<typeof QueryRequest>;
 
-export const QueryResultSchema = Type.Object({
-  text: Type.String(),
-  score: Type.Number({
-    description:
-      "what the results are ranked by: the lexical score (0 … 1), the dense cosine, the fused RRF score divided by its maximum (0 … 1), or the reranker's score",
-  }),
-  document_id: Type.String(),
-  file: Type.String({ description: "source path, or the document id" }),
-  chunk_id: Type.String(),
-  title: Type.Union([Type.String(), Type.Null()]),
-  metadata: Metadata,
-  scores: Type.Optional(
-    Type.Object(ResultScores, {
-      description: "each retriever's own score, where computed (dense, hybrid or reranked queries)",
-    }),
-  ),
-});
+export { QueryResultSchema };
 
-/** What a conversation searched: in /rag/chat responses and /rag/query responses given `messages`. */
-export const SearchPlanFields = {
-  search_query: Type.String({ description: "what was searched" }),
-  query_rewritten: Type.Boolean({
-    description: "true when the model condensed the conversation into a standalone question",
-  }),
-  standalone_question: Type.Union([Type.String(), Type.Null()], {
-    description: "the model's standalone question, or null",
-  }),
-  rewrite_skipped_reason: Type.Optional(
-    Type.String({ description: "why the last user turn was searched as it stands" }),
-  ),
-};
-
+/** /rag/query's response: `ask`'s, and with `messages`, what the conversation searched. */
 export const QueryResponse = Type.Object({
-  query: Type.String(),
-  results: Type.Array(QueryResultSchema),
-  count: Type.Integer(),
-  retrieval: Type.Optional(RetrievalField),
-  elapsed_ms: Type.Number(),
-  answer: Type.Union([Type.String(), Type.Null()]),
-  answer_mode: Type.Union([Type.Literal("none"), Type.Literal("extractive"), Type.Literal("generative")]),
-  citations: Type.Optional(Type.Array(Type.Integer(), { description: "result numbers the answer cites" })),
-  generation: Type.Optional(
-    Type.Object({ model: Type.String(), tokens: Type.Integer(), elapsed_ms: Type.Number() }),
-  ),
-  generation_skipped_reason: Type.Optional(
-    Type.String({ description: "why a generative answer was asked for but an extractive one is given" }),
-  ),
-  // Present when `messages` was sent.
-  search_query: Type.Optional(SearchPlanFields.search_query),
-  query_rewritten: Type.Optional(SearchPlanFields.query_rewritten),
-  standalone_question: Type.Optional(SearchPlanFields.standalone_question),
-  rewrite_skipped_reason: SearchPlanFields.rewrite_skipped_reason,
+  ...AskResponse.properties,
+  search_query: Type.Optional(searchPlanFields.search_query),
+  query_rewritten: Type.Optional(searchPlanFields.query_rewritten),
+  standalone_question: Type.Optional(searchPlanFields.standalone_question),
+  rewrite_skipped_reason: searchPlanFields.rewrite_skipped_reason,
+  rewrite_tokens: searchPlanFields.rewrite_tokens,
 });
 
 export const IndexInfo = Type.Object({
@@ -297,13 +236,10 @@ export const DocumentsRequest = Type.Object(
   },
   strict,
 );
+export type DocumentsRequest = Static<typeof DocumentsRequest>;
 
 export const DocumentsResponse = Type.Object({
-  success: Type.Boolean(),
-  index_name: Type.String(),
-  tenant_id: Type.String(),
-  documents_count: Type.Integer(),
-  chunks_count: Type.Integer(),
+  ...writtenFields,
   index_documents_count: Type.Integer(),
   index_chunks_count: Type.Integer(),
   build_ms: Type.Number(),
@@ -322,20 +258,19 @@ export const SyncRequest = Type.Object(
     tenant_id: Type.Optional(TenantId),
     scorer: Type.Optional(
       Type.Union([Type.Literal("tfidf"), Type.Literal("bm25")], {
-        description: 'when the sync creates the index; default "tfidf"',
+        description: `when the sync creates the index; default "${DEFAULT_SCORER}"`,
       }),
     ),
     chunk_size: Type.Optional(
       Type.Integer({
-        minimum: 100,
-        maximum: 10_000,
-        description: "when the sync creates the index; default 1000",
+        ...CHUNK_SIZE_RANGE,
+        description: `when the sync creates the index; default ${DEFAULT_CHUNK_SIZE}`,
       }),
     ),
     overlap: Type.Optional(
       Type.Integer({
         minimum: 0,
-        maximum: 5000,
+        maximum: MAX_OVERLAP,
         description: "when the sync creates the index: 0 … chunk_size/2; default min(128, chunk_size/2)",
       }),
     ),
@@ -366,9 +301,7 @@ export const SyncResponse = Type.Object({
 /** Conversations (#27): POST /rag/chat, and `messages` on /rag/query. */
 export const ChatRequest = Type.Object(
   {
-    index: Type.Optional(IndexName),
-    index_name: Type.Optional({ ...IndexName, description: "alias of index" }),
-    tenant_id: Type.Optional(TenantId),
+    ...indexTargetFields,
     messages: ChatTurns,
     ...searchAndAnswerFields,
     stream: Type.Optional(
@@ -394,4 +327,4 @@ export const ChatRequest = Type.Object(
 );
 export type ChatRequest = Static<typeof ChatRequest>;
 
-export const ChatResponse = Type.Object({ ...QueryResponse.properties, ...SearchPlanFields });
+export const ChatResponse = ConverseResponse;

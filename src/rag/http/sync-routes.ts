@@ -1,19 +1,16 @@
 /** The folder sync route (#14): a Fastify plugin, registered in the /rag scope by routes.ts. */
-import { actingTenant, confinedTenant } from "../../core/auth.js";
-import { badRequest } from "../../core/errors.js";
-import type { FastifyPluginAsync } from "fastify";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import type { TypedApp } from "../../core/http.js";
-import { ErrorResponse } from "../../textgen/http/schemas.js";
+import type { FastifyPluginAsync } from "fastify";
+import { actingTenant, confinedTenant } from "../../core/auth.js";
+import { errorResponses } from "../../core/error-shapes.js";
 import { resolveFolder } from "../ingest/files.js";
-import { defaultOverlap } from "../ingest/chunker.js";
-import { IndexParams, SyncRequest, SyncResponse } from "./schemas.js";
-import type { RagRouteDeps } from "./route-deps.js";
-import { syncFolder } from "../service/sync.js";
 import { writeEmbedding } from "../retrieval/options.js";
+import { syncFolder } from "../service/sync.js";
+import type { RagRouteDeps } from "./route-deps.js";
+import { IndexParams, SyncRequest, SyncResponse } from "./schemas.js";
 
 export const syncRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => {
-  const app: TypedApp = instance.withTypeProvider<TypeBoxTypeProvider>();
+  const app = instance.withTypeProvider<TypeBoxTypeProvider>();
   app.post(
     "/rag/indices/:index_name/sync",
     {
@@ -27,25 +24,18 @@ export const syncRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, dep
           "index is created with scorer, chunk_size and overlap (defaults as /rag/build).",
         params: IndexParams,
         body: SyncRequest,
-        response: { 200: SyncResponse, "4xx": ErrorResponse, "5xx": ErrorResponse },
+        response: { 200: SyncResponse, ...errorResponses },
       },
     },
     async (request) => {
       const body = request.body;
-      const chunkSize = body.chunk_size ?? 1000;
-      const overlap = body.overlap ?? defaultOverlap(chunkSize);
-      if (overlap > chunkSize / 2) {
-        throw badRequest(`overlap must be at most chunk_size/2 (${Math.floor(chunkSize / 2)})`, [
-          { path: "/overlap", message: "greater than chunk_size/2" },
-        ]);
-      }
       const key = { tenantId: actingTenant(request, body.tenant_id), name: request.params.index_name };
       const { root, folder } = await resolveFolder(deps.ragFilesDir, body.folder, confinedTenant(request));
       const result = await syncFolder(deps.service, {
         key,
         root,
         folder,
-        settings: { scorer: body.scorer ?? "tfidf", chunkSize, overlap },
+        settings: { scorer: body.scorer, chunkSize: body.chunk_size, overlap: body.overlap },
         limits: { maxDocuments: deps.maxBuildDocuments, maxChars: deps.maxBuildChars },
         ingest: deps.ingest,
         // As a build: a new index gets vectors when an embedder is configured; an existing one stays as it is.

@@ -12,7 +12,7 @@ import path from "node:path";
 import { pipeline } from "node:stream/promises";
 import type { MultipartFile } from "@fastify/multipart";
 import type { FastifyRequest } from "fastify";
-import type { TSchema } from "typebox";
+import type { Static, TSchema } from "typebox";
 import { Value } from "typebox/value";
 import { actingTenant } from "../../core/auth.js";
 import { badRequest, DomainError, isStorageFull, storageFull, tooLarge } from "../../core/errors.js";
@@ -20,6 +20,15 @@ import { validationProblem } from "../../core/http.js";
 import { parseSpooledFile } from "../ingest/parse-pool.js";
 import { RequestTextBudget, type Ingest } from "../ingest/limits.js";
 import type { DocumentInput } from "../service.js";
+
+/**
+ * The options of a route whose body is JSON, validated against `body` by Fastify, or
+ * multipart/form-data, whose fields readMultipart checks against the same schema's fields: the body
+ * limit of uploads, and the body schema per content type (Fastify validates only the types it names).
+ */
+export function uploadRouteOptions<Schema extends object>(bodyLimit: number, body: TSchema, schema: Schema) {
+  return { bodyLimit, schema: { ...schema, body: { content: { "application/json": { schema: body } } } } };
+}
 
 export interface MultipartBody<Fields> {
   fields: Fields;
@@ -103,32 +112,32 @@ export function multipartTenant(request: FastifyRequest, formTenant: string | un
  * `tenant` is whose parse slots the parsing takes (MAX_PARSES_PER_TENANT); left out, the tenant the
  * form's `tenant_id` (or `?tenant_id=`) and the key act for.
  */
-export async function readMultipart<Fields>(
+export async function readMultipart<S extends TSchema>(
   request: FastifyRequest,
-  fieldSchema: TSchema,
+  fieldSchema: S,
   maxFiles: number,
   ingest: Ingest,
   tenant?: string,
-): Promise<MultipartBody<Fields>> {
+): Promise<MultipartBody<Static<S>>> {
   const folder = await mkdtemp(path.join(tmpdir(), "lectern-upload-"));
   const gone = clientGoneSignal(request);
   try {
-    return await readSpooled<Fields>(request, fieldSchema, maxFiles, ingest, folder, gone.signal, tenant);
+    return await readSpooled(request, fieldSchema, maxFiles, ingest, folder, gone.signal, tenant);
   } finally {
     gone.dispose();
     await rm(folder, { recursive: true, force: true });
   }
 }
 
-async function readSpooled<Fields>(
+async function readSpooled<S extends TSchema>(
   request: FastifyRequest,
-  fieldSchema: TSchema,
+  fieldSchema: S,
   maxFiles: number,
   ingest: Ingest,
   folder: string,
   signal: AbortSignal,
   tenant: string | undefined,
-): Promise<MultipartBody<Fields>> {
+): Promise<MultipartBody<Static<S>>> {
   // No prototype: a field named "__proto__" is just a (refused) field name here.
   const raw: Record<string, string> = Object.create(null) as Record<string, string>;
   const uploads: SpooledUpload[] = [];
@@ -154,7 +163,7 @@ async function readSpooled<Fields>(
     throw badRequest(`Malformed multipart/form-data body: ${(error as Error).message}`);
   }
   if (uploads.length === 0) throw badRequest('Send at least one file (form field "files")');
-  const fields = checkFields<Fields>(fieldSchema, raw);
+  const fields = checkFields(fieldSchema, raw);
 
   const names = new Set<string>();
   for (const { name } of uploads) {
@@ -189,9 +198,12 @@ async function readSpooled<Fields>(
   return { fields, documents };
 }
 
-/** Form fields arrive as strings: converted by the schema (e.g. "500" → 500), defaults applied, checked. */
-function checkFields<Fields>(fieldSchema: TSchema, raw: Record<string, string>): Fields {
-  const fields = Value.Default(fieldSchema, Value.Convert(fieldSchema, { ...raw })) as Fields;
+/**
+ * Form fields arrive as strings: converted by the schema (e.g. "500" → 500), defaults applied, and
+ * checked against the schema, whose type they then have.
+ */
+function checkFields<S extends TSchema>(fieldSchema: S, raw: Record<string, string>): Static<S> {
+  const fields = Value.Default(fieldSchema, Value.Convert(fieldSchema, { ...raw }));
   if (!Value.Check(fieldSchema, fields)) {
     const errors = Value.Errors(fieldSchema, fields) as Array<{
       instancePath?: string;

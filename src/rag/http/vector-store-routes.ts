@@ -12,11 +12,12 @@ import { Type } from "typebox";
 import { actingTenant, listingTenant } from "../../core/auth.js";
 import { badRequest, notFound } from "../../core/errors.js";
 import type { TypedApp } from "../../core/http.js";
+import type { FastifyRequest } from "fastify";
 import { checkNestingDepth } from "../../core/validation.js";
 import { compileFilter } from "./openai-filters.js";
 import type { OpenAiRagOptions } from "./route-deps.js";
 import { IndexName } from "./schemas.js";
-import type { IndexMeta, Metadata } from "../store/types.js";
+import type { IndexKey, IndexMeta, Metadata } from "../store/types.js";
 import { readMultipart } from "./uploads.js";
 import { retrievalInput, writeEmbedding } from "../retrieval/options.js";
 
@@ -97,6 +98,11 @@ function page<T extends { id: string }>(items: T[], limit: number, after: string
   };
 }
 
+/** The index a vector store route names (`vector_store_id`), as the acting tenant's. */
+function storeKey(request: FastifyRequest & { params: { vector_store_id: string } }): IndexKey {
+  return { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+}
+
 /** Uploaded files waiting for a vector store, per tenant, and adding them to an index. */
 function fileShelf(options: OpenAiRagOptions) {
   const filesOf = (tenant: string) => path.join(options.filesDir, tenant);
@@ -147,6 +153,7 @@ export function registerVectorStoreRoutes(app: TypedApp, options: OpenAiRagOptio
   const shelf = fileShelf(options);
   registerFileRoutes(app, options, shelf);
   registerStoreRoutes(app, options, shelf);
+  registerStoreFileRoutes(app, options, shelf);
   registerSearchRoute(app, options);
 }
 
@@ -161,7 +168,7 @@ function registerFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fil
     },
     async (request) => {
       if (!request.isMultipart()) throw badRequest("Send the file as multipart/form-data (field file)");
-      const upload = await readMultipart<Record<string, string>>(
+      const upload = await readMultipart(
         request,
         Type.Object({ purpose: Type.Optional(Type.String()) }),
         1,
@@ -227,9 +234,12 @@ function registerFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fil
   );
 }
 
-/** /v1/vector_stores and their files. */
-function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: FileShelf): void {
-  const { service } = options;
+/** /v1/vector_stores: create, list, retrieve, delete. */
+function registerStoreRoutes(
+  app: TypedApp,
+  { service, retrievers }: OpenAiRagOptions,
+  shelf: FileShelf,
+): void {
   const { readStored, addFiles } = shelf;
   app.post(
     "/vector_stores",
@@ -258,13 +268,12 @@ function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fi
       const built = await service.build({
         key,
         documents: [],
-        chunkSize: 1000,
-        overlap: 128,
+        // BM25 (as OpenAI's file search ranks); chunking as /rag/build's defaults.
         scorer: "bm25",
         mode: "create",
         allowEmpty: true,
         // A new store gets vectors when an embedder is configured (hybrid search), as /rag/build.
-        embedding: writeEmbedding(options.retrievers, undefined, null),
+        embedding: writeEmbedding(retrievers, undefined, null),
       });
       const meta = files.length > 0 ? (await addFiles(key, files)).meta : built.meta;
       return vectorStore(meta);
@@ -285,27 +294,21 @@ function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fi
   app.get(
     "/vector_stores/:vector_store_id",
     { schema: { tags: ["openai"], summary: "One vector store (index)", params: StoreParams } },
-    async (request) =>
-      vectorStore(
-        await service.requireMeta({
-          tenantId: actingTenant(request, undefined),
-          name: request.params.vector_store_id,
-        }),
-      ),
+    async (request) => vectorStore(await service.requireMeta(storeKey(request))),
   );
 
   app.delete(
     "/vector_stores/:vector_store_id",
     { schema: { tags: ["openai"], summary: "Delete a vector store (the index)", params: StoreParams } },
     async (request) => {
-      await service.deleteIndex({
-        tenantId: actingTenant(request, undefined),
-        name: request.params.vector_store_id,
-      });
+      await service.deleteIndex(storeKey(request));
       return { id: request.params.vector_store_id, object: "vector_store.deleted", deleted: true };
     },
   );
+}
 
+/** /v1/vector_stores/{id}/files: add, list, retrieve, remove. */
+function registerStoreFileRoutes(app: TypedApp, { service }: OpenAiRagOptions, shelf: FileShelf): void {
   app.post(
     "/vector_stores/:vector_store_id/files",
     {
@@ -324,10 +327,10 @@ function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fi
       },
     },
     async (request) => {
-      const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+      const key = storeKey(request);
       await service.requireMeta(key);
-      const file = await readStored(key.tenantId, request.body.file_id);
-      await addFiles(key, [file], request.body.attributes ?? undefined);
+      const file = await shelf.readStored(key.tenantId, request.body.file_id);
+      await shelf.addFiles(key, [file], request.body.attributes ?? undefined);
       return vectorStoreFile(key.name, file.id, Math.floor(Date.now() / 1000));
     },
   );
@@ -343,7 +346,7 @@ function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fi
       },
     },
     async (request) => {
-      const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+      const key = storeKey(request);
       const meta = await service.requireMeta(key);
       const documents = await service.listDocuments(key);
       const files = documents.map((doc) => vectorStoreFile(key.name, doc.id, seconds(meta.updatedAt)));
@@ -355,7 +358,7 @@ function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fi
     "/vector_stores/:vector_store_id/files/:file_id",
     { schema: { tags: ["openai"], summary: "One document of a vector store", params: StoreFileParams } },
     async (request) => {
-      const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+      const key = storeKey(request);
       const meta = await service.requireMeta(key);
       if (!(await service.store.hasDocument(key, request.params.file_id)))
         throw notFound(`No file "${request.params.file_id}" in vector store "${key.name}"`);
@@ -369,7 +372,7 @@ function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fi
       schema: { tags: ["openai"], summary: "Remove a document from a vector store", params: StoreFileParams },
     },
     async (request) => {
-      const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+      const key = storeKey(request);
       await service.deleteDocument(key, request.params.file_id);
       return { id: request.params.file_id, object: "vector_store.file.deleted", deleted: true };
     },
@@ -413,7 +416,7 @@ function registerSearchRoute(app: TypedApp, options: OpenAiRagOptions): void {
     },
     async (request) => {
       const body = request.body;
-      const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
+      const key = storeKey(request);
       checkNestingDepth(body.filters, 40, "filters");
       const predicate = body.filters ? compileFilter(body.filters) : undefined;
       const queries = typeof body.query === "string" ? [body.query] : body.query;

@@ -11,7 +11,7 @@
  */
 import type { Config } from "../../core/config.js";
 import { conflict, corrupt, type DomainError } from "../../core/errors.js";
-import type { TextgenService } from "../../textgen/engine/service.js";
+import type { EmbeddingPort } from "./ports.js";
 import { malformedAnswer, newAgent, postJson, localModelFailure, type UpstreamTarget } from "./upstream.js";
 
 export interface Embedder {
@@ -207,16 +207,16 @@ export class HttpEmbedder implements Embedder {
 }
 
 /**
- * The embedding model of the text generation app in this process (`service.resolveModel(model,
- * "embed")`: EMBEDDING_MODEL_PATH's model, a MODELS_DIR model by name, or the generation model),
- * admitted by that model's scheduler like every other request.
+ * The embedding model of the text generation app in this process, through its port (EMBEDDING_MODEL_PATH's
+ * model, a MODELS_DIR model by name, or the generation model), admitted by that model's scheduler like
+ * every other request.
  */
 export class LocalEmbedder implements Embedder {
   private knownDimension: number | undefined;
   private resolvedName: string | undefined;
 
   constructor(
-    private readonly service: TextgenService,
+    private readonly port: EmbeddingPort,
     private readonly requested: string | null,
     private readonly batchSize: number,
   ) {}
@@ -239,7 +239,7 @@ export class LocalEmbedder implements Embedder {
 
   private async embedBatch(batch: readonly string[], signal?: AbortSignal): Promise<Float32Array[]> {
     // A model that is unknown (404) or cannot embed (400) is the request's or the setup's to fix.
-    const served = this.service.resolveModel(this.requested ?? undefined, "embed");
+    const served = this.port.resolve(this.requested);
     let vectors: Float32Array[];
     try {
       ({ vectors } = await served.embed(batch, signal));
@@ -263,7 +263,7 @@ export class LocalEmbedder implements Embedder {
  */
 export function embedderFor(
   config: Config["rag"],
-  local: TextgenService | undefined,
+  local: EmbeddingPort | undefined,
   model = config.embeddingModel,
 ): Embedder | null {
   if (config.embeddingUrl)

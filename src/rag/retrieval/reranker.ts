@@ -1,12 +1,12 @@
 /**
  * Where RAG's rerank scores come from: the reranker of the text generation app in this process
- * (src/textgen/engine/rerank.ts through its service, no HTTP hop), or RERANK_URL in the shape the llama.cpp
+ * (through its port, RerankPort: no HTTP hop), or RERANK_URL in the shape the llama.cpp
  * server, Jina and Cohere share: `POST {base}/rerank {model, query, documents, top_n}` →
  * `{results: [{index, relevance_score}]}`. Either way the answer is one score per candidate, in the
  * candidates' order (higher is more relevant); failures map as the embedder's do (upstream.ts).
  */
 import type { Config } from "../../core/config.js";
-import type { TextgenService } from "../../textgen/engine/service.js";
+import type { RerankPort } from "./ports.js";
 import { malformedAnswer, newAgent, postJson, localModelFailure, type UpstreamTarget } from "./upstream.js";
 
 export interface Reranker {
@@ -111,12 +111,12 @@ export class HttpReranker implements Reranker {
   }
 }
 
-/** The reranker of the text generation app in this process (`service.resolveModel(model, "rerank")`). */
+/** The reranker of the text generation app in this process, through its port. */
 export class LocalReranker implements Reranker {
   private resolvedName: string | undefined;
 
   constructor(
-    private readonly service: TextgenService,
+    private readonly port: RerankPort,
     private readonly requested: string | null,
   ) {}
 
@@ -131,7 +131,7 @@ export class LocalReranker implements Reranker {
   async rerank(query: string, documents: readonly string[], signal?: AbortSignal): Promise<number[]> {
     if (documents.length === 0) return [];
     // A model that is unknown (404) or no reranker (400) is the request's or the setup's to fix.
-    const served = this.service.resolveModel(this.requested ?? undefined, "rerank");
+    const served = this.port.resolve(this.requested);
     try {
       const { scores } = await served.rerank(query, documents, signal);
       this.resolvedName ??= served.name;
@@ -148,7 +148,7 @@ export class LocalReranker implements Reranker {
 /** RERANK_URL when set, else this process's text generation service when there is one, else none. */
 export function rerankerFor(
   config: Config["rag"],
-  local: TextgenService | undefined,
+  local: RerankPort | undefined,
   model = config.rerankModel,
 ): Reranker | null {
   if (config.rerankUrl)

@@ -1,6 +1,6 @@
 /**
- * The embedder and reranker of one RAG app, made once at start-up (embedderFor / rerankerFor: the text
- * generation service of this process, else EMBEDDING_URL / RERANK_URL), and those a request names by
+ * The embedder and reranker of one RAG app, made once at start-up (embedderFor / rerankerFor:
+ * EMBEDDING_URL / RERANK_URL, else the models of this process through their ports), and those a request names by
  * model, made on first use and kept (each HTTP client holds a connection pool).
  *
  * Which model embeds: EMBEDDING_MODEL, when set, pins it: an index or request naming another model is a
@@ -9,8 +9,8 @@
  */
 import type { Config } from "../../core/config.js";
 import { busy, conflict } from "../../core/errors.js";
-import type { TextgenService } from "../../textgen/engine/service.js";
 import { embedderFor, type Embedder } from "./embedder.js";
+import type { LocalModelPorts } from "./ports.js";
 import { rerankerFor, type Reranker } from "./reranker.js";
 import { retrieverUnavailable } from "./upstream.js";
 
@@ -32,14 +32,14 @@ export class Retrievers {
 
   constructor(
     private readonly config: Config["rag"],
-    private readonly local: TextgenService | undefined,
+    private readonly local: LocalModelPorts = {},
     embeddingModelPath: string | null = null,
   ) {
-    this.embedder = embedderFor(config, local);
-    this.reranker = rerankerFor(config, local);
+    this.embedder = embedderFor(config, local.embedding);
+    this.reranker = rerankerFor(config, local.rerank);
     this.embeddingsByDefault =
       config.embeddingUrl !== null ||
-      (local !== undefined && (embeddingModelPath !== null || config.embeddingModel !== null));
+      (local.embedding !== undefined && (embeddingModelPath !== null || config.embeddingModel !== null));
   }
 
   /** The lines the start-up log says about retrieval. */
@@ -67,7 +67,7 @@ export class Retrievers {
         "none is configured: set EMBEDDING_URL, or run both apps in one process",
       );
     if (model === null || model === pinned || model === this.embedder.model) return this.embedder;
-    return this.named(this.embedders, model, () => embedderFor(this.config, this.local, model))!;
+    return this.named(this.embedders, model, () => embedderFor(this.config, this.local.embedding, model))!;
   }
 
   /** The reranker for `model` (null: the configured one); 503 when there is none. */
@@ -78,7 +78,7 @@ export class Retrievers {
         "none is configured: set RERANK_URL, or run both apps in one process",
       );
     if (model === null || model === this.reranker.model) return this.reranker;
-    return this.named(this.rerankers, model, () => rerankerFor(this.config, this.local, model))!;
+    return this.named(this.rerankers, model, () => rerankerFor(this.config, this.local.rerank, model))!;
   }
 
   private named<T>(clients: Map<string, T | null>, model: string, make: () => T | null): T | null {

@@ -1,9 +1,8 @@
 /**
  * Queries: the engine's top hits over the served version of an index (reader-cache.ts) — lexical,
  * dense, or both fused by RRF, optionally reranked — their texts and metadata read from the store by
- * engine key, metadata filters applied on every path, and the extractive answer.
+ * engine key, and metadata filters applied on every path.
  */
-import { extractiveAnswer } from "../answering/extractive.js";
 import { badRequest } from "../../core/errors.js";
 import { embedFor } from "../retrieval/embedder.js";
 import { rerankText } from "../retrieval/reranker.js";
@@ -84,10 +83,6 @@ export class Queries {
     const elapsedMs = round(performance.now() - started);
     this.stats.countActivity(input.key.tenantId, "queries", elapsedMs);
     return { results, elapsedMs, retrieval, loaded };
-  }
-
-  extractive(query: string, results: QueryResult[], loaded: LoadedIndex): string | null {
-    return extractiveAnswer(query, results, (text) => loaded.engine.analyze(text));
   }
 
   /**

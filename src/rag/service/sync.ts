@@ -21,9 +21,9 @@ import { DEFAULT_INGEST_LIMITS, type Ingest, type IngestLimits } from "../ingest
 import { isSupported } from "../ingest/loaders.js";
 import { parseFileBytes } from "../ingest/parse-pool.js";
 import { readRegularFileInside } from "../ingest/safe-open.js";
-import type { ScorerName } from "../search/index.js";
 import type { BuildOutput, DocumentInput, RagService, WriteEmbedding } from "../service.js";
-import type { IndexKey, IndexMeta } from "../store/types.js";
+import type { IndexKey, IndexMeta, IndexSettings } from "../store/types.js";
+import { resolveIndexSettings } from "./settings.js";
 
 export interface SyncInput {
   key: IndexKey;
@@ -31,8 +31,11 @@ export interface SyncInput {
   root: string;
   /** Real path of the folder to sync, inside `root` (or `root` itself). */
   folder: string;
-  /** Settings of the index when the sync creates it; an existing index keeps its own. */
-  settings: { scorer: ScorerName; chunkSize: number; overlap: number };
+  /**
+   * Settings of the index when the sync creates it (defaults as a build's); an existing index keeps
+   * its own. Checked either way, so a bad value is refused whether or not it would be used.
+   */
+  settings?: Partial<IndexSettings>;
   /** Documents and characters one sync may write (MAX_BUILD_DOCUMENTS, MAX_BUILD_CHARS); 413 beyond. */
   limits?: { maxDocuments: number; maxChars: number };
   /** The app's file-parsing limits and gate (MAX_EXTRACTED_BYTES, MAX_CONCURRENT_PARSES, …). */
@@ -184,6 +187,7 @@ async function indexedDocuments(service: RagService, key: IndexKey) {
 export async function syncFolder(service: RagService, input: SyncInput): Promise<SyncResult> {
   const started = performance.now();
   const { key, root, folder } = input;
+  const settings = resolveIndexSettings(input.settings ?? {});
   const folderId = path.relative(root, folder);
   const listing = await listFolder(root, folder);
   const indexed = await indexedDocuments(service, key);
@@ -247,9 +251,7 @@ export async function syncFolder(service: RagService, input: SyncInput): Promise
     const built: BuildOutput = await service.build({
       key,
       documents: upsert,
-      chunkSize: input.settings.chunkSize,
-      overlap: input.settings.overlap,
-      scorer: input.settings.scorer,
+      ...settings,
       mode: "create",
       embedding: input.embeddingFor?.(null),
     });

@@ -43,9 +43,10 @@ export interface WriteEmbedding {
 export interface BuildInput {
   key: IndexKey;
   documents: DocumentInput[];
-  chunkSize: number;
-  overlap: number;
-  scorer: ScorerName;
+  /** The new index's settings; defaults and checks in settings.ts (an append keeps the index's own). */
+  chunkSize?: number;
+  overlap?: number;
+  scorer?: ScorerName;
   mode: "create" | "replace" | "append";
   /** Create the index even with no text (an OpenAI vector store starts empty). */
   allowEmpty?: boolean;

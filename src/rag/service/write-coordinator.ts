@@ -28,6 +28,7 @@ import { engineOptionsOf, engineStateOf, indexNotFound, round, settingsOf, writt
 import { chunkDocuments, engineText, normaliseDocuments } from "./documents.js";
 import type { MergeScheduler } from "./merge-scheduler.js";
 import type { ReaderCache } from "./reader-cache.js";
+import { resolveIndexSettings } from "./settings.js";
 import type { ServiceStats } from "./stats.js";
 import type { BuildInput, BuildOutput, DocumentChange, WriteEmbedding } from "./types.js";
 import type { WriteExclusion } from "./write-exclusion.js";
@@ -74,11 +75,7 @@ export class WriteCoordinator {
   async build(input: BuildInput): Promise<BuildOutput> {
     const started = performance.now();
     const documents = normaliseDocuments(input.documents);
-    const settings: IndexSettings = {
-      scorer: input.scorer,
-      chunkSize: input.chunkSize,
-      overlap: input.overlap,
-    };
+    const settings: IndexSettings = resolveIndexSettings(input);
     const embedded = new Map<string, Float32Array>();
     const output = await this.options.exclusion.withRetries(input.key, async () => {
       const existing = await this.store.getMeta(input.key);

@@ -155,7 +155,7 @@ export interface CompletionResult {
 export interface TextTokenizer {
   /** `addSpecial`: BOS first when the model wants one. Special-token text is read as special tokens. */
   tokenize(text: string, addSpecial: boolean): number[];
-  /** Throws an ApiError 400 for an id outside the vocabulary. */
+  /** Throws a DomainError (invalid, a 400) for an id outside the vocabulary. */
   detokenize(tokens: readonly number[]): string;
   /** One token's text, as it reads alone. */
   piece(token: number): string;
@@ -169,7 +169,7 @@ export interface Generator {
   readonly modelName: string;
   status(): GeneratorStatus;
   /**
-   * Rejects a request that cannot fit before any work is queued (throws an ApiError 400).
+   * Rejects a request that cannot fit before any work is queued (a DomainError, invalid: a 400).
    * Returns the prompt's token count.
    */
   validate(request: GenerationRequest): Promise<number>;
@@ -178,8 +178,10 @@ export interface Generator {
    * when loading failed). Resolves once loading has finished.
    */
   sharedModel?(): Promise<{ model: LlamaModel; name: string } | undefined>;
-  /** The model's tokenizer (local models only); throws an ApiError 503 while loading. */
+  /** The model's tokenizer (local models only); a DomainError (not_ready, a 503) while loading. */
   tokenizer?(): TextTokenizer;
+  /** Tokens one sequence holds, prompt and new tokens together (local models, once loaded). */
+  readonly sequenceContextSize?: number;
   /**
    * Generates for a raw prompt or a chat; the scheduler decides when this is called. The answer's
    * parts go to `listener` as they are generated (events.ts; written through an EventWriter, so the

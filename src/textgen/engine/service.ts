@@ -46,6 +46,11 @@ export interface ServedModel {
   /** Tokens of a request's prompt as the model's chat template renders it (validating the request). */
   countTokens(request: GenerationRequest): Promise<number>;
   /**
+   * Tokens one request may hold, prompt and new tokens together (loads the model); null where
+   * generation is remote (GENERATION_UPSTREAM_URL) and the size is not known here.
+   */
+  contextSize(): Promise<number | null>;
+  /**
    * Loads the model and leaves it to its keep_alive, or with keep_alive 0 unloads it (after its
    * running requests), as Ollama's generate without a prompt does. Resolves to what was done.
    */
@@ -264,6 +269,8 @@ export class TextgenService {
         this.checkTokenizable(promptChars(request));
         return withModel("generate", (backend) => backend.generator!.validate(request));
       },
+      contextSize: () =>
+        withModel("generate", async (backend) => backend.generator!.sequenceContextSize ?? null),
       preload: async () => {
         if (keepAliveMs === 0) {
           await models.unload(id);

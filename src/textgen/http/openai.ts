@@ -3,13 +3,14 @@
  * models and embeddings here; chat, completions and Responses are dialects (dialects/). Installed
  * through the dialect plugin factory: OpenAI's error shape, tolerant reading.
  */
+import type { TypedApp } from "../../core/http.js";
 import { Type } from "typebox";
 import { badRequest, notFound } from "../../core/errors.js";
 import type { Config } from "../../core/config.js";
 import type { TextgenService } from "../engine/service.js";
 import { findModelObject, modelList } from "./models-routes.js";
 import { anthropicModelList, anthropicModelObject, isAnthropicRequest } from "./dialects/anthropic-models.js";
-import { dialectPlugin } from "./dialects/plugin.js";
+import { dialectPlugin } from "../../core/dialect-plugin.js";
 import { clientGoneSignal, validationLimits, type LimitsConfig } from "./dialects/run.js";
 import { truncated } from "./dialects/embedding-shape.js";
 import { openAiDialect } from "./dialects/openai-shared.js";
@@ -30,7 +31,15 @@ export interface OpenAiRouteOptions {
 export const openAiRoutes = dialectPlugin<OpenAiRouteOptions>(openAiDialect, (app, options) => {
   const { service } = options;
   const limits = validationLimits(options.limits);
+  registerModelObjects(app, service);
+  registerChatCompletions(app, service, limits);
+  registerCompletions(app, service, limits);
+  registerResponses(app, service, limits, options.responsesStore);
+  registerEmbeddings(app, service, options.limits.embeddingMaxInputs);
+});
 
+/** GET /v1/models and /v1/models/{id}, in OpenAI's shape or Anthropic's (with anthropic-version). */
+function registerModelObjects(app: TypedApp, service: TextgenService): void {
   app.get(
     "/models",
     {
@@ -75,11 +84,10 @@ export const openAiRoutes = dialectPlugin<OpenAiRouteOptions>(openAiDialect, (ap
       return model;
     },
   );
+}
 
-  registerChatCompletions(app, service, limits);
-  registerCompletions(app, service, limits);
-  registerResponses(app, service, limits, options.responsesStore);
-
+/** POST /v1/embeddings. */
+function registerEmbeddings(app: TypedApp, service: TextgenService, embeddingMaxInputs: number): void {
   app.post(
     "/embeddings",
     {
@@ -113,9 +121,7 @@ export const openAiRoutes = dialectPlugin<OpenAiRouteOptions>(openAiDialect, (ap
     async (request, reply) => {
       const body = request.body;
       const target = service.resolveModel(body.model, "embed", { keepAlive: body.keep_alive });
-      const inputs = await embeddingInputs(body.input, options.limits.embeddingMaxInputs, () =>
-        target.tokenizer(),
-      );
+      const inputs = await embeddingInputs(body.input, embeddingMaxInputs, () => target.tokenizer());
       const { vectors, promptTokens } = await target.embed(inputs, clientGoneSignal(request, reply));
       const size = vectors[0]?.length ?? 0;
       if (body.dimensions !== undefined && body.dimensions > size)
@@ -139,7 +145,7 @@ export const openAiRoutes = dialectPlugin<OpenAiRouteOptions>(openAiDialect, (ap
       };
     },
   );
-});
+}
 
 /** The inputs as texts: token ids are detokenized (local models only). */
 async function embeddingInputs(

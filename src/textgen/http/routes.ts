@@ -8,7 +8,7 @@ import type { GenerationEvent } from "../engine/events.js";
 import type { CompletionResult } from "../engine/generator.js";
 import type { TextgenService } from "../engine/service.js";
 import { validateRequest, type DecodedRequest, type DialectProfile } from "../engine/validation.js";
-import { noteUnenforced } from "./dialects/plugin.js";
+import { noteUnenforced } from "../../core/dialect-plugin.js";
 import {
   respond,
   validationLimits,
@@ -107,9 +107,13 @@ class PredictEncoder implements StreamEncoder {
 }
 
 export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): void {
-  const { service } = deps;
-  const limits = validationLimits(deps.limits);
+  registerServiceRoutes(app, deps.service);
+  registerTokenizerRoutes(app, deps.service);
+  registerPredict(app, deps);
+}
 
+/** GET /health (readiness) and GET /. */
+function registerServiceRoutes(app: TypedApp, service: TextgenService): void {
   app.get(
     "/health",
     {
@@ -141,7 +145,10 @@ export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): vo
     { schema: { tags: ["service"], summary: "Service name and version", response: { 200: RootResponse } } },
     async () => rootMessage(SERVICE_NAME),
   );
+}
 
+/** POST /tokenize and /detokenize on the default model. */
+function registerTokenizerRoutes(app: TypedApp, service: TextgenService): void {
   /** The default model's tokenizer, or a 400 where generation is remote. */
   const tokenizer = () => service.resolveModel(undefined, "generate").tokenizer();
 
@@ -176,7 +183,12 @@ export function registerTextgenRoutes(app: TypedApp, deps: TextgenRouteDeps): vo
     },
     async (request) => ({ content: (await tokenizer()).detokenize(request.body.tokens) }),
   );
+}
 
+/** POST /predict: the contract's own dialect. */
+function registerPredict(app: TypedApp, deps: TextgenRouteDeps): void {
+  const { service } = deps;
+  const limits = validationLimits(deps.limits);
   app.post(
     "/predict",
     {

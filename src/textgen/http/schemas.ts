@@ -4,16 +4,7 @@
  */
 import { Type, type Static } from "typebox";
 
-export const ErrorResponse = Type.Object(
-  {
-    error: Type.Object({
-      code: Type.String({ description: "machine-readable code, e.g. invalid_request" }),
-      message: Type.String({ description: "what was wrong and how to fix it" }),
-      details: Type.Array(Type.Unknown()),
-    }),
-  },
-  { $id: "ErrorResponse", description: "The error shape of every non-OpenAI route" },
-);
+export { ErrorResponse } from "../../core/error-shapes.js";
 
 export const MAX_PROMPT_CHARS = 32_768;
 

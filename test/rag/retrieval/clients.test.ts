@@ -22,6 +22,7 @@ import {
   type Embedder,
 } from "../../../src/rag/retrieval/embedder.js";
 import { HttpReranker, LocalReranker, rerankerFor } from "../../../src/rag/retrieval/reranker.js";
+import { localEmbedding, localRerank } from "../../../src/rag/local-models.js";
 import { testModelPath } from "../../helpers/env.js";
 import { modelCacheDir, modelsDirOf, retrievalModels, TINY } from "../../helpers/retrieval-models.js";
 import { startTextgen, type RunningTextgen } from "../../helpers/servers.js";
@@ -108,13 +109,15 @@ describe("embedding clients", () => {
   });
 
   it("in-process: the same vectors through the text generation service, no HTTP", async () => {
-    const embedder = new LocalEmbedder(server.app.textgenService, "embed", 2);
+    const embedder = new LocalEmbedder(localEmbedding(server.app.textgenService), "embed", 2);
     const vectors = await embedder.embed(TEXTS);
     for (let i = 0; i < TEXTS.length; i++) assert.deepEqual(vectors[i], await embeddingAlone(TEXTS[i]!));
     assert.equal(embedder.model, "embed");
     assert.equal(embedder.dimension, TINY.embedding);
     // A model this process does not serve is the request's to fix (404), not a 503.
-    const unknown = await failure(new LocalEmbedder(server.app.textgenService, "nope", 2).embed(["x"]));
+    const unknown = await failure(
+      new LocalEmbedder(localEmbedding(server.app.textgenService), "nope", 2).embed(["x"]),
+    );
     assert.equal(unknown.status, 404);
   });
 
@@ -173,7 +176,9 @@ describe("embedding clients", () => {
     assert.ok(
       embedderFor(loadConfig({ ...env, EMBEDDING_URL: base }).rag, undefined) instanceof HttpEmbedder,
     );
-    assert.ok(embedderFor(loadConfig(env).rag, server.app.textgenService) instanceof LocalEmbedder);
+    assert.ok(
+      embedderFor(loadConfig(env).rag, localEmbedding(server.app.textgenService)) instanceof LocalEmbedder,
+    );
     assert.equal(embedderFor(loadConfig(env).rag, undefined), null);
     assert.throws(() => loadConfig({ ...env, EMBEDDING_BATCH_SIZE: "0" }), /EMBEDDING_BATCH_SIZE/);
     assert.throws(() => loadConfig({ ...env, RERANK_URL: "ftp://x" }), /RERANK_URL/);
@@ -202,12 +207,15 @@ describe("rerank clients", () => {
     assert.deepEqual(await remote.rerank(QUERY, DOCUMENTS), expected);
     assert.deepEqual(await remote.rerank(QUERY, []), []);
     await remote.close();
-    const local = new LocalReranker(server.app.textgenService, "rerank");
+    const local = new LocalReranker(localRerank(server.app.textgenService), "rerank");
     const scores = await local.rerank(QUERY, DOCUMENTS);
     for (let i = 0; i < DOCUMENTS.length; i++) assert.ok(Math.abs(scores[i]! - expected[i]!) < 1e-6);
     assert.equal(local.model, "rerank");
     // The model's own scores: its head's rows swapped gives 1 − each one.
-    const swapped = await new LocalReranker(server.app.textgenService, "swapped").rerank(QUERY, DOCUMENTS);
+    const swapped = await new LocalReranker(localRerank(server.app.textgenService), "swapped").rerank(
+      QUERY,
+      DOCUMENTS,
+    );
     for (let i = 0; i < DOCUMENTS.length; i++) assert.ok(Math.abs(swapped[i]! + scores[i]! - 1) < 1e-4);
   });
 
@@ -226,7 +234,11 @@ describe("rerank clients", () => {
     assert.equal((await failure(unknown.rerank(QUERY, DOCUMENTS))).status, 502);
     await unknown.close();
     assert.equal(
-      (await failure(new LocalReranker(server.app.textgenService, "nope").rerank(QUERY, DOCUMENTS))).status,
+      (
+        await failure(
+          new LocalReranker(localRerank(server.app.textgenService), "nope").rerank(QUERY, DOCUMENTS),
+        )
+      ).status,
       404,
     );
   });
@@ -234,7 +246,9 @@ describe("rerank clients", () => {
   it("rerankerFor: RERANK_URL first, else this process, else none", () => {
     const env = { MODEL_PATH: testModelPath, RERANK_MODEL: "rerank" };
     assert.ok(rerankerFor(loadConfig({ ...env, RERANK_URL: base }).rag, undefined) instanceof HttpReranker);
-    assert.ok(rerankerFor(loadConfig(env).rag, server.app.textgenService) instanceof LocalReranker);
+    assert.ok(
+      rerankerFor(loadConfig(env).rag, localRerank(server.app.textgenService)) instanceof LocalReranker,
+    );
     assert.equal(rerankerFor(loadConfig(env).rag, undefined), null);
   });
 });

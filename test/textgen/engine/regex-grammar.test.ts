@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { getLlama, LlamaLogLevel, type Llama } from "node-llama-cpp";
 import { patternGrammar, RegexGrammarError } from "../../../src/textgen/engine/regex-grammar.js";
-import { readTolerantly } from "../../../src/textgen/http/dialects/tolerant.js";
+import { readTolerantly } from "../../../src/core/tolerant.js";
 import { Type } from "typebox";
 
 describe("regular expressions as GBNF for JSON strings", () => {

@@ -20,7 +20,7 @@ import {
 } from "../../engine/validation.js";
 import { parseArgumentsObject } from "./json-partial.js";
 import { JsonSchemaObject } from "./openai-shared.js";
-import { dialectPlugin, noteIgnored, noteUnenforced, type Dialect } from "./plugin.js";
+import { dialectPlugin, noteIgnored, noteUnenforced, type Dialect } from "../../../core/dialect-plugin.js";
 import { respond, validationLimits, type LimitsConfig, type StreamEncoder, type WireFrame } from "./run.js";
 
 const errorTypeByStatus: Record<number, string> = {

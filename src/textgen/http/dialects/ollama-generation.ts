@@ -19,7 +19,7 @@ import {
 import type { ApiError } from "../../../core/errors.js";
 import { parseArgumentsObject } from "./json-partial.js";
 import { DEFAULT_CHAT_MAX_TOKENS, JsonSchemaObject } from "./openai-shared.js";
-import { noteUnenforced } from "./plugin.js";
+import { noteUnenforced } from "../../../core/dialect-plugin.js";
 import { respond, type StreamEncoder, type WireFrame } from "./run.js";
 
 export const ollamaErrorBody = (error: ApiError) => ({ error: error.message });

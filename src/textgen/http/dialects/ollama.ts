@@ -15,7 +15,7 @@ import type { CatalogModel, ModelCatalog } from "./model-catalog.js";
 import { modelNameFields, namedModel, registerOllamaModelManagement } from "./ollama-models.js";
 import { truncated } from "./embedding-shape.js";
 import { keepAlive, ollamaErrorBody, Options, registerGeneration } from "./ollama-generation.js";
-import { dialectPlugin, type Dialect } from "./plugin.js";
+import { dialectPlugin, type Dialect } from "../../../core/dialect-plugin.js";
 import { clientGoneSignal, validationLimits, type LimitsConfig } from "./run.js";
 
 export { ollamaErrorBody } from "./ollama-generation.js";

@@ -12,7 +12,7 @@ import {
   type DialectProfile,
   type ValidationLimits,
 } from "../../engine/validation.js";
-import { noteUnenforced } from "./plugin.js";
+import { noteUnenforced } from "../../../core/dialect-plugin.js";
 import { clientGoneSignal, respond, unixSeconds, type StreamEncoder, type WireFrame } from "./run.js";
 import {
   ResponseFormat,

@@ -22,7 +22,7 @@ import {
   type DialectProfile,
   type ValidationLimits,
 } from "../../engine/validation.js";
-import { noteIgnored, noteUnenforced } from "./plugin.js";
+import { noteIgnored, noteUnenforced } from "../../../core/dialect-plugin.js";
 import { respond, unixSeconds, type StreamEncoder, type WireFrame } from "./run.js";
 import {
   DEFAULT_CHAT_MAX_TOKENS,

@@ -4,35 +4,14 @@
  * pieces of their encodings.
  */
 import { Type } from "typebox";
-import type { ApiError } from "../../../core/errors.js";
 import type { Usage } from "../../engine/events.js";
 import type { TokenLogprob, ToolCall } from "../../engine/generator.js";
 import type { DecodedOutput, DecodedRequest, ReasoningEffort } from "../../engine/validation.js";
-import type { Dialect } from "./plugin.js";
+import type { Dialect } from "../../../core/dialect-plugin.js";
 
-const typeByStatus: Record<number, string> = {
-  400: "invalid_request_error",
-  401: "authentication_error",
-  403: "permission_error",
-  404: "not_found_error",
-  409: "invalid_request_error",
-  413: "invalid_request_error",
-  429: "rate_limit_error",
-};
+import { openAiErrorBody } from "../../../core/error-shapes.js";
 
-export function openAiErrorBody(error: ApiError) {
-  const details = error.details[0] as { path?: string } | undefined;
-  return {
-    error: {
-      message: error.message,
-      type:
-        typeByStatus[error.statusCode] ??
-        (error.statusCode >= 500 ? "server_error" : "invalid_request_error"),
-      param: details?.path ? details.path.replace(/^\//, "").replace(/\//g, ".") : null,
-      code: error.code,
-    },
-  };
-}
+export { openAiErrorBody };
 
 /** OpenAI's API: its error shape, tolerant reading. */
 export const openAiDialect: Dialect = { errorShape: openAiErrorBody, tolerant: true };

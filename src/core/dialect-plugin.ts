@@ -7,9 +7,9 @@
  */
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import { badRequest, notFound as routeNotFound, type ApiError } from "../../../core/errors.js";
-import { toApiError, type TypedApp } from "../../../core/http.js";
-import { pathOf } from "../../../core/url-path.js";
+import { badRequest, notFound as routeNotFound, type ApiError } from "./errors.js";
+import { toApiError, type TypedApp } from "./http.js";
+import { pathOf } from "./url-path.js";
 import { headerList, IGNORED_FIELDS_HEADER, readTolerantly, UNENFORCED_HEADER } from "./tolerant.js";
 
 export interface Dialect {
