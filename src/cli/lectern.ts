@@ -535,6 +535,7 @@ async function models(args: string[], config: Config): Promise<number> {
   } else {
     const { buildCatalogue } = await import("../textgen/engine/presets.js");
     const { ModelRegistry } = await import("../textgen/engine/model-registry.js");
+    const { contextTokensOf } = await import("../textgen/engine/context-plan.js");
     const catalogue = buildCatalogue({
       modelPath: config.textgen.modelPath,
       embeddingModelPath: config.models.embeddingModelPath,
@@ -547,7 +548,7 @@ async function models(args: string[], config: Config): Promise<number> {
       defaultId: catalogue.defaultId,
       resolveFile: () => Promise.reject(new Error("not loading")),
       createBackend: () => Promise.reject(new Error("not loading")),
-      contextTokensOf: () => config.textgen.llamaContextSize,
+      contextTokensOf: (entry, summary) => contextTokensOf(config, entry, summary),
       maxLoaded: 0,
       memoryBudget: 0,
       defaultKeepAliveMs: -1,

@@ -35,8 +35,11 @@ export interface Config {
     /** A `.gguf` path or a Hugging Face reference (`hf:<owner>/<repo>/<file>.gguf`). */
     modelPath: string;
     llamaThreads: number;
-    /** Total context tokens, shared by the parallel sequences. */
-    llamaContextSize: number;
+    /**
+     * LLAMA_CONTEXT_SIZE: total context tokens, shared by the parallel sequences; null (unset): sized
+     * from the model and memory (src/textgen/engine/context-plan.ts).
+     */
+    llamaContextSize: number | null;
     llamaGpu: "auto" | false;
     /**
      * Which llama.cpp binary: "auto" takes the build for this CPU that `npm run build:native` makes
@@ -308,7 +311,10 @@ export function loadConfig(env: Env = process.env): Config {
     textgen: {
       modelPath: read(env, "MODEL_PATH") ?? DEFAULT_MODEL,
       llamaThreads: integer(env, "LLAMA_THREADS", physicalCores(), 1, 512),
-      llamaContextSize: integer(env, "LLAMA_CONTEXT_SIZE", 4096, 256, 1 << 20),
+      llamaContextSize:
+        read(env, "LLAMA_CONTEXT_SIZE") === undefined
+          ? null
+          : integer(env, "LLAMA_CONTEXT_SIZE", 0, 256, 1 << 20),
       llamaGpu: gpu === "false" ? false : "auto",
       llamaBinary: oneOf(env, "LLAMA_BINARY", "auto", ["auto", "prebuilt"] as const),
       llamaFlashAttention: oneOf(env, "LLAMA_FLASH_ATTENTION", "on", ["on", "off"] as const) === "on",

@@ -11,6 +11,9 @@ export const testModelPath = path.resolve(
   process.env.LECTERN_TEST_MODEL ?? path.join(repoRoot, "../shared/models/stories260K.gguf"),
 );
 
+/** The one name the test model is served under: its file name without `.gguf`. */
+export const testModelName = path.basename(testModelPath).replace(/\.gguf$/i, "");
+
 if (!existsSync(testModelPath)) {
   throw new Error(`Test model not found at ${testModelPath}; set LECTERN_TEST_MODEL to a .gguf file`);
 }

@@ -142,9 +142,17 @@ export type GeneratorStatus =
   { state: "loading" } | { state: "ready" } | { state: "unhealthy"; reason: string };
 
 export interface Generator {
-  /** `general.name` from the GGUF, or the file name; the upstream's model id for remote backends. */
+  /**
+   * The name the model is served under: its registry id (the file name without `.gguf`, or the
+   * preset's section name); the upstream's model id for remote backends.
+   */
   readonly modelName: string;
   status(): GeneratorStatus;
+  /**
+   * Tokens one request may hold, prompt and answer together (what `validate` checks against);
+   * undefined until the model has loaded, and for remote backends, whose context is not known here.
+   */
+  contextPerSequence?(): number | undefined;
   /**
    * Rejects a request that cannot fit before any work is queued (throws an ApiError 400).
    * Returns the prompt's token count.
