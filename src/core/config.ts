@@ -16,6 +16,11 @@ export interface Config {
     textgenPort: number;
     ragPort: number;
     logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+    /**
+     * LOG_FORMAT: "auto" writes readable lines on a terminal and JSON lines elsewhere (files, pipes,
+     * log collectors); "json" and "pretty" force one.
+     */
+    logFormat: "auto" | "json" | "pretty";
     /** Time a client has to send a whole request (headers and body). */
     httpRequestTimeoutMs: number;
     /** On SIGTERM, how long in-flight generations may run on before they are stopped. */
@@ -300,6 +305,7 @@ export function loadConfig(env: Env = process.env): Config {
         "trace",
         "silent",
       ] as const),
+      logFormat: oneOf(env, "LOG_FORMAT", "auto", ["auto", "json", "pretty"] as const),
       httpRequestTimeoutMs: integer(env, "HTTP_REQUEST_TIMEOUT_MS", 60_000, 1000, 3_600_000),
       shutdownGraceMs: integer(env, "SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
     },

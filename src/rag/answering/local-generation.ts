@@ -11,8 +11,14 @@ export function localGeneration(service: TextgenService): GenerationPort {
     get modelName() {
       return service.resolveModel(undefined, "generate").name;
     },
-    description:
-      "RAG: generative answers with the local model of this process (MODEL_PATH), no HTTP hop; set GENERATION_URL to use another server",
+    // What is true now: generative only while the model is loaded or loading.
+    get description() {
+      const { status, modelName } = service.health();
+      const name = modelName ?? service.models.defaultId;
+      if (status.state === "unhealthy")
+        return `RAG: extractive answers: the local model "${name}" did not load (${status.reason}); set GENERATION_URL to use another server`;
+      return `RAG: generative answers with the local model "${name}" of this process (${status.state === "loading" ? "loading" : "ready"}), no HTTP hop; set GENERATION_URL to use another server`;
+    },
     grammar: true,
     async chat(request) {
       const result = await service.run(

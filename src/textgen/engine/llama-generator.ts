@@ -209,6 +209,11 @@ export class LlamaGenerator implements Generator {
   /** The context and parallelism the model was loaded with (null until loaded). */
   contextPlan: ContextPlan | null = null;
 
+  /** Sequences asked for (MAX_CONCURRENT, or the preset's `parallel`). */
+  get requestedSequences(): number {
+    return this.options.sequences;
+  }
+
   /** Sequences that run at once: MAX_CONCURRENT, or fewer when memory would not hold them. */
   get parallelSequences(): number {
     return this.contextPlan?.sequences ?? this.options.sequences;
