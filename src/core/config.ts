@@ -152,6 +152,18 @@ export interface Config {
     /** Heap of one parse worker thread, in MB; a parse that needs more is stopped (413). */
     maxParseHeapMb: number;
   };
+  /**
+   * Where the `lectern` command finds running apps: `models`, `generate` and `ask` ask them when they
+   * answer, and work in process when not.
+   */
+  client: {
+    /** LECTERN_URL: the text generation app; default http://HOST:TEXTGEN_PORT (loopback for 0.0.0.0). */
+    textgenUrl: string;
+    /** LECTERN_RAG_URL: the RAG app; default http://HOST:RAG_PORT. */
+    ragUrl: string;
+    /** LECTERN_API_KEY: the key sent to them when API_KEYS_FILE is on there. */
+    apiKey: string | null;
+  };
   /** Bounds of one request: bodies, tokens, embedding inputs, grammars and JSON schemas. */
   limits: {
     /** Body limit of `/rag/build` and the document routes. */
@@ -284,8 +296,16 @@ function keepAlive(env: Env, name: string, fallback: string): number {
   return parts.reduce((sum, part) => sum + Number(part[1]) * units[part[2]!]!, 0);
 }
 
+/** The URL a client on this machine reaches an app at: a wildcard bind address is reached on loopback. */
+function localUrl(host: string, port: number): string {
+  const reachable = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
+  return `http://${reachable.includes(":") ? `[${reachable}]` : reachable}:${port}`;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const host = read(env, "HOST") ?? "127.0.0.1";
+  const textgenPort = integer(env, "TEXTGEN_PORT", 8000, 0, 65535);
+  const ragPort = integer(env, "RAG_PORT", 8001, 0, 65535);
   const maxConcurrent = integer(env, "MAX_CONCURRENT", 4, 1, 64);
   const gpu = oneOf(env, "LLAMA_GPU", "auto", ["auto", "false"] as const);
   const mib = 1024 * 1024;
@@ -294,8 +314,8 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     server: {
       host,
-      textgenPort: integer(env, "TEXTGEN_PORT", 8000, 0, 65535),
-      ragPort: integer(env, "RAG_PORT", 8001, 0, 65535),
+      textgenPort,
+      ragPort,
       logLevel: oneOf(env, "LOG_LEVEL", "info", [
         "fatal",
         "error",
@@ -376,6 +396,11 @@ export function loadConfig(env: Env = process.env): Config {
       maxParseQueue: integer(env, "MAX_PARSE_QUEUE", 16, 0, 100_000),
       maxParseMs: integer(env, "MAX_PARSE_MS", 60_000, 100, 3_600_000),
       maxParseHeapMb: integer(env, "MAX_PARSE_HEAP_MB", 512, 32, 65_536),
+    },
+    client: {
+      textgenUrl: url(env, "LECTERN_URL", ["http:", "https:"]) ?? localUrl(host, textgenPort),
+      ragUrl: url(env, "LECTERN_RAG_URL", ["http:", "https:"]) ?? localUrl(host, ragPort),
+      apiKey: read(env, "LECTERN_API_KEY") ?? null,
     },
     limits: {
       // MAX_BODY_BYTES names the large limit; other routes keep 1 MiB unless that is larger.

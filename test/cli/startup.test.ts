@@ -140,7 +140,7 @@ describe("a good start says what it runs with", () => {
     const textgen = await run("textgen", { LOG_LEVEL: "info" });
     const loaded = await logLine(textgen, /text generation: model/);
     assert.match(loaded, /loaded from .*\.gguf/);
-    assert.match(loaded, /llama\.cpp \S+: (the prebuilt binary|the build for this CPU)/);
+    assert.match(loaded, /llama\.cpp \S+ \(\S+\): (the prebuilt binary|the build for this CPU)/);
     assert.match(loaded, /device (CPU|\w+)/);
     const dataDir = path.join(scratch, "data-log");
     const rag = await run("rag", { LOG_LEVEL: "info", DATA_DIR: dataDir });

@@ -319,6 +319,11 @@ export class TextgenService {
     return { status: { state: "ready" }, ...named, failed };
   }
 
+  /** Model `id`'s generator when loaded (or the default model's while its first load settles). */
+  generatorOf(id: string): Generator | undefined {
+    return this.models.loadedBackend(id)?.generator ?? this.startingGenerator(id);
+  }
+
   /** The default model's generator while the registry's first load of it is still settling. */
   private startingGenerator(id: string): Generator | undefined {
     if (id !== this.models.defaultId || this.models.get(id)?.status !== "loading") return undefined;

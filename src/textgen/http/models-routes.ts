@@ -48,7 +48,7 @@ export const ModelObject = Type.Object({
 
 /** Tokens one request to a loaded model may hold; null while it is not loaded. */
 function maxModelLength(service: TextgenService, id: string): number | null {
-  return service.models.loadedBackend(id)?.generator?.contextPerSequence?.() ?? null;
+  return service.generatorOf(id)?.contextPerSequence?.() ?? null;
 }
 
 /** One model as GET /v1/models lists it; `id` is the name to send as `model`. */
