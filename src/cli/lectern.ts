@@ -10,7 +10,7 @@ import { createHash } from "node:crypto";
 import { readdir, readFile, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { Presets, SingleBar } from "cli-progress";
+import type * as CliProgress from "cli-progress";
 import type { Config } from "../core/config.js";
 import { loadConfigOrReport } from "./load-config.js";
 import { badRequest, DomainError, notFound, notReady, type ErrorKind } from "../core/errors.js";
@@ -140,18 +140,25 @@ const integer = (value: unknown, name: string): number | undefined => {
   return Number(value);
 };
 
-/** A progress display: a bar on a terminal, plain lines otherwise (logs, pipes, CI). */
+/** cli-progress, loaded (loadProgress) by the commands that show progress on a terminal only. */
+let progressBars: typeof CliProgress | undefined;
+
+async function loadProgress(): Promise<void> {
+  if (process.stderr.isTTY) progressBars ??= await import("cli-progress");
+}
+
+/** A progress display: a bar on a terminal (after loadProgress), plain lines otherwise (logs, pipes, CI). */
 function progress(total: number, label: string) {
   const started = performance.now();
-  const tty = process.stderr.isTTY;
-  const bar = tty
-    ? new SingleBar(
+  const bars = progressBars;
+  const bar = bars
+    ? new bars.SingleBar(
         {
           format: `${label} {bar} {value}/{total} files | {chunks} | {elapsed}s | {rate}`,
           stream: process.stderr,
           hideCursor: true,
         },
-        Presets.shades_classic,
+        bars.Presets.shades_classic,
       )
     : null;
   bar?.start(total, 0, { chunks: "", elapsed: "0.0", rate: "" });
@@ -343,6 +350,7 @@ async function readDocuments(
   strict: boolean,
 ): Promise<{ documents: DocumentInput[]; skipped: Array<{ file: string; message: string }> }> {
   const { loadFile } = await loaders();
+  await loadProgress();
   const bar = progress(files.length, label);
   const documents: DocumentInput[] = [];
   const skipped: Array<{ file: string; message: string }> = [];
@@ -434,6 +442,7 @@ async function indexSync(args: string[], config: Config): Promise<number> {
     const syncOnce = async () => {
       // A live count of the files looked at, made once the listing says how many there are.
       let bar: ReturnType<typeof progress> | undefined;
+      if (!values.json) await loadProgress();
       let result;
       try {
         result = await syncFolder(service, {
@@ -703,7 +712,8 @@ interface ModelRow {
 async function models(args: string[], config: Config): Promise<number> {
   const { values } = options(args, { server: { type: "string" }, local: { type: "boolean" } });
   if (values.help) return help("models");
-  const url = typeof values.server === "string" ? values.server.replace(/\/+$/, "") : config.client.textgenUrl;
+  const url =
+    typeof values.server === "string" ? values.server.replace(/\/+$/, "") : config.client.textgenUrl;
   const app = values.local ? null : await findApp(url, "Text Generation", config.client.apiKey);
   if (!app && typeof values.server === "string")
     throw notReady(`No Lectern text generation app answers at ${url}`);
@@ -744,13 +754,11 @@ async function models(args: string[], config: Config): Promise<number> {
 
 /** The catalogue as the app would serve it, its files checked here (headers only: nothing loads). */
 async function modelsHere(config: Config): Promise<ModelRow[]> {
-  const [{ buildCatalogue }, { ModelRegistry }, { contextTokensOf }, { catalogueSources }] =
-    await Promise.all([
-      import("../textgen/engine/presets.js"),
-      import("../textgen/engine/model-registry.js"),
-      import("../textgen/engine/context-plan.js"),
-      import("../textgen/engine/create-generator.js"),
-    ]);
+  const [{ buildCatalogue, catalogueSources }, { ModelRegistry }, { contextTokensOf }] = await Promise.all([
+    import("../textgen/engine/presets.js"),
+    import("../textgen/engine/model-registry.js"),
+    import("../textgen/engine/context-plan.js"),
+  ]);
   const catalogue = buildCatalogue(catalogueSources(config));
   const registry = new ModelRegistry({
     entries: catalogue.entries,

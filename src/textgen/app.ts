@@ -10,7 +10,7 @@ import { buildCatalogue } from "./engine/presets.js";
 import { ModelRegistry } from "./engine/model-registry.js";
 import { generatorBackend, loadBackend, type ServingBackend } from "./engine/model-backends.js";
 import { contextTokensOf } from "./engine/context-plan.js";
-import { catalogueSources } from "./engine/create-generator.js";
+import { catalogueSources } from "./engine/presets.js";
 import { locateModel } from "./engine/model-source.js";
 import { registerRerankRoutes } from "./http/rerank-routes.js";
 import { registerModelRoutes } from "./http/models-routes.js";

@@ -4,17 +4,7 @@ import type { Generator } from "./generator.js";
 import { LlamaGenerator } from "./llama-generator.js";
 import type { ModelSource } from "./model-source.js";
 import { OpenAIUpstreamGenerator } from "./openai-upstream.js";
-import { buildCatalogue, type CatalogueSources, type ModelEntry } from "./presets.js";
-
-/** Where the model catalogue comes from: MODEL_PATH, EMBEDDING_MODEL_PATH, MODELS_DIR, MODELS_PRESETS. */
-export function catalogueSources(config: Config): CatalogueSources {
-  return {
-    modelPath: config.textgen.modelPath,
-    embeddingModelPath: config.models.embeddingModelPath,
-    modelsDir: config.models.modelsDir,
-    presetsFile: config.models.modelsPresets,
-  };
-}
+import { buildCatalogue, catalogueSources, type ModelEntry } from "./presets.js";
 
 /** MODEL_PATH's entry, with what MODELS_PRESETS says of it (its section, and `[*]`). */
 export function defaultModelEntry(config: Config): ModelEntry {
