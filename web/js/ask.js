@@ -4,7 +4,7 @@ import { ApiError, isEventStream, postJson, readEvents, tenant } from "./api.js"
 import {
   $,
   el,
-  formatCount,
+  formatCountOf,
   formatMs,
   optionalNumber,
   prefersReducedMotion,
@@ -193,7 +193,7 @@ function finishAnswer(whole, started) {
     notes.push(`Answered extractively: ${whole.generation_skipped_reason}.`);
   if (whole.generation) {
     notes.push(
-      `Written by ${whole.generation.model} in ${formatMs(whole.generation.elapsed_ms)} (${whole.generation.tokens} tokens).`,
+      `Written by ${whole.generation.model} in ${formatMs(whole.generation.elapsed_ms)} (${formatCountOf(whole.generation.tokens, "token")}).`,
     );
   }
   answerNote.textContent = notes.join(" ");
@@ -262,7 +262,7 @@ async function ask() {
         answerBadge.textContent = "generative";
         answerText.replaceChildren();
         answerText.dataset.state = "streaming";
-        setStatus(askStatus, `${data.count ?? 0} results; writing the answer…`);
+        setStatus(askStatus, `${formatCountOf(data.count ?? 0, "result")}; writing the answer…`);
       } else if (event === "done") {
         whole = data;
       } else if (event === "error") {
@@ -299,7 +299,7 @@ function populateAskIndex(select) {
       : shared.indices.map((index) =>
           el("option", {
             value: index.name,
-            text: `${index.name} (${formatCount(index.documents_count)} docs)`,
+            text: `${index.name} (${formatCountOf(index.documents_count, "doc")})`,
           }),
         )),
   );
