@@ -131,7 +131,10 @@ describe("start-up lines say what is on", () => {
       ),
       messages.join("\n"),
     );
-    assert.ok(messages.some((line) => line.startsWith("RAG: no reranker")), messages.join("\n"));
+    assert.ok(
+      messages.some((line) => line.startsWith("RAG: no reranker")),
+      messages.join("\n"),
+    );
     const loaded = messages.find((line) => line.startsWith("text generation: model"))!;
     // The context per request and the parallelism, and the release of the binary that runs.
     assert.match(loaded, /context \d+ tokens per request × \d+ at once/);

@@ -63,8 +63,7 @@ export async function planContext(
     };
   }
   const wanted = Math.max(MIN_CONTEXT_PER_SEQUENCE, Math.min(DEFAULT_CONTEXT_PER_SEQUENCE, trained));
-  if (freeBytes === null)
-    return { perSequence: wanted, sequences: request.sequences, source: "auto" };
+  if (freeBytes === null) return { perSequence: wanted, sequences: request.sequences, source: "auto" };
   const budget = freeBytes * MEMORY_SHARE;
   const fits = async (perSequence: number, sequences: number) =>
     (await estimate(perSequence, sequences)) <= budget;

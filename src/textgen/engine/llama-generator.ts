@@ -254,7 +254,10 @@ export class LlamaGenerator implements Generator {
     this.contextPlan = plan;
     const perSequence = plan.perSequence;
     const totalSequences = plan.sequences;
-    const contextCount = Math.max(1, Math.min(this.resolveContexts(llama, model, totalSequences), totalSequences));
+    const contextCount = Math.max(
+      1,
+      Math.min(this.resolveContexts(llama, model, totalSequences), totalSequences),
+    );
     const contexts: LlamaContext[] = [];
     const batchers: ContinuousBatcher[] = [];
     const batcherModel = {
@@ -296,8 +299,7 @@ export class LlamaGenerator implements Generator {
     if (this.options.contexts !== "auto") return this.options.contexts;
     if (llama.gpu !== false) return 1;
     const cores = os.availableParallelism();
-    if (model.size <= CACHE_RESIDENT_MODEL_BYTES && this.options.threads === 1 && cores > 1)
-      return sequences;
+    if (model.size <= CACHE_RESIDENT_MODEL_BYTES && this.options.threads === 1 && cores > 1) return sequences;
     return cpuContextCount(cores, this.options.threads);
   }
 

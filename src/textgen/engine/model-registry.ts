@@ -380,7 +380,10 @@ export class ModelRegistry<B extends ModelBackend> {
     const file = await this.options.resolveFile(state.entry);
     state.file = file;
     state.summary = await inspectGguf(file);
-    this.enforceLimits(state, estimateModelBytes(state.summary, this.options.contextTokensOf(state.entry, state.summary)));
+    this.enforceLimits(
+      state,
+      estimateModelBytes(state.summary, this.options.contextTokensOf(state.entry, state.summary)),
+    );
     const started = performance.now();
     const backend = await this.options.createBackend(state.entry, file, state.summary);
     this.options.log?.(`model "${state.entry.id}" loaded in ${Math.round(performance.now() - started)} ms`);
