@@ -237,7 +237,7 @@ export class LocalEmbedder implements Embedder {
     } catch {
       return `RAG: no embedder: the model ${this.requested ?? ""} of this process cannot embed, and EMBEDDING_URL is not set`;
     }
-    return `RAG: embeddings from the model "${name}" of this process, no HTTP hop; set EMBEDDING_URL to use another server`;
+    return `RAG: embeddings from the model ${name} of this process, no HTTP hop; set EMBEDDING_URL to use another server`;
   }
 
   embed(texts: readonly string[], signal?: AbortSignal): Promise<Float32Array[]> {

@@ -132,7 +132,7 @@ export class LocalReranker implements Reranker {
     } catch {
       return `RAG: no reranker: ${this.requested ? `the model ${this.requested} is not` : "no model of this process is"} a reranker (a GGUF with a rank head in MODELS_DIR), and RERANK_URL is not set`;
     }
-    return `RAG: reranking by the model "${name}" of this process, no HTTP hop; set RERANK_URL to use another server`;
+    return `RAG: reranking by the model ${name} of this process, no HTTP hop; set RERANK_URL to use another server`;
   }
 
   async rerank(query: string, documents: readonly string[], signal?: AbortSignal): Promise<number[]> {
