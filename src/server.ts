@@ -1,12 +1,13 @@
 /** Starts the apps on their ports; used by the CLI and by tests that need real sockets. */
 import path from "node:path";
 import type { Config } from "./core/config.js";
-import { buildRagApp } from "./rag/app.js";
+import { answeringDescription, buildRagApp } from "./rag/app.js";
 import { localModels, type LocalModels } from "./rag/local-models.js";
 import { SQLITE_FILE_NAME } from "./rag/store/sqlite-store.js";
 import { buildTextgenApp } from "./textgen/app.js";
 import { createGenerator } from "./textgen/engine/create-generator.js";
 import { LlamaGenerator } from "./textgen/engine/llama-generator.js";
+import { describePlan } from "./textgen/engine/context-plan.js";
 
 export type Which = "textgen" | "rag" | "all";
 
@@ -60,11 +61,48 @@ function redacted(databaseUrl: string): string {
   return url.toString();
 }
 
+/** The start-up line saying who may call: keys or none, rate limit, CORS. */
+export function accessLine(config: Config): string {
+  const auth =
+    config.auth.apiKeysFile === null
+      ? `auth off (API_KEYS_FILE is not set): anyone who reaches ${config.server.host} may call every route`
+      : `auth on: keys from API_KEYS_FILE=${path.resolve(config.auth.apiKeysFile)} (every route but /health, /livez, /, /docs and /ui needs one)`;
+  const rate =
+    config.auth.rateLimitPerMinute > 0
+      ? `rate limit ${config.auth.rateLimitPerMinute} requests/min`
+      : "no rate limit";
+  const cors =
+    config.auth.corsOrigins.length > 0 ? `CORS for ${config.auth.corsOrigins.join(", ")}` : "CORS off";
+  return `${auth}; ${rate}; ${cors}`;
+}
+
+/** The line once the default model has loaded (or failed to): its name, context, binary and device. */
+function modelLine(generator: LlamaGenerator, config: Config): { ok: boolean; line: string } {
+  const status = generator.status();
+  const from = generator.loadedFrom;
+  const plan = generator.contextPlan;
+  if (status.state === "ready" && from !== null && plan !== null) {
+    return {
+      ok: true,
+      line:
+        `text generation: model "${generator.modelName}" loaded from ${from.modelPath}; ` +
+        `${describePlan(plan, generator.requestedSequences)}; ${from.binary}; device ${from.device}; ` +
+        `libuv thread pool ${process.env.UV_THREADPOOL_SIZE ?? "4 (default)"}`,
+    };
+  }
+  const reason = status.state === "unhealthy" ? status.reason : status.state;
+  return {
+    ok: false,
+    line: `text generation: no model loaded (MODEL_PATH=${config.textgen.modelPath}): ${reason}`,
+  };
+}
+
 export async function serve(which: Which, config: Config): Promise<Listening[]> {
   const started: Listening[] = [];
   // With both apps here, RAG uses their models in-process (through its ports) unless GENERATION_URL,
   // EMBEDDING_URL or RERANK_URL name other servers.
   let local: LocalModels | undefined;
+  let modelLoaded: Promise<boolean> | undefined;
   try {
     if (which === "textgen" || which === "all") {
       const generator = createGenerator(config);
@@ -72,22 +110,13 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
       local = localModels(app.textgenService, config.generation);
       await listen(app, config, "TEXTGEN_PORT", config.server.textgenPort);
       started.push(app);
-      // One line once the model has loaded (or failed to): which model, llama.cpp binary and device.
+      app.log.info(accessLine(config));
       if (generator instanceof LlamaGenerator) {
-        void generator.ready().then(() => {
-          const status = generator.status();
-          const from = generator.loadedFrom;
-          if (status.state === "ready" && from !== null) {
-            app.log.info(
-              `text generation: model "${generator.modelName}" loaded from ${from.modelPath}; ${from.binary}; device ${from.device}; ` +
-                `libuv thread pool ${process.env.UV_THREADPOOL_SIZE ?? "4 (default)"}`,
-            );
-          } else {
-            const reason = status.state === "unhealthy" ? status.reason : status.state;
-            app.log.warn(
-              `text generation: no model loaded (MODEL_PATH=${config.textgen.modelPath}): ${reason}`,
-            );
-          }
+        modelLoaded = generator.ready().then(() => {
+          const { ok, line } = modelLine(generator, config);
+          if (ok) app.log.info(line);
+          else app.log.warn(line);
+          return ok;
         });
       } else {
         app.log.info(
@@ -99,6 +128,7 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
       const app = await buildRagApp({ config, local });
       await listen(app, config, "RAG_PORT", config.server.ragPort);
       started.push(app);
+      if (which === "rag") app.log.info(accessLine(config));
       app.log.info(
         config.rag.databaseUrl
           ? `RAG: store PostgreSQL at ${redacted(config.rag.databaseUrl)}`
@@ -106,6 +136,12 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
       );
       app.log.info(app.answering);
       for (const line of app.retrieval) app.log.info(line);
+      // Answers were said to come from the model while it loaded; say so when it did not load.
+      const port = local?.generation;
+      if (modelLoaded && port && !config.generation.generationUrl)
+        void modelLoaded.then((ok) => {
+          if (!ok) app.log.warn(answeringDescription(port));
+        });
     }
   } catch (error) {
     // An app that did start is closed again: the caller exits, and nothing is left half up.

@@ -1,6 +1,8 @@
 /**
  * The `lectern` command line. Index commands work directly on the same store the RAG app uses
- * (DATA_DIR, or DATABASE_URL), so they need no running server; `generate` loads the model itself.
+ * (DATA_DIR, or DATABASE_URL), so they need no running server. `models`, `generate` and `ask` ask the
+ * running apps when they answer (LECTERN_URL, LECTERN_RAG_URL: server-client.ts), and otherwise work
+ * in process (`--local` always does).
  *
  * Exit codes: 0 done, 1 failed, 2 bad usage, 3 not found, 4 refused input, 78 bad configuration.
  */
@@ -8,7 +10,7 @@ import { createHash } from "node:crypto";
 import { readdir, readFile, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { Presets, SingleBar } from "cli-progress";
+import type * as CliProgress from "cli-progress";
 import type { Config } from "../core/config.js";
 import { loadConfigOrReport } from "./load-config.js";
 import { badRequest, DomainError, notFound, notReady, type ErrorKind } from "../core/errors.js";
@@ -22,8 +24,10 @@ import {
   resolveIndexSettings,
 } from "../rag/service/settings.js";
 import type { Which } from "../server.js";
+import type { AskInput } from "../rag/answering/ask.js";
 import { onTextDeltas } from "../textgen/engine/events.js";
 import type { LlamaGenerator } from "../textgen/engine/llama-generator.js";
+import { findApp, getJson, postJson, postStream } from "./server-client.js";
 
 // Each command loads only what it needs (llama.cpp, the stores, the document parsers are heavy), so
 // quick commands such as `index list` or `--help` start fast.
@@ -34,6 +38,8 @@ const EXIT = { ok: 0, failed: 1, usage: 2, notFound: 3, refused: 4, config: 78 }
 const REFUSED: ReadonlySet<ErrorKind> = new Set(["invalid", "conflict", "too_large", "busy", "cancelled"]);
 
 class UsageError extends Error {}
+/** A command that does not exist: its own --help does not exist either. */
+class UnknownCommandError extends UsageError {}
 
 const SCORER_OPTION = `--scorer ${SCORER_NAMES.join("|")}`.padEnd(31);
 const CHUNK_SIZES = `${CHUNK_SIZE_RANGE.minimum} … ${CHUNK_SIZE_RANGE.maximum}, default ${DEFAULT_CHUNK_SIZE}`;
@@ -50,9 +56,13 @@ Commands:
   index rm <name>                    delete an index
   index sync <name> <dir> [--watch]  apply only what changed in a folder since the last sync
   ask <index> "<question>"           answer a question from an index, with sources
-  generate "<prompt>"                generate text with the local model
+  generate "<prompt>"                generate text with the model
   model pull <hf:owner/repo/file>    download a model into MODELS_DIR
-  models [--server URL]              list the models served: role, size, status
+  models                             list the models served: role, architecture, size, status
+
+models, generate and ask ask the running apps when they answer (LECTERN_URL, default
+http://127.0.0.1:8000; LECTERN_RAG_URL, default http://127.0.0.1:8001; LECTERN_API_KEY when they
+need a key), and otherwise work here, in this process (--local: always here).
 
 Every command takes --help. Configuration comes from the environment (see README).`,
   serve: `Usage: lectern serve [textgen|rag|all]
@@ -61,7 +71,11 @@ Starts the text generation app (TEXTGEN_PORT, 8000), the RAG app (RAG_PORT, 8001
   "index build": `Usage: lectern index build <name> <file-or-folder…> [options]
 
 Reads the files (folders: every supported file below them), then builds the index in one write.
-  --mode create|replace|append   default create (409-like failure if it exists)
+A file that cannot be read or parsed is skipped and listed with the reason; the others are indexed
+(exit 0, with the count skipped). With --mode create an existing index is refused before any file is
+read.
+  --mode create|replace|append   default create (refused, exit 4, if the index exists)
+  --strict                       stop at the first file that cannot be read (exit 4, nothing written)
   ${SCORER_OPTION}default ${DEFAULT_SCORER}
   --chunk-size N                 ${CHUNK_SIZES}
   --overlap N                    default min(128, chunk-size/2)
@@ -85,22 +99,31 @@ still sync (exit code 4 when any failed). A missing index is created with the se
   --json                         print each result as JSON (one line per sync with --watch)`,
   ask: `Usage: lectern ask <index> "<question>" [options]
 
-Answers as POST /rag/query does: with GENERATION_URL set, its model writes the answer from as many
-results as fit its context (GENERATION_CONTEXT_SIZE); else the answer is extractive.
-  --top-k N          results to use, default 5
-  --tenant ID        default "default"
-  --json             print the whole response as JSON`,
+Asks the running RAG app (LECTERN_RAG_URL) when it answers: its answer (generative when it has a
+model), streamed. Otherwise reads the index here and answers as POST /rag/query does: with
+GENERATION_URL set, its model writes the answer from as many results as fit its context
+(GENERATION_CONTEXT_SIZE); else the answer is extractive.
+  --top-k N                         results to use, default 5
+  --answer extractive|generative    the answer mode (default: generative when a model writes answers)
+  --tenant ID                       default "default"
+  --local                           read the index here, even when the app runs
+  --json                            print the whole response as JSON`,
   generate: `Usage: lectern generate "<prompt>" [options]
+
+Asks the running text generation app (LECTERN_URL) when it answers, streaming its text; otherwise
+loads the model here (MODEL_PATH), which takes longer.
   --max-length N     new tokens, default 128
   --temperature T    default 0.8 (0 = deterministic)
   --seed N
+  --local            load the model here, even when the app runs
   --json             print the result as JSON instead of streaming text`,
-  models: `Usage: lectern models [--server URL] [--json]
+  models: `Usage: lectern models [--server URL] [--local] [--json]
 
 Lists every model the text generation app serves: MODEL_PATH, EMBEDDING_MODEL_PATH, each .gguf in
-MODELS_DIR and MODELS_PRESETS' entries, with role, size and aliases. Without --server the files are
-checked here (status "ok" or why not); with --server (e.g. http://127.0.0.1:8000) a running app's
-status is shown (loaded, loading, unloaded, failed).`,
+MODELS_DIR and MODELS_PRESETS' entries, each by its one name (the file name without .gguf, or the
+preset's section), with role, architecture, size and aliases. When the app answers (LECTERN_URL, or
+--server URL) its status is shown (loaded, loading, unloaded, failed); otherwise, or with --local,
+the files are checked here (status "ok" or why not).`,
   "model pull": `Usage: lectern model pull <hf:owner/repo/file.gguf | https URL>
 
 Downloads the model once into MODELS_DIR (default ./models) with a progress bar.`,
@@ -131,18 +154,25 @@ const integer = (value: unknown, name: string): number | undefined => {
   return Number(value);
 };
 
-/** A progress display: a bar on a terminal, plain lines otherwise (logs, pipes, CI). */
+/** cli-progress, loaded (loadProgress) by the commands that show progress on a terminal only. */
+let progressBars: typeof CliProgress | undefined;
+
+async function loadProgress(): Promise<void> {
+  if (process.stderr.isTTY) progressBars ??= await import("cli-progress");
+}
+
+/** A progress display: a bar on a terminal (after loadProgress), plain lines otherwise (logs, pipes, CI). */
 function progress(total: number, label: string) {
   const started = performance.now();
-  const tty = process.stderr.isTTY;
-  const bar = tty
-    ? new SingleBar(
+  const bars = progressBars;
+  const bar = bars
+    ? new bars.SingleBar(
         {
           format: `${label} {bar} {value}/{total} files | {chunks} | {elapsed}s | {rate}`,
           stream: process.stderr,
           hideCursor: true,
         },
-        Presets.shades_classic,
+        bars.Presets.shades_classic,
       )
     : null;
   bar?.start(total, 0, { chunks: "", elapsed: "0.0", rate: "" });
@@ -150,7 +180,9 @@ function progress(total: number, label: string) {
   return {
     tick(done: number, name: string, chars: number) {
       const seconds = (performance.now() - started) / 1000;
-      const rate = `${(done / Math.max(seconds, 1e-3)).toFixed(1)} files/s, ${(chars / 1e6 / Math.max(seconds, 1e-3)).toFixed(2)} MB/s`;
+      const rate =
+        `${(done / Math.max(seconds, 1e-3)).toFixed(1)} files/s` +
+        (chars > 0 ? `, ${(chars / 1e6 / Math.max(seconds, 1e-3)).toFixed(2)} MB/s` : "");
       if (bar) bar.update(done, { elapsed: seconds.toFixed(1), rate, chunks: name });
       else if (done === total || performance.now() - lastLine > 1000) {
         lastLine = performance.now();
@@ -254,7 +286,11 @@ function indexSettings(values: Parsed["values"]) {
 }
 
 async function indexBuild(args: string[], config: Config): Promise<number> {
-  const { values, positionals } = options(args, { mode: { type: "string" }, ...INDEX_SETTINGS });
+  const { values, positionals } = options(args, {
+    mode: { type: "string" },
+    strict: { type: "boolean" },
+    ...INDEX_SETTINGS,
+  });
   if (values.help) return help("index build");
   const [name, ...paths] = positionals;
   if (!name || paths.length === 0)
@@ -263,40 +299,22 @@ async function indexBuild(args: string[], config: Config): Promise<number> {
   if (!["create", "replace", "append"].includes(mode))
     throw new UsageError("--mode must be create, replace or append");
   const { scorer, chunkSize, overlap } = indexSettings(values);
+  const key = { tenantId: (values.tenant as string | undefined) ?? "default", name };
+  // Before reading a thousand files, not after: create refuses an index that exists.
+  if (mode === "create") await refuseExisting(config, key);
 
   const files = await collectFiles(paths, config.rag.ragFilesDir);
   if (files.length === 0) {
     const { SUPPORTED_EXTENSIONS } = await loaders();
     throw badRequest(`No supported files (${SUPPORTED_EXTENSIONS.join(" ")}) found`);
   }
-  const { loadFile } = await loaders();
-  const bar = progress(files.length, `index ${name}`);
-  const documents: DocumentInput[] = [];
-  let chars = 0;
-  try {
-    for (const [index, { file, id }] of files.entries()) {
-      const bytes = await readFile(file);
-      const loaded = await loadFile(id, bytes);
-      chars += loaded.text.length;
-      // Id, source, metadata.file and content hash exactly as index sync stores them.
-      documents.push({
-        id,
-        text: loaded.text,
-        title: loaded.title,
-        metadata: { ...loaded.metadata, file: id },
-        source: id,
-        contentHash: createHash("sha256").update(bytes).digest("hex"),
-        pageStarts: loaded.pageStarts,
-      });
-      bar.tick(index + 1, path.basename(file), chars);
-    }
-  } finally {
-    bar.stop();
-  }
+  const { documents, skipped } = await readDocuments(files, `index ${name}`, values.strict === true);
+  if (documents.length === 0)
+    throw badRequest(`None of the ${files.length} files could be read; nothing was indexed`);
   if (!values.json) process.stderr.write(`indexing ${documents.length} documents…\n`);
   const built = await withService(config, (service) =>
     service.build({
-      key: { tenantId: (values.tenant as string | undefined) ?? "default", name },
+      key,
       documents,
       chunkSize,
       overlap,
@@ -310,14 +328,82 @@ async function indexBuild(args: string[], config: Config): Promise<number> {
     chunks_count: built.chunksCount,
     vocabulary_size: built.meta.vocabularySize,
     build_ms: built.buildMs,
+    skipped,
   };
   if (values.json) print(result);
-  else
+  else {
     process.stdout.write(
       `Built "${name}": ${result.documents_count} documents, ${result.chunks_count} chunks, ` +
-        `${result.vocabulary_size} terms in ${(result.build_ms / 1000).toFixed(2)} s\n`,
+        `${result.vocabulary_size} terms in ${(result.build_ms / 1000).toFixed(2)} s` +
+        (skipped.length > 0 ? `; ${skipped.length} files skipped (listed above)` : "") +
+        "\n",
     );
+  }
   return EXIT.ok;
+}
+
+/** `--mode create` on an index that exists: refused before any file is read, saying what to use. */
+async function refuseExisting(config: Config, key: { tenantId: string; name: string }): Promise<void> {
+  const exists = await withService(config, (service) =>
+    service.requireMeta(key).then(
+      () => true,
+      (error: unknown) => {
+        if (error instanceof DomainError && error.kind === "not_found") return false;
+        throw error;
+      },
+    ),
+  );
+  if (exists)
+    throw new DomainError(
+      "conflict",
+      `The index "${key.name}" already exists; use --mode replace to rebuild it from these files, or --mode append to add them`,
+    );
+}
+
+/**
+ * Reads and parses the files, with a progress display. A file that cannot be read or parsed is
+ * skipped and reported on stderr with its reason (real folders hold a few: binary files named .txt,
+ * HTML without markup, a PDF without text); with `strict`, the first one stops the build instead.
+ */
+async function readDocuments(
+  files: FileToIndex[],
+  label: string,
+  strict: boolean,
+): Promise<{ documents: DocumentInput[]; skipped: Array<{ file: string; message: string }> }> {
+  const { loadFile } = await loaders();
+  await loadProgress();
+  const bar = progress(files.length, label);
+  const documents: DocumentInput[] = [];
+  const skipped: Array<{ file: string; message: string }> = [];
+  let chars = 0;
+  try {
+    for (const [index, { file, id }] of files.entries()) {
+      try {
+        const bytes = await readFile(file);
+        const loaded = await loadFile(id, bytes);
+        chars += loaded.text.length;
+        // Id, source, metadata.file and content hash exactly as index sync stores them.
+        documents.push({
+          id,
+          text: loaded.text,
+          title: loaded.title,
+          metadata: { ...loaded.metadata, file: id },
+          source: id,
+          contentHash: createHash("sha256").update(bytes).digest("hex"),
+          pageStarts: loaded.pageStarts,
+        });
+      } catch (error) {
+        if (strict) throw error;
+        const message = (error as Error).message.replace(`File "${id}": `, "");
+        skipped.push({ file: id, message });
+      }
+      bar.tick(index + 1, path.basename(file), chars);
+    }
+  } finally {
+    bar.stop();
+  }
+  for (const { file, message } of skipped) process.stderr.write(`lectern: skipped ${file}: ${message}\n`);
+  return { documents, skipped };
 }
 
 async function indexList(args: string[], config: Config): Promise<number> {
@@ -374,7 +460,26 @@ async function indexSync(args: string[], config: Config): Promise<number> {
 
   return withService(config, async (service) => {
     const syncOnce = async () => {
-      const result = await syncFolder(service, { key, root, folder, settings });
+      // A live count of the files looked at, made once the listing says how many there are.
+      let bar: ReturnType<typeof progress> | undefined;
+      if (!values.json) await loadProgress();
+      let result;
+      try {
+        result = await syncFolder(service, {
+          key,
+          root,
+          folder,
+          settings,
+          onFile: values.json
+            ? undefined
+            : (done, total, file) => {
+                bar ??= progress(total, `sync ${name}`);
+                bar.tick(done, path.basename(file), 0);
+              },
+        });
+      } finally {
+        bar?.stop();
+      }
       if (values.json) process.stdout.write(`${JSON.stringify(result)}\n`);
       else {
         process.stdout.write(
@@ -451,37 +556,64 @@ async function watchFolder(folder: string, syncOnce: () => Promise<unknown>): Pr
   });
 }
 
+interface AskResponse {
+  results: Array<{ file: string; score: number; metadata: Record<string, unknown> }>;
+  count: number;
+  answer: string | null;
+  answer_mode?: string;
+  generation_skipped_reason?: string;
+}
+
 async function ask(args: string[], config: Config): Promise<number> {
-  const { values, positionals } = options(args, { "top-k": { type: "string" }, tenant: { type: "string" } });
+  const { values, positionals } = options(args, {
+    "top-k": { type: "string" },
+    tenant: { type: "string" },
+    answer: { type: "string" },
+    local: { type: "boolean" },
+  });
   if (values.help) return help("ask");
   const [name, ...words] = positionals;
   const question = words.join(" ").trim();
   if (!name || !question) throw new UsageError('ask needs an index and a question: lectern ask docs "…"');
   const topK = integer(values["top-k"], "top-k") ?? 5;
-  const [answering, generation, { Retrievers }] = await Promise.all([
-    import("../rag/answering/ask.js"),
-    import("../rag/answering/upstream-generation.js"),
-    import("../rag/retrieval/retrievers.js"),
-  ]);
-  const { answerWriterFor } = await import("../rag/answering/generative.js");
-  // As the RAG app answers without a model in its process: GENERATION_URL's when set, else extractive.
-  const answerWriter = answerWriterFor(generation.generationPortFor(config.generation, undefined));
-  const retrievers = new Retrievers(config.rag);
-  const response = await withService(config, async (service) => {
-    const key = { tenantId: (values.tenant as string | undefined) ?? "default", name };
-    const input = { key, query: question, top_k: topK, min_score: 0 };
-    try {
-      return await answering.ask({ service, answerWriter, retrievers }, input).result;
-    } finally {
-      await answerWriter?.close();
-      await retrievers.close();
-    }
-  });
+  const answerMode = values.answer as string | undefined;
+  if (answerMode !== undefined && !["extractive", "generative"].includes(answerMode))
+    throw new UsageError("--answer must be extractive or generative");
+  const tenant = values.tenant as string | undefined;
+  const app = values.local ? null : await findApp(config.client.ragUrl, "RAG", config.client.apiKey);
+  let response: AskResponse;
+  if (app) {
+    const body = {
+      index_name: name,
+      query: question,
+      top_k: topK,
+      ...(tenant !== undefined && { tenant_id: tenant }),
+      ...(answerMode !== undefined && { answer: answerMode }),
+    };
+    // The answer streams as it is written; the sources follow it.
+    response = values.json
+      ? await postJson<AskResponse>(app, "/rag/query", body)
+      : await postStream<AskResponse>(app, "/rag/query", body, (piece) => process.stdout.write(piece));
+    if (!values.json && response.answer_mode !== "generative")
+      process.stdout.write(response.answer ?? "No answer found in this index.");
+  } else {
+    response = await askHere(config, {
+      key: { tenantId: tenant ?? "default", name },
+      query: question,
+      top_k: topK,
+      min_score: 0,
+      ...(answerMode !== undefined && { answer: answerMode as "extractive" | "generative" }),
+    });
+    if (!values.json) process.stdout.write(response.answer ?? "No answer found in this index.");
+  }
   if (values.json) {
     print(response);
     return EXIT.ok;
   }
-  process.stdout.write(`${response.answer ?? "No answer found in this index."}\n\nSources:\n`);
+  process.stdout.write("\n");
+  if (response.generation_skipped_reason)
+    process.stderr.write(`lectern: answered extractively: ${response.generation_skipped_reason}\n`);
+  process.stdout.write("\nSources:\n");
   response.results.forEach((result, index) => {
     // PDF provenance: `pages` every page the chunk covers, `page` the first.
     const pages = Array.isArray(result.metadata.pages) ? (result.metadata.pages as number[]) : [];
@@ -498,17 +630,74 @@ async function ask(args: string[], config: Config): Promise<number> {
   return response.count === 0 ? EXIT.notFound : EXIT.ok;
 }
 
+interface PredictResponse {
+  generated_text: string;
+  model_name: string;
+  tokens_generated: number;
+  finish_reason: string;
+  prompt_tokens: number;
+}
+
 async function generate(args: string[], config: Config): Promise<number> {
   const { values, positionals } = options(args, {
     "max-length": { type: "string" },
     temperature: { type: "string" },
     seed: { type: "string" },
+    local: { type: "boolean" },
   });
   if (values.help) return help("generate");
   const prompt = positionals.join(" ");
   if (!prompt) throw new UsageError('generate needs a prompt: lectern generate "Once upon a time"');
   const temperature = values.temperature === undefined ? 0.8 : Number(values.temperature);
   if (!(temperature >= 0 && temperature <= 2)) throw new UsageError("--temperature must be between 0 and 2");
+  const maxLength = integer(values["max-length"], "max-length") ?? 128;
+  const seed = integer(values.seed, "seed");
+  const app = values.local
+    ? null
+    : await findApp(config.client.textgenUrl, "Text Generation", config.client.apiKey);
+  let result: PredictResponse;
+  if (app) {
+    const body = { text: prompt, max_length: maxLength, temperature, ...(seed !== undefined && { seed }) };
+    result = values.json
+      ? await postJson<PredictResponse>(app, "/predict", body)
+      : await postStream<PredictResponse>(app, "/predict", body, (piece) => process.stdout.write(piece));
+  } else result = await generateHere(config, prompt, maxLength, temperature, seed, values.json !== true);
+  if (values.json) {
+    const { generated_text, model_name, tokens_generated, finish_reason, prompt_tokens } = result;
+    print({ generated_text, model_name, tokens_generated, finish_reason, prompt_tokens });
+  } else process.stdout.write("\n");
+  return EXIT.ok;
+}
+
+/** An answer in this process, as the RAG app answers without a model of its own: GENERATION_URL's, else extractive. */
+async function askHere(config: Config, input: AskInput): Promise<AskResponse> {
+  const [answering, generation, { Retrievers }, { answerWriterFor }] = await Promise.all([
+    import("../rag/answering/ask.js"),
+    import("../rag/answering/upstream-generation.js"),
+    import("../rag/retrieval/retrievers.js"),
+    import("../rag/answering/generative.js"),
+  ]);
+  const answerWriter = answerWriterFor(generation.generationPortFor(config.generation, undefined));
+  const retrievers = new Retrievers(config.rag);
+  return withService(config, async (service) => {
+    try {
+      return (await answering.ask({ service, answerWriter, retrievers }, input).result) as AskResponse;
+    } finally {
+      await answerWriter?.close();
+      await retrievers.close();
+    }
+  });
+}
+
+/** Generation in this process: the model loads here (seconds to minutes), one sequence. */
+async function generateHere(
+  config: Config,
+  prompt: string,
+  maxTokens: number,
+  temperature: number,
+  seed: number | undefined,
+  stream: boolean,
+): Promise<PredictResponse> {
   const { createGenerator } = await import("../textgen/engine/create-generator.js");
   const generator = createGenerator({
     ...config,
@@ -519,28 +708,19 @@ async function generate(args: string[], config: Config): Promise<number> {
     const status = generator.status();
     if (status.state === "unhealthy") throw notReady(status.reason, "model_not_ready");
     const result = await generator.generate(
-      {
-        prompt,
-        maxTokens: integer(values["max-length"], "max-length") ?? 128,
-        temperature,
-        seed: integer(values.seed, "seed"),
-        stop: [],
-      },
-      onTextDeltas(values.json ? undefined : (piece) => process.stdout.write(piece)),
+      { prompt, maxTokens, temperature, seed, stop: [] },
+      onTextDeltas(stream ? (piece) => process.stdout.write(piece) : undefined),
     );
-    if (values.json) {
-      print({
-        generated_text: result.text,
-        model_name: generator.modelName,
-        tokens_generated: result.tokensGenerated,
-        finish_reason: result.finishReason,
-        prompt_tokens: result.promptTokens,
-      });
-    } else process.stdout.write("\n");
+    return {
+      generated_text: result.text,
+      model_name: generator.modelName,
+      tokens_generated: result.tokensGenerated,
+      finish_reason: result.finishReason,
+      prompt_tokens: result.promptTokens,
+    };
   } finally {
     await generator.close();
   }
-  return EXIT.ok;
 }
 
 async function modelPull(args: string[], config: Config): Promise<number> {
@@ -555,61 +735,43 @@ async function modelPull(args: string[], config: Config): Promise<number> {
   return EXIT.ok;
 }
 
+interface ModelRow {
+  id: string;
+  role: string;
+  architecture: string | null;
+  size_bytes: number | null;
+  status: string;
+  reason?: string;
+  aliases: string[];
+}
+
 async function models(args: string[], config: Config): Promise<number> {
-  const { values } = options(args, { server: { type: "string" } });
+  const { values } = options(args, { server: { type: "string" }, local: { type: "boolean" } });
   if (values.help) return help("models");
-  interface Row {
-    id: string;
-    role: string;
-    size_bytes: number | null;
-    status: string;
-    reason?: string;
-    aliases: string[];
-  }
-  let rows: Row[];
-  if (typeof values.server === "string") {
-    const response = await fetch(`${values.server.replace(/\/+$/, "")}/v1/models`);
-    if (!response.ok) throw new Error(`${values.server} answered ${response.status}`);
-    rows = ((await response.json()) as { data: Row[] }).data;
-  } else {
-    const { buildCatalogue } = await import("../textgen/engine/presets.js");
-    const { ModelRegistry } = await import("../textgen/engine/model-registry.js");
-    const catalogue = buildCatalogue({
-      modelPath: config.textgen.modelPath,
-      embeddingModelPath: config.models.embeddingModelPath,
-      modelsDir: config.models.modelsDir,
-      presetsFile: config.models.modelsPresets,
-    });
-    // Only reads the files' headers: nothing is loaded.
-    const registry = new ModelRegistry({
-      entries: catalogue.entries,
-      defaultId: catalogue.defaultId,
-      resolveFile: () => Promise.reject(new Error("not loading")),
-      createBackend: () => Promise.reject(new Error("not loading")),
-      contextTokensOf: () => config.textgen.llamaContextSize,
-      maxLoaded: 0,
-      memoryBudget: 0,
-      defaultKeepAliveMs: -1,
-    });
-    await registry.inspectLocal();
-    rows = registry.list().map((model) => ({
-      id: model.id,
-      role: model.roles[0]!,
-      size_bytes: model.sizeBytes,
-      status: model.status === "failed" ? "bad" : model.sizeBytes === null ? "not downloaded" : "ok",
-      ...(model.reason !== undefined && { reason: model.reason }),
-      aliases: model.aliases,
-    }));
+  const url =
+    typeof values.server === "string" ? values.server.replace(/\/+$/, "") : config.client.textgenUrl;
+  const app = values.local ? null : await findApp(url, "Text Generation", config.client.apiKey);
+  if (!app && typeof values.server === "string")
+    throw notReady(`No Lectern text generation app answers at ${url}`);
+  let rows: ModelRow[];
+  if (app) rows = (await getJson<{ data: ModelRow[] }>(app, "/v1/models")).data;
+  else {
+    rows = await modelsHere(config);
+    if (!values.json)
+      process.stderr.write(
+        `lectern: no app answers at ${url}: the files are checked here, nothing is loaded\n`,
+      );
   }
   if (values.json) {
     print(rows);
     return EXIT.ok;
   }
   const size = (bytes: number | null) => (bytes === null ? "-" : `${(bytes / 1024 ** 2).toFixed(1)} MB`);
-  const table = [["MODEL", "ROLE", "SIZE", "STATUS", "ALIASES"]].concat(
+  const table = [["MODEL", "ROLE", "ARCH", "SIZE", "STATUS", "ALIASES"]].concat(
     rows.map((row) => [
       row.id,
       row.role,
+      row.architecture ?? "-",
       size(row.size_bytes),
       row.reason ? `${row.status}: ${row.reason}` : row.status,
       row.aliases.join(", "),
@@ -624,6 +786,36 @@ async function models(args: string[], config: Config): Promise<number> {
         .trimEnd()}\n`,
     );
   return EXIT.ok;
+}
+
+/** The catalogue as the app would serve it, its files checked here (headers only: nothing loads). */
+async function modelsHere(config: Config): Promise<ModelRow[]> {
+  const [{ buildCatalogue, catalogueSources }, { ModelRegistry }, { contextTokensOf }] = await Promise.all([
+    import("../textgen/engine/presets.js"),
+    import("../textgen/engine/model-registry.js"),
+    import("../textgen/engine/context-plan.js"),
+  ]);
+  const catalogue = buildCatalogue(catalogueSources(config));
+  const registry = new ModelRegistry({
+    entries: catalogue.entries,
+    defaultId: catalogue.defaultId,
+    resolveFile: () => Promise.reject(new Error("not loading")),
+    createBackend: () => Promise.reject(new Error("not loading")),
+    contextTokensOf: (entry, summary) => contextTokensOf(config, entry, summary),
+    maxLoaded: 0,
+    memoryBudget: 0,
+    defaultKeepAliveMs: -1,
+  });
+  await registry.inspectLocal();
+  return registry.list().map((model) => ({
+    id: model.id,
+    role: model.roles[0]!,
+    architecture: model.architecture,
+    size_bytes: model.sizeBytes,
+    status: model.status === "failed" ? "bad" : model.sizeBytes === null ? "not downloaded" : "ok",
+    ...(model.reason !== undefined && { reason: model.reason }),
+    aliases: model.aliases,
+  }));
 }
 
 function print(value: unknown): void {
@@ -677,9 +869,13 @@ export async function main(argv: string[]): Promise<number> {
         throw new UsageError(`unknown model command "${sub ?? ""}"; use pull`);
       }
       default:
-        throw new UsageError(`unknown command "${command}"`);
+        throw new UnknownCommandError(`unknown command "${command}"`);
     }
   } catch (error) {
+    if (error instanceof UnknownCommandError) {
+      process.stderr.write(`lectern: ${error.message}\nRun "lectern --help" for the commands.\n`);
+      return EXIT.usage;
+    }
     if (error instanceof UsageError) {
       process.stderr.write(`lectern: ${error.message}\nRun "lectern ${command} --help" for usage.\n`);
       return EXIT.usage;

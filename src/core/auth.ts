@@ -15,6 +15,7 @@
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
+import path from "node:path";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { isPreflight } from "./cors.js";
 import { ApiError, ConfigError } from "./errors.js";
@@ -118,8 +119,15 @@ export class KeyRing {
     try {
       text = readFileSync(file, "utf8");
     } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      const where = path.resolve(file);
+      const why: Record<string, string> = {
+        ENOENT: "does not exist",
+        EACCES: "is not readable by this process (permission denied)",
+        EISDIR: "is a folder, not a file",
+      };
       throw new ConfigError(
-        `API_KEYS_FILE cannot be read: ${(error as NodeJS.ErrnoException).code ?? error}`,
+        `API_KEYS_FILE cannot be read: ${where} ${why[code ?? ""] ?? `(${code ?? String(error)})`}`,
       );
     }
     return KeyRing.parse(text);

@@ -17,6 +17,11 @@ export interface Config {
     textgenPort: number;
     ragPort: number;
     logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+    /**
+     * LOG_FORMAT: "auto" writes readable lines on a terminal and JSON lines elsewhere (files, pipes,
+     * log collectors); "json" and "pretty" force one.
+     */
+    logFormat: "auto" | "json" | "pretty";
     /** Time a client has to send a whole request (headers and body). */
     httpRequestTimeoutMs: number;
     /** On SIGTERM, how long in-flight generations may run on before they are stopped. */
@@ -51,8 +56,11 @@ export interface Config {
     /** A `.gguf` path or a Hugging Face reference (`hf:<owner>/<repo>/<file>.gguf`). */
     modelPath: string;
     llamaThreads: number;
-    /** Total context tokens, shared by the parallel sequences. */
-    llamaContextSize: number;
+    /**
+     * LLAMA_CONTEXT_SIZE: total context tokens, shared by the parallel sequences; null (unset): sized
+     * from the model and memory (src/textgen/engine/context-plan.ts).
+     */
+    llamaContextSize: number | null;
     llamaGpu: "auto" | false;
     /**
      * Which llama.cpp binary: "auto" takes the build for this CPU that `npm run build:native` makes
@@ -176,6 +184,18 @@ export interface Config {
     maxParseMs: number;
     /** JavaScript heap of one parse process, in MB; a parse that needs more is stopped (413). */
     maxParseHeapMb: number;
+  };
+  /**
+   * Where the `lectern` command finds running apps: `models`, `generate` and `ask` ask them when they
+   * answer, and work in process when not.
+   */
+  client: {
+    /** LECTERN_URL: the text generation app; default http://HOST:TEXTGEN_PORT (loopback for 0.0.0.0). */
+    textgenUrl: string;
+    /** LECTERN_RAG_URL: the RAG app; default http://HOST:RAG_PORT. */
+    ragUrl: string;
+    /** LECTERN_API_KEY: the key sent to them when API_KEYS_FILE is on there. */
+    apiKey: string | null;
   };
   /** Bounds of one request: bodies, tokens, embedding inputs, grammars and JSON schemas. */
   limits: {
@@ -357,8 +377,16 @@ function keepAlive(env: Env, name: string, fallback: string): number {
   return parts.reduce((sum, part) => sum + Number(part[1]) * units[part[2]!]!, 0);
 }
 
+/** The URL a client on this machine reaches an app at: a wildcard bind address is reached on loopback. */
+function localUrl(host: string, port: number): string {
+  const reachable = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
+  return `http://${reachable.includes(":") ? `[${reachable}]` : reachable}:${port}`;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const host = read(env, "HOST") ?? "127.0.0.1";
+  const textgenPort = integer(env, "TEXTGEN_PORT", 8000, 0, 65535);
+  const ragPort = integer(env, "RAG_PORT", 8001, 0, 65535);
   const maxConcurrent = integer(env, "MAX_CONCURRENT", 4, 1, 64);
   const gpu = oneOf(env, "LLAMA_GPU", "auto", ["auto", "false"] as const);
   const mib = 1024 * 1024;
@@ -374,8 +402,8 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     server: {
       host,
-      textgenPort: integer(env, "TEXTGEN_PORT", 8000, 0, 65535),
-      ragPort: integer(env, "RAG_PORT", 8001, 0, 65535),
+      textgenPort,
+      ragPort,
       logLevel: oneOf(env, "LOG_LEVEL", "info", [
         "fatal",
         "error",
@@ -385,6 +413,7 @@ export function loadConfig(env: Env = process.env): Config {
         "trace",
         "silent",
       ] as const),
+      logFormat: oneOf(env, "LOG_FORMAT", "auto", ["auto", "json", "pretty"] as const),
       httpRequestTimeoutMs: integer(env, "HTTP_REQUEST_TIMEOUT_MS", 60_000, 1000, 3_600_000),
       shutdownGraceMs: integer(env, "SHUTDOWN_GRACE_MS", 10_000, 0, 600_000),
     },
@@ -405,7 +434,10 @@ export function loadConfig(env: Env = process.env): Config {
     textgen: {
       modelPath: read(env, "MODEL_PATH") ?? DEFAULT_MODEL,
       llamaThreads: integer(env, "LLAMA_THREADS", physicalCores(), 1, 512),
-      llamaContextSize: integer(env, "LLAMA_CONTEXT_SIZE", 4096, 256, 1 << 20),
+      llamaContextSize:
+        read(env, "LLAMA_CONTEXT_SIZE") === undefined
+          ? null
+          : integer(env, "LLAMA_CONTEXT_SIZE", 0, 256, 1 << 20),
       llamaGpu: gpu === "false" ? false : "auto",
       llamaBinary: oneOf(env, "LLAMA_BINARY", "auto", ["auto", "prebuilt"] as const),
       llamaFlashAttention: oneOf(env, "LLAMA_FLASH_ATTENTION", "on", ["on", "off"] as const) === "on",
@@ -468,6 +500,11 @@ export function loadConfig(env: Env = process.env): Config {
       maxParseQueue: integer(env, "MAX_PARSE_QUEUE", 16, 0, 100_000),
       maxParseMs: integer(env, "MAX_PARSE_MS", 60_000, 100, 3_600_000),
       maxParseHeapMb: integer(env, "MAX_PARSE_HEAP_MB", 512, 32, 65_536),
+    },
+    client: {
+      textgenUrl: url(env, "LECTERN_URL", ["http:", "https:"]) ?? localUrl(host, textgenPort),
+      ragUrl: url(env, "LECTERN_RAG_URL", ["http:", "https:"]) ?? localUrl(host, ragPort),
+      apiKey: read(env, "LECTERN_API_KEY") ?? null,
     },
     limits: {
       // MAX_BODY_BYTES names the large limit; other routes keep 1 MiB unless that is larger.

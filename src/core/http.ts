@@ -21,10 +21,11 @@ import {
   DomainError,
   isStorageFull,
   storageFull,
+  tooLarge,
   type ErrorCode,
   type ErrorKind,
 } from "./errors.js";
-import { lazyRequestLogger, loggerOptions } from "./logger.js";
+import { lazyRequestLogger, logDestination, loggerOptions } from "./logger.js";
 import { RequestLifecycle, type RequestCompletedListener } from "./request-lifecycle.js";
 import rateLimit from "@fastify/rate-limit";
 import { CorsPolicy, isPreflight } from "./cors.js";
@@ -54,7 +55,8 @@ export interface HttpAppOptions {
   service: string;
   description: string;
   config: {
-    server: Pick<Config["server"], "host" | "logLevel" | "httpRequestTimeoutMs" | "textgenPort" | "ragPort">;
+    server: Pick<Config["server"], "host" | "logLevel" | "httpRequestTimeoutMs" | "textgenPort" | "ragPort"> &
+      Partial<Pick<Config["server"], "logFormat">>;
     auth: Config["auth"];
     limits: Pick<Config["limits"], "maxBodyBytes" | "maxJsonDepth">;
   };
@@ -157,7 +159,9 @@ export function toApiError(error: unknown): ApiError {
   const status = typeof err.statusCode === "number" ? err.statusCode : 500;
   if (status >= 400 && status < 500) {
     let message = err.message ?? "Bad request";
-    if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") message = "Request body is too large for this route";
+    // A body without Content-Length that grew past the limit (refuseOversizedBodies says the sizes).
+    if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE")
+      message = "Request body is larger than this route takes (MAX_BODY_BYTES sets the limits)";
     else if (err.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE")
       message = `Unsupported content type; send application/json`;
     else if (error instanceof SyntaxError || err.code === "FST_ERR_CTP_INVALID_JSON_BODY")
@@ -165,6 +169,29 @@ export function toApiError(error: unknown): ApiError {
     return new ApiError(status, codeByStatus[status] ?? "invalid_request", message);
   }
   return new ApiError(500, "internal_error", "Internal server error; the server log has the details");
+}
+
+/**
+ * A body whose Content-Length is over its route's limit is a 413 that says the limit in bytes and
+ * the setting behind it, before a byte is read; Fastify's own error says neither. Multipart uploads
+ * are bounded per file by their own parser (rag/http/uploads.ts), not by the route's body limit.
+ */
+function refuseOversizedBodies(app: FastifyInstance, smallLimit: number): void {
+  app.addHook("preParsing", async (request) => {
+    const length = Number(request.headers["content-length"]);
+    const limit = request.routeOptions.bodyLimit;
+    if (!Number.isFinite(length) || limit === undefined || length <= limit) return;
+    if (String(request.headers["content-type"] ?? "").startsWith("multipart/")) return;
+    const mib = (bytes: number) => `${Number((bytes / 1024 ** 2).toFixed(2))} MiB`;
+    const setting =
+      limit > smallLimit
+        ? "MAX_BODY_BYTES"
+        : "the limit of every route but /rag/build and the document routes: 1 MiB, or MAX_BODY_BYTES when smaller";
+    throw tooLarge(
+      `Request body is ${length} bytes; this route takes at most ${limit} bytes (${mib(limit)}; ${setting})`,
+      [{ limit_bytes: limit, body_bytes: length }],
+    );
+  });
 }
 
 export function sendError(reply: FastifyReply, apiError: ApiError): FastifyReply {
@@ -178,12 +205,16 @@ export async function createHttpApp(options: HttpAppOptions) {
   const cors = corsPolicyOf(options, hosts);
   // Request id and CORS headers on entry, metrics and the access line on completion (no hooks).
   const lifecycle = new RequestLifecycle({ cors });
-  const app = Fastify(fastifyOptions(options, lifecycle, hosts)).withTypeProvider<TypeBoxTypeProvider>();
+  const logStream = options.logStream ?? (await logDestination(config.server.logFormat ?? "json"));
+  const app = Fastify(
+    fastifyOptions(options, lifecycle, hosts, logStream),
+  ).withTypeProvider<TypeBoxTypeProvider>();
 
   // First, so no other check answers in its place (a refused Host is a 403 that says why).
   hosts.registerRefusal(app);
   // Before any other route: state-changing routes get the CSRF check (cors.ts).
   cors.registerCsrfCheck(app);
+  refuseOversizedBodies(app, config.limits.maxBodyBytes);
   app.decorate("onRequestCompleted", (listener: RequestCompletedListener) =>
     lifecycle.addCompletedListener(listener),
   );
@@ -223,13 +254,14 @@ function fastifyOptions(
   options: HttpAppOptions,
   lifecycle: RequestLifecycle,
   hosts: HostPolicy,
+  logStream: DestinationStream | undefined,
 ): FastifyHttpOptions<Server> {
   const { server, limits, auth } = options.config;
   const hops = auth.trustProxy;
   return {
     logger: {
       ...loggerOptions(server.logLevel),
-      ...(options.logStream ? { stream: options.logStream } : {}),
+      ...(logStream ? { stream: logStream } : {}),
     },
     // One access-log line per request instead of Fastify's two, and the per-request duties above.
     logController: lifecycle,

@@ -1,10 +1,10 @@
 /**
- * Logging shared by both apps: pino JSON lines with secrets redacted before they reach a log, and
- * request loggers made only when used. The access-log line is written by RequestLifecycle
+ * Logging shared by both apps: pino lines with secrets redacted before they reach a log (JSON, or
+ * readable lines on a terminal), and request loggers made only when used. The access-log line is written by RequestLifecycle
  * (request-lifecycle.ts).
  */
 import type { FastifyBaseLogger } from "fastify";
-import type { Bindings, ChildLoggerOptions, LogFn, LoggerOptions } from "pino";
+import type { Bindings, ChildLoggerOptions, DestinationStream, LogFn, LoggerOptions } from "pino";
 
 /**
  * Where secrets can sit in what we log. Exact paths only: a wildcard path ("*.apiKey") makes pino run
@@ -25,6 +25,26 @@ export const REDACT_PATHS = [
   "config.generation.generationApiKey",
   "options.apiKey",
 ];
+
+/**
+ * Where log lines go for LOG_FORMAT: undefined keeps pino's JSON on stdout; on a terminal ("auto")
+ * or with "pretty", pino-pretty's one line per entry (time, level, message, then the entry's fields),
+ * written synchronously so start-up lines and a crash's last words are not lost. Loaded only then.
+ */
+export async function logDestination(
+  format: "auto" | "json" | "pretty",
+  terminal = process.stdout.isTTY === true,
+): Promise<DestinationStream | undefined> {
+  if (format === "json" || (format === "auto" && !terminal)) return undefined;
+  const { default: pretty } = await import("pino-pretty");
+  return pretty({
+    colorize: terminal,
+    sync: true,
+    singleLine: true,
+    translateTime: "HH:MM:ss.l",
+    ignore: "pid,hostname",
+  });
+}
 
 export function loggerOptions(level: string): LoggerOptions {
   return { level, redact: { paths: REDACT_PATHS, censor: "[redacted]" } };

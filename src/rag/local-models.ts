@@ -30,13 +30,19 @@ export function localGeneration(
     get modelName() {
       return served().name;
     },
-    description:
-      "RAG: generative answers with the local model of this process (MODEL_PATH), no HTTP hop; set GENERATION_URL to use another server",
+    // What is true now: generative only while the model is loaded or loading.
+    get description() {
+      const { status, modelName } = service.health();
+      const name = modelName ?? service.models.defaultId;
+      if (status.state === "unhealthy")
+        return `RAG: extractive answers: the local model "${name}" did not load (${status.reason}); set GENERATION_URL to use another server`;
+      return `RAG: generative answers with the local model "${name}" of this process (${status.state === "loading" ? "loading" : "ready"}), no HTTP hop; set GENERATION_URL to use another server`;
+    },
     grammar: true,
     async contextWindow() {
       const model = served();
-      const tokens = await model.contextSize();
-      if (tokens === null) return estimatedWindow(config.generationContextSize);
+      const tokens = await model.contextPerSequence();
+      if (tokens === undefined) return estimatedWindow(config.generationContextSize);
       const tokenizer = await model.tokenizer();
       return {
         tokens,

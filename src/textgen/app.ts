@@ -9,6 +9,8 @@ import { openAiRoutes } from "./http/openai.js";
 import { buildCatalogue } from "./engine/presets.js";
 import { ModelRegistry } from "./engine/model-registry.js";
 import { generatorBackend, loadBackend, type ServingBackend } from "./engine/model-backends.js";
+import { contextTokensOf } from "./engine/context-plan.js";
+import { catalogueSources } from "./engine/presets.js";
 import { locateModel } from "./engine/model-source.js";
 import { registerRerankRoutes } from "./http/rerank-routes.js";
 import { registerModelRoutes } from "./http/models-routes.js";
@@ -41,12 +43,7 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
     ],
   });
   const remote = config.generation.generationUpstreamUrl !== null;
-  const catalogue = buildCatalogue({
-    modelPath: config.textgen.modelPath,
-    embeddingModelPath: config.models.embeddingModelPath,
-    modelsDir: config.models.modelsDir,
-    presetsFile: config.models.modelsPresets,
-  });
+  const catalogue = buildCatalogue(catalogueSources(config));
   // The generator given is the default model's first load; later loads make their own.
   let initial: Generator | undefined = remote ? undefined : generator;
   const models = new ModelRegistry<ServingBackend>({
@@ -69,11 +66,7 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
       if (given) initial = undefined;
       return loadBackend(config, entry, file, summary, given);
     },
-    contextTokensOf: (entry) =>
-      entry.settings.contextSize ??
-      ((entry.roles ?? ["generate"]).includes("generate")
-        ? config.textgen.llamaContextSize
-        : config.models.embeddingContextSize),
+    contextTokensOf: (entry, summary) => contextTokensOf(config, entry, summary),
     maxLoaded: config.models.modelsMaxLoaded,
     memoryBudget: config.models.modelsMemoryBudget,
     defaultKeepAliveMs: config.models.modelKeepAliveMs,
@@ -92,6 +85,7 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
     models,
     {
       multiModel: catalogue.multiModel,
+      remote,
       embeddingId: catalogue.embeddingId,
       startingGenerator: () => initial,
       maxTokenizeChars: config.limits.maxTokenizeChars,

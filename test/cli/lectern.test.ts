@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, it } from "node:test";
-import { repoRoot, testModelPath } from "../helpers/env.js";
+import { NO_APP, repoRoot, testModelName, testModelPath } from "../helpers/env.js";
 import { makePdf } from "../helpers/doc-fixtures.js";
 
 const dataDir = mkdtempSync(path.join(os.tmpdir(), "lectern-cli-"));
@@ -21,7 +21,14 @@ writeFileSync(path.join(folder, "skip.bin"), "not indexed");
 function lectern(args: string[], env: Record<string, string> = {}) {
   const result = spawnSync(process.execPath, [path.join(repoRoot, "bin/lectern.mjs"), ...args], {
     cwd: repoRoot,
-    env: { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: "silent", ...env },
+    env: {
+      ...process.env,
+      DATA_DIR: dataDir,
+      LOG_LEVEL: "silent",
+      LECTERN_URL: NO_APP,
+      LECTERN_RAG_URL: NO_APP,
+      ...env,
+    },
     encoding: "utf8",
     timeout: 60_000,
   });
@@ -67,6 +74,21 @@ describe("lectern CLI", () => {
     assert.equal(lectern(["index", "list"], { TEXTGEN_PORT: "nope" }).code, 78, "bad configuration");
   });
 
+  it("an unknown command points at the commands, not at its own --help", () => {
+    const run = lectern(["frobnicate"]);
+    assert.equal(run.code, 2);
+    assert.match(run.stderr, /unknown command "frobnicate"/);
+    assert.match(run.stderr, /Run "lectern --help" for the commands/);
+    assert.doesNotMatch(run.stderr, /frobnicate --help/);
+  });
+
+  it("index build on an existing index says to use --mode replace before reading any file", () => {
+    const run = lectern(["index", "build", "docs", folder]);
+    assert.equal(run.code, 4);
+    assert.match(run.stderr, /already exists; use --mode replace/);
+    assert.doesNotMatch(run.stderr, /files read/, "no file was read");
+  });
+
   it("--help for each command", () => {
     for (const args of [
       ["--help"],
@@ -82,12 +104,44 @@ describe("lectern CLI", () => {
     }
   });
 
+  it("index build skips the files it cannot read, lists each with its reason, and exits 0", () => {
+    const mixed = mkdtempSync(path.join(os.tmpdir(), "lectern-cli-mixed-"));
+    writeFileSync(path.join(mixed, "good.md"), "# Good\n\nGood files are indexed.\n");
+    writeFileSync(path.join(mixed, "fake.pdf"), "this is not a PDF at all");
+    writeFileSync(path.join(mixed, "empty.txt"), "");
+    writeFileSync(path.join(mixed, "also-good.txt"), "Another readable file.\n");
+    const run = lectern(["index", "build", "mixed", mixed]);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /Built "mixed": 2 documents, .*; 2 files skipped/);
+    assert.match(run.stderr, /lectern: skipped fake\.pdf: .+/);
+    assert.match(run.stderr, /lectern: skipped empty\.txt: .+/);
+    const json = JSON.parse(
+      lectern(["index", "build", "mixed", mixed, "--mode", "replace", "--json"]).stdout,
+    );
+    assert.deepEqual((json.skipped as Array<{ file: string }>).map((skip) => skip.file).sort(), [
+      "empty.txt",
+      "fake.pdf",
+    ]);
+    // --strict: the old behaviour, the first bad file stops the build and nothing is written.
+    const strict = lectern(["index", "build", "strict", mixed, "--strict"]);
+    assert.equal(strict.code, 4, strict.stderr);
+    assert.equal(lectern(["index", "rm", "strict"]).code, 3, "nothing was written");
+    assert.equal(lectern(["index", "rm", "mixed"]).code, 0);
+  });
+
+  it("index sync shows a live count of the files it looks at", () => {
+    const run = lectern(["index", "sync", "synced", folder]);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stderr, /sync synced: 3\/3 files read/);
+    assert.equal(lectern(["index", "rm", "synced"]).code, 0);
+  });
+
   it("index rm deletes", () => {
     assert.equal(lectern(["index", "rm", "docs"]).code, 0);
     assert.equal(lectern(["index", "rm", "docs"]).code, 3);
   });
 
-  it("generate runs the local model", () => {
+  it("generate runs the model in process when no app answers", () => {
     const run = lectern(
       ["generate", "Once upon a time", "--max-length", "8", "--temperature", "0", "--json"],
       {
@@ -99,6 +153,6 @@ describe("lectern CLI", () => {
     assert.equal(run.code, 0, run.stderr);
     const body = JSON.parse(run.stdout);
     assert.equal(body.tokens_generated, 8);
-    assert.equal(body.model_name, "llama");
+    assert.equal(body.model_name, testModelName);
   });
 });

@@ -140,7 +140,7 @@ describe("a good start says what it runs with", () => {
     const textgen = await run("textgen", { LOG_LEVEL: "info" });
     const loaded = await logLine(textgen, /text generation: model/);
     assert.match(loaded, /loaded from .*\.gguf/);
-    assert.match(loaded, /llama\.cpp \S+: (the prebuilt binary|the build for this CPU)/);
+    assert.match(loaded, /llama\.cpp \S+ \(\S+\): (the prebuilt binary|the build for this CPU)/);
     assert.match(loaded, /device (CPU|\w+)/);
     const dataDir = path.join(scratch, "data-log");
     const rag = await run("rag", { LOG_LEVEL: "info", DATA_DIR: dataDir });
@@ -150,6 +150,36 @@ describe("a good start says what it runs with", () => {
     rag.child.kill("SIGTERM");
     assert.equal((await textgen.exited).code, 0);
     assert.equal((await rag.exited).code, 0);
+  });
+});
+
+describe("start-up output", () => {
+  it("is readable lines with LOG_FORMAT=pretty (as on a terminal), JSON lines otherwise", async () => {
+    const pretty = await run("rag", {
+      LOG_LEVEL: "info",
+      LOG_FORMAT: "pretty",
+      DATA_DIR: path.join(scratch, "data-pretty"),
+    });
+    const store = await logLine(pretty, /RAG: store/);
+    assert.match(store, /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: RAG: store SQLite at /);
+    assert.doesNotMatch(pretty.stdout(), /"level":/);
+    // Off a terminal, with LOG_FORMAT unset: one JSON object per line, for log collectors.
+    const json = await run("rag", { LOG_LEVEL: "info", DATA_DIR: path.join(scratch, "data-json") });
+    const line = JSON.parse(await logLine(json, /RAG: store/)) as { level: number; msg: string };
+    assert.equal(line.level, 30);
+    // Keys on: the start-up says so, and names the file.
+    const keys = path.join(scratch, "keys.txt");
+    writeFileSync(keys, "secret-key-0001 team\n");
+    const withKeys = await run("rag", {
+      LOG_LEVEL: "info",
+      API_KEYS_FILE: keys,
+      DATA_DIR: path.join(scratch, "data-keys"),
+    });
+    assert.ok((await logLine(withKeys, /auth on/)).includes(keys));
+    for (const served of [pretty, json, withKeys]) {
+      served.child.kill("SIGTERM");
+      assert.equal((await served.exited).code, 0);
+    }
   });
 });
 

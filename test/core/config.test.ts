@@ -16,7 +16,8 @@ describe("config", () => {
     assert.equal(config.rag.ragFilesDir, null);
     assert.equal(config.rag.vectorSpillDir, path.resolve("data", "vector-spill"));
     assert.equal(config.generation.generationUrl, null);
-    assert.equal(config.textgen.llamaContextSize, 4096);
+    // Unset: sized from the model and memory when it loads (context-plan.ts).
+    assert.equal(config.textgen.llamaContextSize, null);
     assert.equal(config.textgen.llamaGpu, "auto");
     assert.equal(config.textgen.llamaContexts, "auto");
     assert.equal(config.limits.maxBodyBytesLarge, 64 * 1024 * 1024);

@@ -11,6 +11,16 @@ export const testModelPath = path.resolve(
   process.env.LECTERN_TEST_MODEL ?? path.join(repoRoot, "../shared/models/stories260K.gguf"),
 );
 
+/**
+ * A URL where no app answers (port 1, TCP multiplexing, is never served here): the `lectern`
+ * commands that ask running apps (LECTERN_URL, LECTERN_RAG_URL) then work in process, whatever else
+ * runs on this machine's default ports.
+ */
+export const NO_APP = "http://127.0.0.1:1";
+
+/** The one name the test model is served under: its file name without `.gguf`. */
+export const testModelName = path.basename(testModelPath).replace(/\.gguf$/i, "");
+
 if (!existsSync(testModelPath)) {
   throw new Error(`Test model not found at ${testModelPath}; set LECTERN_TEST_MODEL to a .gguf file`);
 }

@@ -7,7 +7,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { buildRagApp } from "../../src/rag/app.js";
 import { citedNumbers } from "../../src/rag/answering/generative.js";
-import { testConfig } from "../helpers/env.js";
+import { testConfig, testModelName } from "../helpers/env.js";
 import { sseEvents, startTextgen, type RunningTextgen } from "../helpers/servers.js";
 
 const documents = [
@@ -57,7 +57,7 @@ describe("generative answers through a real text generation app", () => {
     assert.equal(typeof body.answer, "string");
     assert.ok(body.answer.length > 0);
     assert.ok(Array.isArray(body.citations));
-    assert.equal(body.generation.model, "llama");
+    assert.equal(body.generation.model, testModelName);
     assert.ok(body.generation.tokens >= 1);
     assert.equal(body.results[0].document_id, "birds");
     assert.equal(body.generation_skipped_reason, undefined);

@@ -48,7 +48,10 @@ describe("both apps in one process, no GENERATION_URL", () => {
       .filter((line) => line.startsWith("{"))
       .map((line) => (JSON.parse(line) as { msg: string }).msg);
     assert.ok(
-      lines.some((msg) => msg.startsWith("RAG: generative answers with the local model of this process")),
+      // Said while the model loads or once it is loaded; never while none is.
+      lines.some((msg) =>
+        /^RAG: generative answers with the local model "[^"]+" of this process \((loading|ready)\)/.test(msg),
+      ),
       lines.join("\n"),
     );
     const built = await fetch(`${served.url}/rag/build`, {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { testModelPath } from "../helpers/env.js";
+import { testModelName, testModelPath } from "../helpers/env.js";
 import { startTextgen, type RunningTextgen } from "../helpers/servers.js";
 
 /** Response bodies are read loosely: the assertions check their shape. */
@@ -28,7 +28,7 @@ describe("/v1/embeddings from the served model (no EMBEDDING_MODEL_PATH)", () =>
     const { status, body } = await embed({ input: "Once upon a time", model: "anything" });
     assert.equal(status, 200);
     assert.equal(body.object, "list");
-    assert.equal(body.model, "llama");
+    assert.equal(body.model, testModelName);
     assert.equal(body.data.length, 1);
     const vector = body.data[0].embedding as number[];
     assert.equal(vector.length, 64, "stories260K's n_embd");
@@ -94,7 +94,7 @@ describe("/v1/embeddings from EMBEDDING_MODEL_PATH", () => {
       });
       assert.equal(response.status, 200);
       const body = (await response.json()) as Loose;
-      assert.equal(body.model, "llama");
+      assert.equal(body.model, testModelName);
       assert.equal(body.data[0].embedding.length, 64);
     } finally {
       await server.close();

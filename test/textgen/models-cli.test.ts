@@ -6,7 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import { describe, it } from "node:test";
 import { syntheticModel } from "../../scripts/lib/synthetic-gguf.js";
-import { repoRoot, testModelPath } from "../helpers/env.js";
+import { NO_APP, repoRoot, testModelPath } from "../helpers/env.js";
 
 interface Row {
   id: string;
@@ -19,7 +19,8 @@ interface Row {
 
 function lecternModels(env: Record<string, string>): Row[] {
   const result = spawnSync(process.execPath, [path.join(repoRoot, "bin/lectern.mjs"), "models", "--json"], {
-    env: { ...process.env, MODEL_PATH: testModelPath, ...env },
+    // No app answers there: the files are checked in process.
+    env: { ...process.env, MODEL_PATH: testModelPath, LECTERN_URL: NO_APP, ...env },
     encoding: "utf8",
   });
   assert.equal(result.status, 0, result.stderr);

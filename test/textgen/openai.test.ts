@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import OpenAI from "openai";
+import { testModelName } from "../helpers/env.js";
 import { startTextgen, type RunningTextgen } from "../helpers/servers.js";
 
 describe("OpenAI-compatible routes, driven by the official openai client", () => {
@@ -17,7 +18,7 @@ describe("OpenAI-compatible routes, driven by the official openai client", () =>
     const models = await client.models.list();
     assert.deepEqual(
       models.data.map((m) => m.id),
-      ["llama"],
+      [testModelName],
     );
   });
 

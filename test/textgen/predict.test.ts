@@ -6,7 +6,7 @@ import { after, before, describe, it } from "node:test";
 import { buildTextgenApp } from "../../src/textgen/app.js";
 import type { LlamaGenerator } from "../../src/textgen/engine/llama-generator.js";
 import { createGenerator } from "../../src/textgen/engine/create-generator.js";
-import { testConfig, testModelPath } from "../helpers/env.js";
+import { testConfig, testModelName, testModelPath } from "../helpers/env.js";
 
 type App = Awaited<ReturnType<typeof buildTextgenApp>>;
 
@@ -34,10 +34,15 @@ describe("text generation API with the real test model", () => {
   const predict = (payload: unknown) =>
     app.inject({ method: "POST", url: "/predict", payload: payload as object });
 
-  it("GET /health is healthy with the GGUF's model name", async () => {
+  it("GET /health is healthy with the model's one name (its file name) and its architecture", async () => {
     const res = await app.inject({ method: "GET", url: "/health" });
     assert.equal(res.statusCode, 200);
-    assert.deepEqual(res.json(), { status: "healthy", model_name: "llama", model_loaded: true });
+    assert.deepEqual(res.json(), {
+      status: "healthy",
+      model_name: testModelName,
+      model_architecture: "llama",
+      model_loaded: true,
+    });
   });
 
   it("GET / names the service and the version from package.json", async () => {
@@ -54,7 +59,7 @@ describe("text generation API with the real test model", () => {
     assert.equal(typeof body.generated_text, "string");
     assert.ok(body.generated_text.length > 0);
     assert.ok(!body.generated_text.startsWith("Once upon a time"), "continuation only");
-    assert.equal(body.model_name, "llama");
+    assert.equal(body.model_name, testModelName);
     assert.ok(body.tokens_generated >= 1 && body.tokens_generated <= 20);
     assert.ok(body.finish_reason === "length" || body.finish_reason === "stop");
     assert.ok(body.prompt_tokens >= 2);

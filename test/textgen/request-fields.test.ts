@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import { testModelName } from "../helpers/env.js";
 import { startTextgen, type RunningTextgen } from "../helpers/servers.js";
 
 /** Response bodies are read loosely: the assertions check their shape. */
@@ -201,11 +202,11 @@ describe("request fields and small routes on the test model", () => {
 
   it("GET /v1/models/{id} answers the served model with a stable created, 404 otherwise", async () => {
     const list = await request("GET", "/v1/models");
-    const one = await request("GET", "/v1/models/llama");
+    const one = await request("GET", `/v1/models/${testModelName}`);
     assert.equal(one.status, 200);
     assert.deepEqual(one.body, list.body.data[0]);
     assert.equal(one.body.object, "model");
-    const again = await request("GET", "/v1/models/llama");
+    const again = await request("GET", `/v1/models/${testModelName}`);
     assert.equal(again.body.created, one.body.created);
     const missing = await request("GET", "/v1/models/gpt-4");
     assert.equal(missing.status, 404);

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { request as httpRequest } from "node:http";
 import { describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
+import { testModelName } from "../helpers/env.js";
 import { readMetric, sseEvents, startTextgen } from "../helpers/servers.js";
 
 const post = (url: string, body: unknown) =>
@@ -197,7 +198,8 @@ describe("serving many clients", () => {
         status: string;
         model_name: string;
       };
-      assert.deepEqual(health, { status: "healthy", model_name: "llama", model_loaded: true });
+      // The upstream's own id for its model (its file name), as its /v1/models lists it.
+      assert.deepEqual(health, { status: "healthy", model_name: testModelName, model_loaded: true });
       const direct = await predicted(
         post(`${upstream.url}/predict`, { text: "Once upon a time", max_length: 10, temperature: 0 }),
       );

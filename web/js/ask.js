@@ -5,6 +5,7 @@ import {
   $,
   el,
   formatCount,
+  formatCountOf,
   formatMs,
   optionalNumber,
   prefersReducedMotion,
@@ -212,7 +213,7 @@ function finishAnswer(whole, started) {
     notes.push(`Answered extractively: ${whole.generation_skipped_reason}.`);
   if (whole.generation) {
     notes.push(
-      `Written by ${whole.generation.model} in ${formatMs(whole.generation.elapsed_ms)} (${whole.generation.tokens} tokens).`,
+      `Written by ${whole.generation.model} in ${formatMs(whole.generation.elapsed_ms)} (${formatCountOf(whole.generation.tokens, "token")}).`,
     );
   }
   answerNote.textContent = notes.join(" ");
@@ -283,7 +284,7 @@ async function ask() {
         answerText.dataset.state = "streaming";
         const given =
           typeof data.sources_used === "number" ? `, ${data.sources_used} given to the model` : "";
-        setStatus(askStatus, `${data.count ?? 0} results${given}; writing the answer…`);
+        setStatus(askStatus, `${formatCountOf(data.count ?? 0, "result")}${given}; writing the answer…`);
       } else if (event === "done") {
         whole = data;
       } else if (event === "error") {
@@ -320,7 +321,7 @@ function populateAskIndex(select) {
       : shared.indices.map((index) =>
           el("option", {
             value: index.name,
-            text: `${index.name} (${formatCount(index.documents_count)} docs)`,
+            text: `${index.name} (${formatCountOf(index.documents_count, "doc")})`,
           }),
         )),
   );

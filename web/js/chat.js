@@ -2,28 +2,22 @@
 // Chat: a multi-turn conversation, streamed. Without an index it goes to the text generation app's
 // /v1/chat/completions; with "answer from index" to the RAG app's /rag/chat, which condenses the
 // conversation into a search, answers from the index and cites its sources.
-import {
-  ApiError,
-  errorText,
-  failure,
-  isEventStream,
-  postJson,
-  readEvents,
-  tenant,
-  authHeaders,
-} from "./api.js";
+import { ApiError, errorText, isEventStream, postJson, readEvents, tenant } from "./api.js";
 import { cardTitle, describeSource, highlighted, queryStems, sourcesNote } from "./ask.js";
 import {
   $,
   el,
   formatCount,
+  formatCountOf,
   formatMs,
+  optionalNumber,
   prefersReducedMotion,
   requireElement,
   setStatus,
   toggleRunning,
 } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
+import { boundNewTokens, fillModelPicker, loadModels, newTokensProblem } from "./models.js";
 import { config, on, running, shared } from "./state.js";
 
 /** @typedef {{ role: "user" | "assistant", content: string }} Message */
@@ -44,6 +38,8 @@ const stopButton = requireElement("#chat-stop");
 const status = requireElement("#chat-status");
 const modelSelect = requireElement("#chat-model");
 const indexSelect = requireElement("#chat-index");
+const maxTokensInput = /** @type {HTMLInputElement} */ (requireElement("#chat-max-tokens"));
+const maxTokensHint = requireElement("#chat-max-tokens-hint");
 
 /**
  * One message in the log: the user's text as typed (shown as text), or the assistant's as Markdown.
@@ -64,11 +60,23 @@ function addMessage(role, text = "") {
   return { item, body };
 }
 
-/** Keeps the newest text in view while it streams, unless the reader scrolled up. */
+/**
+ * Keeps the newest text in view while it streams, unless the reader scrolled up. The end of the
+ * answer is brought above the sticky composer (the page's scroll padding is its height), never under.
+ */
 function followLog() {
   const scroller = document.scrollingElement ?? document.documentElement;
-  const nearBottom = scroller.scrollHeight - scroller.scrollTop - window.innerHeight < 160;
+  const nearBottom =
+    scroller.scrollHeight - scroller.scrollTop - window.innerHeight < 160 + form.offsetHeight;
   if (nearBottom) log.lastElementChild?.scrollIntoView({ block: "end", behavior: "auto" });
+}
+
+/** Tells the page's CSS how tall the sticky composer is (it grows with the text typed, and wraps on a phone). */
+function trackComposerHeight() {
+  const publish = () =>
+    document.documentElement.style.setProperty("--chat-composer-height", `${form.offsetHeight}px`);
+  new ResizeObserver(publish).observe(form);
+  publish();
 }
 
 /**
@@ -191,8 +199,11 @@ function addNote(item, text) {
  * @param {(text: string) => void} onText the whole answer so far
  */
 async function chatWithModel(signal, onText) {
+  /** @type {Record<string, unknown>} */
   const request = { messages, stream: true };
-  if (modelSelect.value) Object.assign(request, { model: modelSelect.value });
+  if (modelSelect.value) request.model = modelSelect.value;
+  const length = optionalNumber(maxTokensInput, true);
+  if (length !== undefined) request.max_tokens = length;
   const response = await postJson(
     `${config.textgen_url}/v1/chat/completions`,
     request,
@@ -375,6 +386,12 @@ async function send() {
     return;
   }
   const index = indexSelect.value;
+  const tooLong = index ? null : newTokensProblem(maxTokensInput, "Length", modelSelect.value);
+  if (tooLong) {
+    setStatus(status, tooLong, "error");
+    maxTokensInput.focus();
+    return;
+  }
   messages.push({ role: "user", content: text });
   addMessage("user", text);
   input.value = "";
@@ -434,33 +451,11 @@ function newConversation() {
   input.focus();
 }
 
-/** The text generation app's models (GET /v1/models): id, and status where the server tells it. */
-async function loadModels() {
-  if (!shared.configLoaded) return;
-  try {
-    const response = await fetch(`${config.textgen_url}/v1/models`, { headers: authHeaders() });
-    if (!response.ok) throw await failure(response);
-    const body = await response.json();
-    /** @type {Array<Record<string, any>>} */
-    const models = Array.isArray(body.data) ? body.data : [];
-    const current = modelSelect.value;
-    modelSelect.replaceChildren(
-      ...models.map((model) => {
-        const state =
-          typeof model.status === "string" && model.status !== "loaded" ? ` (${model.status})` : "";
-        const role = typeof model.role === "string" && model.role !== "chat" ? ` · ${model.role}` : "";
-        return el("option", {
-          value: model.id,
-          text: `${model.id}${state}${role}`,
-          disabled: model.status === "failed",
-        });
-      }),
-    );
-    if (models.some((model) => model.id === current)) modelSelect.value = current;
-    if (models.length === 0) modelSelect.append(el("option", { value: "", text: "the server's model" }));
-  } catch {
-    modelSelect.replaceChildren(el("option", { value: "", text: "the server's model" }));
-  }
+/** The models in the picker, and the chosen one's context bounding the length field. */
+async function refreshModels() {
+  await loadModels();
+  fillModelPicker(modelSelect);
+  boundNewTokens(maxTokensInput, maxTokensHint, modelSelect.value);
 }
 
 function populateIndices() {
@@ -468,7 +463,10 @@ function populateIndices() {
   indexSelect.replaceChildren(
     el("option", { value: "", text: "No index: the model alone" }),
     ...shared.indices.map((index) =>
-      el("option", { value: index.name, text: `${index.name} (${formatCount(index.documents_count)} docs)` }),
+      el("option", {
+        value: index.name,
+        text: `${index.name} (${formatCountOf(index.documents_count, "doc")})`,
+      }),
     ),
   );
   if (shared.indices.some((index) => index.name === current)) indexSelect.value = current;
@@ -488,8 +486,11 @@ export function mountChat() {
   });
   stopButton.addEventListener("click", () => chatting?.abort());
   requireElement("#chat-new").addEventListener("click", newConversation);
+  trackComposerHeight();
   indexSelect.addEventListener("change", () => {
+    // Answers from an index are written by the RAG app, with its own model and length.
     modelSelect.disabled = indexSelect.value !== "";
+    maxTokensInput.disabled = indexSelect.value !== "";
   });
   log.addEventListener("click", (/** @type {MouseEvent} */ event) => {
     const link = /** @type {HTMLElement | null} */ (event.target)?.closest?.("a.cite");
@@ -507,7 +508,10 @@ export function mountChat() {
   });
   on("indices", populateIndices);
   on("tab", (name) => {
-    if (name === "chat") void loadModels();
+    if (name === "chat") void refreshModels();
   });
-  on("textgen-ready", () => void loadModels());
+  on("textgen-ready", () => void refreshModels());
+  modelSelect.addEventListener("change", () =>
+    boundNewTokens(maxTokensInput, maxTokensHint, modelSelect.value),
+  );
 }

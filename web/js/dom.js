@@ -58,6 +58,15 @@ const numberFormat = new Intl.NumberFormat();
 /** @param {number} n */
 export const formatCount = (n) => (Number.isFinite(n) ? numberFormat.format(n) : "–");
 
+/**
+ * A count with its noun, singular for one: "1 doc", "3 docs" (the plural is the noun plus "s" unless
+ * given).
+ * @param {number} n
+ * @param {string} noun
+ * @param {string} [plural]
+ */
+export const formatCountOf = (n, noun, plural = `${noun}s`) => `${formatCount(n)} ${n === 1 ? noun : plural}`;
+
 /** @param {string} iso */
 export function formatWhen(iso) {
   const date = new Date(iso);

@@ -1,8 +1,9 @@
 // @ts-check
 // Generate: a prompt to /predict (streamed), or to /v1/chat/completions when tools are given.
 import { ApiError, isEventStream, postJson, readEvents } from "./api.js";
-import { $, formatCount, formatMs, optionalNumber, setStatus, toggleRunning } from "./dom.js";
-import { config, running, shared } from "./state.js";
+import { $, formatCount, formatCountOf, formatMs, optionalNumber, setStatus, toggleRunning } from "./dom.js";
+import { boundNewTokens, fillModelPicker, loadModels, newTokensProblem } from "./models.js";
+import { config, on, running, shared } from "./state.js";
 
 const generateForm = $("#generate-form");
 const generateButton = $("#generate-button");
@@ -13,6 +14,9 @@ const promptEcho = $(".prompt-echo", output);
 const generated = $(".generated", output);
 const toolCallView = $("#tool-calls");
 const toolCallList = $("#tool-calls ol");
+const modelSelect = /** @type {HTMLSelectElement} */ ($("#generate-model"));
+const maxLength = /** @type {HTMLInputElement} */ ($("#max-length"));
+const maxLengthHint = $("#max-length-hint");
 const stats = Object.fromEntries(
   [...document.querySelectorAll("#generate-stats [data-stat]")].map((node) => [
     /** @type {HTMLElement} */ (node).dataset.stat,
@@ -55,9 +59,26 @@ function parseJsonField(text, what) {
   }
 }
 
+/**
+ * An API error names its own fields (`max_length`, `max_tokens`); the page says the field's label.
+ * @param {string} message
+ */
+function inPageTerms(message) {
+  return message.replace(/\bmax_(length|tokens)\b/g, "Max new tokens");
+}
+
+/** The models (and the chosen one's context, which bounds Max new tokens), read again. */
+async function refreshModels() {
+  await loadModels();
+  fillModelPicker(modelSelect);
+  boundNewTokens(maxLength, maxLengthHint, modelSelect.value);
+}
+
 /** With tools, the prompt goes to /v1/chat/completions as the user's message (tools are chat-only). */
 function chatRequestWithTools(body, tools, toolChoice) {
+  /** @type {Record<string, any>} */
   const request = {
+    ...(body.model !== undefined && { model: body.model }),
     messages: [{ role: "user", content: body.text }],
     tools,
     tool_choice: toolChoice,
@@ -129,9 +150,12 @@ async function generate() {
   try {
     const text = $("#prompt").value;
     if (!text.trim()) throw new Error("Write a prompt first");
+    const tooLong = newTokensProblem(maxLength, "Max new tokens", modelSelect.value);
+    if (tooLong) throw new Error(tooLong);
     body = {
       text,
-      max_length: optionalNumber($("#max-length"), true) ?? 128,
+      ...(modelSelect.value && { model: modelSelect.value }),
+      max_length: optionalNumber(maxLength, true) ?? 128,
       temperature: optionalNumber($("#temperature")) ?? 0.8,
       top_p: optionalNumber($("#top-p")),
       top_k: optionalNumber($("#top-k"), true),
@@ -148,6 +172,8 @@ async function generate() {
       toolsRequest = chatRequestWithTools(body, tools, $("#tool-choice").value);
     }
   } catch (error) {
+    // The last request's tool calls are not this one's: an error stands alone.
+    showToolCalls([]);
     setStatus(generateStatus, error.message, "error");
     return;
   }
@@ -162,7 +188,10 @@ async function generate() {
   }, 250);
   generation = controller;
   running.add(controller);
-  promptEcho.textContent = body.text;
+  // JSON (a schema) and tool calls stand alone: the prompt before them would make the output unreadable.
+  const structured = Boolean(body.json_schema) || toolsRequest !== null;
+  promptEcho.textContent = structured ? "" : body.text;
+  output.dataset.format = structured ? "json" : "text";
   generated.textContent = "";
   showToolCalls([]);
   output.dataset.state = "streaming";
@@ -216,7 +245,7 @@ async function generate() {
     });
     setStatus(
       generateStatus,
-      `Done: ${formatCount(done.tokens_generated)} tokens, finish reason “${done.finish_reason}”, ${formatMs(done.elapsed_ms)}.`,
+      `Done: ${formatCountOf(done.tokens_generated, "token")}, finish reason “${done.finish_reason}”, ${formatMs(done.elapsed_ms)}.`,
       "ok",
     );
   } catch (error) {
@@ -225,11 +254,12 @@ async function generate() {
     if (error?.name === "AbortError") {
       output.dataset.state = "stopped";
       showGenerationStats({ tokens, finish: "stopped", elapsedMs });
-      setStatus(generateStatus, `Stopped after ${formatCount(tokens)} tokens.`);
+      setStatus(generateStatus, `Stopped after ${formatCountOf(tokens, "token")}.`);
     } else {
       output.dataset.state = "error";
+      showToolCalls([]);
       showGenerationStats({ tokens, finish: "error", elapsedMs });
-      setStatus(generateStatus, error.message ?? String(error), "error");
+      setStatus(generateStatus, inPageTerms(error.message ?? String(error)), "error");
     }
   } finally {
     clearInterval(ticker);
@@ -246,6 +276,11 @@ export function mountGenerate() {
   });
 
   generateStop.addEventListener("click", () => generation?.abort());
+  modelSelect.addEventListener("change", () => boundNewTokens(maxLength, maxLengthHint, modelSelect.value));
+  on("textgen-ready", () => void refreshModels());
+  on("tab", (name) => {
+    if (name === "generate") void refreshModels();
+  });
 
   $("#prompt").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {

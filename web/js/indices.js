@@ -1,7 +1,7 @@
 // @ts-check
 // Indices: build one from files (upload progress), list them, delete one.
 import { apiKey, errorMessage, isValidName, requestJson, tenant, tenantQuery } from "./api.js";
-import { $, el, formatBytes, formatCount, formatMs, formatWhen, setStatus } from "./dom.js";
+import { $, el, formatBytes, formatCount, formatCountOf, formatMs, formatWhen, setStatus } from "./dom.js";
 import { config, emit, on, shared } from "./state.js";
 
 const buildForm = $("#build-form");
@@ -201,7 +201,7 @@ function buildIndex() {
       }
       setStatus(
         buildStatus,
-        `Built “${body.index_name ?? name}”: ${formatCount(body.documents_count)} documents, ${formatCount(body.chunks_count)} chunks, ${formatCount(body.vocabulary_size)} terms in ${formatMs(body.build_ms ?? performance.now() - started)}.`,
+        `Built “${body.index_name ?? name}”: ${formatCountOf(body.documents_count, "document")}, ${formatCountOf(body.chunks_count, "chunk")}, ${formatCountOf(body.vocabulary_size, "term")} in ${formatMs(body.build_ms ?? performance.now() - started)}.`,
         "ok",
       );
       chosenFiles = [];

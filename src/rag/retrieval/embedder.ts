@@ -229,8 +229,15 @@ export class LocalEmbedder implements Embedder {
     return this.knownDimension;
   }
 
+  /** Says which model of this process embeds (EMBEDDING_MODEL_PATH's, or the generation model). */
   get description(): string {
-    return `RAG: embeddings from the ${this.requested ? `model ${this.requested}` : "embedding model"} of this process, no HTTP hop; set EMBEDDING_URL to use another server`;
+    let name: string;
+    try {
+      name = this.port.resolve(this.requested).name;
+    } catch {
+      return `RAG: no embedder: the model ${this.requested ?? ""} of this process cannot embed, and EMBEDDING_URL is not set`;
+    }
+    return `RAG: embeddings from the model ${name} of this process, no HTTP hop; set EMBEDDING_URL to use another server`;
   }
 
   embed(texts: readonly string[], signal?: AbortSignal): Promise<Float32Array[]> {

@@ -124,8 +124,15 @@ export class LocalReranker implements Reranker {
     return this.requested ?? this.resolvedName ?? "";
   }
 
+  /** Says which model reranks, or that none of this process's models can (then a rerank is a 400). */
   get description(): string {
-    return `RAG: reranking by the ${this.requested ? `model ${this.requested}` : "reranker"} of this process, no HTTP hop; set RERANK_URL to use another server`;
+    let name: string;
+    try {
+      name = this.port.resolve(this.requested).name;
+    } catch {
+      return `RAG: no reranker: ${this.requested ? `the model ${this.requested} is not` : "no model of this process is"} a reranker (a GGUF with a rank head in MODELS_DIR), and RERANK_URL is not set`;
+    }
+    return `RAG: reranking by the model ${name} of this process, no HTTP hop; set RERANK_URL to use another server`;
   }
 
   async rerank(query: string, documents: readonly string[], signal?: AbortSignal): Promise<number[]> {

@@ -45,6 +45,8 @@ export interface SyncInput {
    * sync stores none (and an index with vectors refuses its changes, 409).
    */
   embeddingFor?: (existing: IndexMeta | null) => WriteEmbedding | undefined;
+  /** Called after each file is looked at (read, and parsed when new or changed): a live count. */
+  onFile?: (done: number, total: number, file: string) => void;
 }
 
 export interface SyncFailure {
@@ -201,8 +203,9 @@ export async function syncFolder(service: RagService, input: SyncInput): Promise
   const present = new Set<string>();
   const maxBytes = (input.ingest?.limits ?? DEFAULT_INGEST_LIMITS).maxFileBytes;
   const parseAll = async () => {
-    for (const file of listing.files) {
+    for (const [index, file] of listing.files.entries()) {
       present.add(file.id);
+      if (index > 0) input.onFile?.(index, listing.files.length, listing.files[index - 1]!.id);
       try {
         // One descriptor, checked (regular, inside the root, size): the listing may be stale.
         const bytes = await readRegularFileInside(root, file.real, { name: file.id, maxBytes });
@@ -224,6 +227,8 @@ export async function syncFolder(service: RagService, input: SyncInput): Promise
   // Parsing is the costly, memory-hungry part: as many syncs parse at once as uploads may.
   if (input.ingest) await input.ingest.gate.run(parseAll, undefined, key.tenantId);
   else await parseAll();
+  const last = listing.files.at(-1);
+  if (last) input.onFile?.(listing.files.length, listing.files.length, last.id);
 
   // Gone: indexed from this folder, no longer there, and not below a subfolder that could not be read.
   const deleteIds = (indexed ?? [])

@@ -1,28 +1,38 @@
-/** Picks the generation backend from the configuration. */
+/** Picks the generation backend from the configuration, and the settings a local model loads with. */
 import type { Config } from "../../core/config.js";
 import type { Generator } from "./generator.js";
 import { LlamaGenerator } from "./llama-generator.js";
+import type { ModelSource } from "./model-source.js";
 import { OpenAIUpstreamGenerator } from "./openai-upstream.js";
+import { buildCatalogue, catalogueSources, type ModelEntry } from "./presets.js";
 
-export function createGenerator(config: Config): Generator {
-  if (config.generation.generationUpstreamUrl) {
-    return new OpenAIUpstreamGenerator({
-      baseUrl: config.generation.generationUpstreamUrl,
-      model: config.generation.generationModel,
-      apiKey: config.generation.generationApiKey,
-      timeoutMs: config.textgen.requestTimeoutMs,
-    }).start();
-  }
+/** MODEL_PATH's entry, with what MODELS_PRESETS says of it (its section, and `[*]`). */
+export function defaultModelEntry(config: Config): ModelEntry {
+  const catalogue = buildCatalogue(catalogueSources(config));
+  return catalogue.entries.find((entry) => entry.id === catalogue.defaultId)!;
+}
+
+/**
+ * A llama.cpp generator for a catalogue entry: the preset's settings first, then the environment's.
+ * The one place both the default model's first load and the registry's later loads take them from.
+ */
+export function llamaGeneratorFor(
+  config: Config,
+  entry: ModelEntry,
+  model: ModelSource,
+  log?: (line: string) => void,
+): LlamaGenerator {
   return new LlamaGenerator({
-    model: { reference: config.textgen.modelPath, modelsDir: config.models.modelsDir, progress: true },
-    threads: config.textgen.llamaThreads,
-    contextSize: config.textgen.llamaContextSize,
-    sequences: config.textgen.maxConcurrent,
+    model,
+    name: entry.id,
+    threads: entry.settings.threads ?? config.textgen.llamaThreads,
+    contextSize: entry.settings.contextSize ?? config.textgen.llamaContextSize,
+    sequences: entry.settings.parallel ?? config.textgen.maxConcurrent,
     contexts: config.textgen.llamaContexts,
-    gpu: config.textgen.llamaGpu,
+    gpu: entry.settings.gpu ?? config.textgen.llamaGpu,
     binary: config.textgen.llamaBinary,
     flashAttention: config.textgen.llamaFlashAttention,
-    log: (line) => process.stderr.write(`lectern: ${line}\n`),
+    log,
     grammarBudget: {
       maxBytes: config.limits.grammarMaxBytes,
       maxRules: config.limits.grammarMaxRules,
@@ -40,4 +50,22 @@ export function createGenerator(config: Config): Generator {
       maxAlternatives: config.limits.schemaMaxAlternatives,
     },
   });
+}
+
+export function createGenerator(config: Config): Generator {
+  if (config.generation.generationUpstreamUrl) {
+    return new OpenAIUpstreamGenerator({
+      baseUrl: config.generation.generationUpstreamUrl,
+      model: config.generation.generationModel,
+      apiKey: config.generation.generationApiKey,
+      timeoutMs: config.textgen.requestTimeoutMs,
+    }).start();
+  }
+  const entry = defaultModelEntry(config);
+  return llamaGeneratorFor(
+    config,
+    entry,
+    { reference: entry.reference, modelsDir: config.models.modelsDir, progress: true },
+    (line) => process.stderr.write(`lectern: ${line}\n`),
+  );
 }

@@ -165,9 +165,17 @@ export type GeneratorStatus =
   { state: "loading" } | { state: "ready" } | { state: "unhealthy"; reason: string };
 
 export interface Generator {
-  /** `general.name` from the GGUF, or the file name; the upstream's model id for remote backends. */
+  /**
+   * The name the model is served under: its registry id (the file name without `.gguf`, or the
+   * preset's section name); the upstream's model id for remote backends.
+   */
   readonly modelName: string;
   status(): GeneratorStatus;
+  /**
+   * Tokens one request may hold, prompt and answer together (what `validate` checks against);
+   * undefined until the model has loaded, and for remote backends, whose context is not known here.
+   */
+  contextPerSequence?(): number | undefined;
   /**
    * Rejects a request that cannot fit before any work is queued (a DomainError, invalid: a 400).
    * Returns the prompt's token count.
@@ -180,8 +188,6 @@ export interface Generator {
   sharedModel?(): Promise<{ model: LlamaModel; name: string } | undefined>;
   /** The model's tokenizer (local models only); a DomainError (not_ready, a 503) while loading. */
   tokenizer?(): TextTokenizer;
-  /** Tokens one sequence holds, prompt and new tokens together (local models, once loaded). */
-  readonly sequenceContextSize?: number;
   /**
    * Generates for a raw prompt or a chat; the scheduler decides when this is called. The answer's
    * parts go to `listener` as they are generated (events.ts; written through an EventWriter, so the

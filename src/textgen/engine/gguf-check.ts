@@ -160,9 +160,10 @@ function summarize(info: GgufFileInfo, fileBytes: number): GgufSummary {
   };
 }
 
-/** Memory a loaded model takes, estimated: its weights plus an F16 KV cache of `contextTokens`. */
+/**
+ * Memory a loaded model takes, estimated: its weights plus an F16 KV cache of `contextTokens` (every
+ * sequence's cells together).
+ */
 export function estimateModelBytes(summary: GgufSummary, contextTokens: number): number {
-  const tokens =
-    summary.trainContextSize > 0 ? Math.min(contextTokens, summary.trainContextSize) : contextTokens;
-  return summary.fileBytes + summary.layers * tokens * summary.kvValuesPerToken * 2;
+  return summary.fileBytes + summary.layers * contextTokens * summary.kvValuesPerToken * 2;
 }

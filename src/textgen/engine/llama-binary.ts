@@ -35,7 +35,7 @@ export function cmakeOptionsFor(choice: LlamaBinaryChoice): Record<string, strin
   return choice === "auto" ? { ...NATIVE_BUILD_CMAKE_OPTIONS } : undefined;
 }
 
-/** One line for the start-up log: which binary, and with which threading. */
+/** One line for the start-up log: which llama.cpp release and binary, and with which threading. */
 export function describeBinary(llama: Llama): string {
   const openMp = /\bOPENMP = 1\b/.test(llama.systemInfo);
   const what =
@@ -47,7 +47,10 @@ export function describeBinary(llama: Llama): string {
       ? "; its threads spin while they wait, which costs much on a CPU shared with other work: " +
         "`npm run build:native` makes a build with OpenMP"
       : "";
-  return `llama.cpp ${llama.llamaCppRelease.release}: ${what}, ${openMp ? "OpenMP threads" : "no OpenMP"}, GPU ${llama.gpu === false ? "off" : llama.gpu}${advice}`;
+  // The release the loaded binary was built from, as its build metadata records it (llama.cpp's own
+  // tag, e.g. v0.4.0: llama.cpp moved from bNNNN build tags to versions), not node-llama-cpp's.
+  const { repo, release } = llama.llamaCppRelease;
+  return `llama.cpp ${release} (${repo}): ${what}, ${openMp ? "OpenMP threads" : "no OpenMP"}, GPU ${llama.gpu === false ? "off" : llama.gpu}${advice}`;
 }
 
 const sharedInstances = new Map<string, Promise<Llama>>();

@@ -56,14 +56,21 @@ import {
   toolsForChoice,
 } from "./tool-calls.js";
 import { resolveModel, type ModelSource } from "./model-source.js";
+import { planContext, type ContextPlan } from "./context-plan.js";
 import { ResponseText } from "./response-text.js";
 import type { ReasoningMarkers } from "./reasoning.js";
 
 export interface LlamaGeneratorOptions {
   model: ModelSource;
+  /** The name the model is served under (its registry id); default: the file name without `.gguf`. */
+  name?: string;
   threads: number;
-  /** Total context tokens; each sequence gets an equal share. */
-  contextSize: number;
+  /**
+   * Total context tokens, each sequence getting an equal share (LLAMA_CONTEXT_SIZE, a preset's
+   * `ctx-size`); null: sized from the model and free memory (context-plan.ts).
+   */
+  contextSize: number | null;
+  /** Parallel sequences asked for (MAX_CONCURRENT); fewer when memory would not hold them. */
   sequences: number;
   /**
    * llama.cpp contexts to spread the sequences over (at most `sequences`). Each context decodes its
@@ -136,7 +143,7 @@ export class LlamaGenerator implements Generator {
 
   /** Starts loading at once; `status()` says when it can serve. */
   constructor(private readonly options: LlamaGeneratorOptions) {
-    this.modelName = path.basename(options.model.reference).replace(/\.gguf$/i, "");
+    this.modelName = options.name ?? path.basename(options.model.reference).replace(/\.gguf$/i, "");
     this.loading = this.load().catch((error: unknown) => {
       this.state = { state: "unhealthy", reason: describeLoadError(error, options.model.reference) };
     });
@@ -198,9 +205,26 @@ export class LlamaGenerator implements Generator {
     return this.loaded?.contexts.length ?? 0;
   }
 
-  /** Tokens each sequence can hold: prompt plus new tokens must fit. */
+  /** Tokens each sequence can hold: prompt plus new tokens must fit (0 until loaded). */
   get sequenceContextSize(): number {
     return this.loaded?.contexts[0]?.contextSize ?? 0;
+  }
+
+  contextPerSequence(): number | undefined {
+    return this.loaded ? this.sequenceContextSize : undefined;
+  }
+
+  /** The context and parallelism the model was loaded with (null until loaded). */
+  contextPlan: ContextPlan | null = null;
+
+  /** Sequences asked for (MAX_CONCURRENT, or the preset's `parallel`). */
+  get requestedSequences(): number {
+    return this.options.sequences;
+  }
+
+  /** Sequences that run at once: MAX_CONCURRENT, or fewer when memory would not hold them. */
+  get parallelSequences(): number {
+    return this.contextPlan?.sequences ?? this.options.sequences;
   }
 
   private async load(): Promise<void> {
@@ -217,13 +241,31 @@ export class LlamaGenerator implements Generator {
       device: llama.gpu === false ? "CPU" : `${llama.gpu}${devices.length ? ` (${devices.join(", ")})` : ""}`,
     };
     const model = await llama.loadModel({ modelPath });
-    const name = model.fileInfo.metadata?.general?.name;
-    if (typeof name === "string" && name.trim() !== "") this.modelName = name.trim();
-    const perSequence = Math.min(
-      Math.max(256, Math.floor(this.options.contextSize / this.options.sequences)),
-      model.trainContextSize,
+    const flashAttention = this.options.flashAttention ?? true;
+    const plan = await planContext(
+      {
+        trainContextSize: model.trainContextSize,
+        configuredTotal: this.options.contextSize,
+        sequences: this.options.sequences,
+      },
+      async (contextSize, sequences) => {
+        const need = await model.fileInsights.estimateContextResourceRequirementsV2({
+          contextSize,
+          sequences,
+          modelGpuLayers: model.gpuLayers,
+          flashAttention,
+        });
+        return llama.gpu === false ? need.cpuRam : Math.max(need.gpuVram, need.cpuRam);
+      },
+      await freeMemory(llama),
     );
-    const contextCount = Math.max(1, Math.min(this.resolveContexts(llama, model), this.options.sequences));
+    this.contextPlan = plan;
+    const perSequence = plan.perSequence;
+    const totalSequences = plan.sequences;
+    const contextCount = Math.max(
+      1,
+      Math.min(this.resolveContexts(llama, model, totalSequences), totalSequences),
+    );
     const contexts: LlamaContext[] = [];
     const batchers: ContinuousBatcher[] = [];
     const batcherModel = {
@@ -233,13 +275,12 @@ export class LlamaGenerator implements Generator {
     };
     for (let i = 0; i < contextCount; i++) {
       const sequences =
-        Math.floor(this.options.sequences / contextCount) +
-        (i < this.options.sequences % contextCount ? 1 : 0);
+        Math.floor(totalSequences / contextCount) + (i < totalSequences % contextCount ? 1 : 0);
       const context = await model.createContext({
         contextSize: perSequence,
         sequences,
         threads: this.options.threads,
-        flashAttention: this.options.flashAttention ?? true,
+        flashAttention,
       });
       contexts.push(context);
       batchers.push(
@@ -262,12 +303,11 @@ export class LlamaGenerator implements Generator {
    * concurrent requests at 1.28× the rate of one with 8 sequences in one context (node-llama-cpp
    * direct), and 2.1× with a context per sequence.
    */
-  private resolveContexts(llama: Llama, model: LlamaModel): number {
+  private resolveContexts(llama: Llama, model: LlamaModel, sequences: number): number {
     if (this.options.contexts !== "auto") return this.options.contexts;
     if (llama.gpu !== false) return 1;
     const cores = os.availableParallelism();
-    if (model.size <= CACHE_RESIDENT_MODEL_BYTES && this.options.threads === 1 && cores > 1)
-      return this.options.sequences;
+    if (model.size <= CACHE_RESIDENT_MODEL_BYTES && this.options.threads === 1 && cores > 1) return sequences;
     return cpuContextCount(cores, this.options.threads);
   }
 
@@ -735,6 +775,15 @@ async function compileSchema(
       ]);
   }
   return grammar;
+}
+
+/** Bytes free where the contexts go: VRAM on a GPU, RAM on a CPU; null when it cannot be read. */
+async function freeMemory(llama: Llama): Promise<number | null> {
+  try {
+    return llama.gpu === false ? (await llama.getRamState()).free : (await llama.getVramState()).free;
+  } catch {
+    return null;
+  }
 }
 
 /** Contexts "auto" gives on a CPU for a model that is not cache-sized: one per `threads` cores. */

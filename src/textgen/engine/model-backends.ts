@@ -6,7 +6,8 @@ import type { Config } from "../../core/config.js";
 import { LlamaEmbedder, type Embedder } from "./embedder.js";
 import type { Generator } from "./generator.js";
 import type { GgufSummary } from "./gguf-check.js";
-import { LlamaGenerator } from "./llama-generator.js";
+import { llamaGeneratorFor } from "./create-generator.js";
+import type { LlamaGenerator } from "./llama-generator.js";
 import type { ModelBackend } from "./model-registry.js";
 import type { ModelEntry } from "./presets.js";
 import { LlamaRanker, type Ranker } from "./rerank.js";
@@ -19,9 +20,15 @@ export interface ServingBackend extends ModelBackend {
   ranker?: Ranker;
 }
 
-export function schedulerFor(config: Config, entry?: ModelEntry): Scheduler {
+/**
+ * The model's scheduler. A generator's own count of parallel sequences comes first: with the context
+ * sized from memory it may run fewer than MAX_CONCURRENT (context-plan.ts), and the scheduler must
+ * not admit more requests than the batcher has sequences.
+ */
+export function schedulerFor(config: Config, entry?: ModelEntry, generator?: Generator): Scheduler {
+  const sequences = (generator as Partial<LlamaGenerator> | undefined)?.parallelSequences;
   return new Scheduler({
-    maxConcurrent: entry?.settings.parallel ?? config.textgen.maxConcurrent,
+    maxConcurrent: sequences ?? entry?.settings.parallel ?? config.textgen.maxConcurrent,
     maxQueue: config.textgen.maxQueue,
     timeoutMs: config.textgen.requestTimeoutMs,
   });
@@ -37,7 +44,7 @@ export function generatorBackend(config: Config, generator: Generator, entry?: M
     gpu: entry?.settings.gpu ?? config.textgen.llamaGpu,
   });
   return {
-    scheduler: schedulerFor(config, entry),
+    scheduler: schedulerFor(config, entry, generator),
     generator,
     embedder,
     close: async () => {
@@ -89,15 +96,10 @@ export async function loadBackend(
   }
   const generator =
     initial ??
-    new LlamaGenerator({
-      model: { reference: file, modelsDir: config.models.modelsDir, checked: true },
-      threads,
-      contextSize: entry.settings.contextSize ?? config.textgen.llamaContextSize,
-      sequences: entry.settings.parallel ?? config.textgen.maxConcurrent,
-      contexts: config.textgen.llamaContexts,
-      gpu,
-      binary: config.textgen.llamaBinary,
-      flashAttention: config.textgen.llamaFlashAttention,
+    llamaGeneratorFor(config, entry, {
+      reference: file,
+      modelsDir: config.models.modelsDir,
+      checked: true,
     });
   await (generator as Partial<LlamaGenerator>).ready?.();
   const status = generator.status();

@@ -33,6 +33,8 @@ export interface ModelInfo {
   status: ModelStatus;
   reason?: string;
   roles: ModelRole[];
+  /** The GGUF's `general.architecture` ("llama", "qwen2"…); null until the file has been read. */
+  architecture: string | null;
   /** Bytes of the file; null until known (a reference not downloaded yet). */
   sizeBytes: number | null;
   /** Estimated memory when loaded (weights + KV cache). */
@@ -55,8 +57,8 @@ export interface RegistryOptions<B extends ModelBackend> {
   resolveFile: (entry: ModelEntry) => Promise<string>;
   /** Loads the checked file into a backend. */
   createBackend: (entry: ModelEntry, file: string, summary: GgufSummary) => Promise<B>;
-  /** Context tokens a model's KV cache holds, for the memory estimate. */
-  contextTokensOf: (entry: ModelEntry) => number;
+  /** Context tokens a model's KV cache holds (all sequences), for the memory estimate. */
+  contextTokensOf: (entry: ModelEntry, summary: GgufSummary) => number;
   /** 0 = no limit. */
   maxLoaded: number;
   /** Bytes; 0 = no limit. */
@@ -222,9 +224,10 @@ export class ModelRegistry<B extends ModelBackend> {
       status: state.status,
       ...(state.reason !== undefined && { reason: state.reason }),
       roles: this.rolesOf(state.entry.id),
+      architecture: state.summary?.architecture ?? null,
       sizeBytes: state.summary?.fileBytes ?? null,
       memoryBytes: state.summary
-        ? estimateModelBytes(state.summary, this.options.contextTokensOf(state.entry))
+        ? estimateModelBytes(state.summary, this.options.contextTokensOf(state.entry, state.summary))
         : null,
       reference: state.entry.reference,
       inUse: state.inUse,
@@ -380,7 +383,10 @@ export class ModelRegistry<B extends ModelBackend> {
     const file = await this.options.resolveFile(state.entry);
     state.file = file;
     state.summary = await inspectGguf(file);
-    this.enforceLimits(state, estimateModelBytes(state.summary, this.options.contextTokensOf(state.entry)));
+    this.enforceLimits(
+      state,
+      estimateModelBytes(state.summary, this.options.contextTokensOf(state.entry, state.summary)),
+    );
     const started = performance.now();
     const backend = await this.options.createBackend(state.entry, file, state.summary);
     this.options.log?.(`model "${state.entry.id}" loaded in ${Math.round(performance.now() - started)} ms`);
@@ -412,7 +418,7 @@ export class ModelRegistry<B extends ModelBackend> {
     const resident = () =>
       [...this.states.values()].filter((s) => s !== incoming && !s.pinned && (s.backend || s.loading));
     const bytes = (s: ModelState<B>) =>
-      s.summary ? estimateModelBytes(s.summary, this.options.contextTokensOf(s.entry)) : 0;
+      s.summary ? estimateModelBytes(s.summary, this.options.contextTokensOf(s.entry, s.summary)) : 0;
     const over = () => {
       const others = resident();
       const count = others.length + (incoming ? 1 : 0);

@@ -15,7 +15,7 @@
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
-import { ConfigError, isRemoteModelReference } from "../../core/config.js";
+import { ConfigError, isRemoteModelReference, type Config } from "../../core/config.js";
 import type { ModelRole } from "./gguf-check.js";
 
 export interface ModelSettings {
@@ -158,6 +158,16 @@ export interface Catalogue {
   embeddingId: string | null;
   /** More than the default (and embedding) model: unknown names are refused instead of served. */
   multiModel: boolean;
+}
+
+/** Where the model catalogue comes from: MODEL_PATH, EMBEDDING_MODEL_PATH, MODELS_DIR, MODELS_PRESETS. */
+export function catalogueSources(config: Config): CatalogueSources {
+  return {
+    modelPath: config.textgen.modelPath,
+    embeddingModelPath: config.models.embeddingModelPath,
+    modelsDir: config.models.modelsDir,
+    presetsFile: config.models.modelsPresets,
+  };
 }
 
 /** Every model the server can serve, the default first. */

@@ -46,10 +46,10 @@ export interface ServedModel {
   /** Tokens of a request's prompt as the model's chat template renders it (validating the request). */
   countTokens(request: GenerationRequest): Promise<number>;
   /**
-   * Tokens one request may hold, prompt and new tokens together (loads the model); null where
-   * generation is remote (GENERATION_UPSTREAM_URL) and the size is not known here.
+   * Tokens one request may hold, prompt plus answer (loads the model): what a caller budgets a
+   * prompt against, e.g. RAG fitting its sources. Undefined where generation is remote.
    */
-  contextSize(): Promise<number | null>;
+  contextPerSequence(): Promise<number | undefined>;
   /**
    * Loads the model and leaves it to its keep_alive, or with keep_alive 0 unloads it (after its
    * running requests), as Ollama's generate without a prompt does. Resolves to what was done.
@@ -64,6 +64,8 @@ export interface ResolveOptions {
 
 export interface ModelsView {
   multiModel: boolean;
+  /** The default model is a remote upstream's (GENERATION_UPSTREAM_URL), named by its own id. */
+  remote?: boolean;
   embeddingId: string | null;
   /** The default model's generator while its first load runs (its status is the freshest). */
   startingGenerator?: () => Generator | undefined;
@@ -224,14 +226,14 @@ export class TextgenService {
   }
 
   /**
-   * The name responses and model lists report for model `id`: the id, or in single-model mode the
-   * model's own `general.name` once known (as before there was a registry).
+   * The one name of model `id` in every response, model list, log line and the CLI: its registry id
+   * (the file name without `.gguf`, or the preset's section name), never the GGUF's `general.name`
+   * (often just the architecture, "llama"). A remote upstream's model keeps the upstream's id.
    */
   nameOf(id: string): string {
-    if (this.view.multiModel) return id;
-    const backend = this.models.loadedBackend(id);
-    const generator = backend?.generator ?? this.startingGenerator(id);
-    return generator?.modelName ?? backend?.embedder?.modelName() ?? id;
+    if (this.view.remote && id === this.models.defaultId)
+      return this.models.loadedBackend(id)?.generator?.modelName ?? id;
+    return id;
   }
 
   private handle(id: string, keepAliveMs: number | undefined): ServedModel {
@@ -253,6 +255,8 @@ export class TextgenService {
       get name() {
         return nameOf(id);
       },
+      contextPerSequence: () =>
+        withModel("generate", async (backend) => backend.generator!.contextPerSequence?.()),
       run: async (request, signal, listener) => {
         this.checkTokenizable(promptChars(request));
         return withModel("generate", (backend) => this.generate(id, backend, request, signal, listener));
@@ -269,8 +273,6 @@ export class TextgenService {
         this.checkTokenizable(promptChars(request));
         return withModel("generate", (backend) => backend.generator!.validate(request));
       },
-      contextSize: () =>
-        withModel("generate", async (backend) => backend.generator!.sequenceContextSize ?? null),
       preload: async () => {
         if (keepAliveMs === 0) {
           await models.unload(id);
@@ -333,20 +335,31 @@ export class TextgenService {
   }
 
   /** Readiness as /health reports it: the default model's state. */
-  health(): { status: GeneratorStatus; modelName?: string; failed: ModelInfo[] } {
+  health(): {
+    status: GeneratorStatus;
+    modelName?: string;
+    architecture?: string;
+    failed: ModelInfo[];
+  } {
     const id = this.models.defaultId;
     const info = this.models.get(id)!;
     const failed = this.models.list().filter((model) => model.status === "failed");
+    const named = {
+      modelName: this.nameOf(id),
+      ...(info.architecture !== null && { architecture: info.architecture }),
+    };
     const generator = this.models.loadedBackend(id)?.generator ?? this.startingGenerator(id);
-    if (generator) {
-      const status = generator.status();
-      return { status, modelName: view(this.view, id, generator.modelName), failed };
-    }
+    if (generator) return { status: generator.status(), ...named, failed };
     if (info.status === "failed")
       return { status: { state: "unhealthy", reason: info.reason ?? "" }, failed };
     if (info.status === "loading") return { status: { state: "loading" }, failed };
     // Unloaded (idle or evicted): it loads again on the next request.
-    return { status: { state: "ready" }, modelName: view(this.view, id, id), failed };
+    return { status: { state: "ready" }, ...named, failed };
+  }
+
+  /** Model `id`'s generator when loaded (or the default model's while its first load settles). */
+  generatorOf(id: string): Generator | undefined {
+    return this.models.loadedBackend(id)?.generator ?? this.startingGenerator(id);
   }
 
   /** The default model's generator while the registry's first load of it is still settling. */
@@ -360,8 +373,4 @@ export class TextgenService {
     this.closing = true;
     await Promise.all(this.models.loadedBackends().map(([, backend]) => backend.scheduler.shutdown(graceMs)));
   }
-}
-
-function view(models: ModelsView, id: string, ownName: string): string {
-  return models.multiModel ? id : ownName;
 }

@@ -38,13 +38,24 @@ export const ModelObject = Type.Object({
     description: "estimated when loaded: file + KV cache",
   }),
   default: Type.Boolean({ description: "answers requests that name no model" }),
+  architecture: Type.Union([Type.String(), Type.Null()], {
+    description: "the GGUF's general.architecture; null until the file has been read",
+  }),
+  max_model_len: Type.Union([Type.Integer(), Type.Null()], {
+    description:
+      "tokens one request may hold, prompt and answer together (vLLM's field); null until the model is loaded",
+  }),
 });
+
+/** Tokens one request to a loaded model may hold; null while it is not loaded. */
+function maxModelLength(service: TextgenService, id: string): number | null {
+  return service.generatorOf(id)?.contextPerSequence?.() ?? null;
+}
 
 /** One model as GET /v1/models lists it; `id` is the name to send as `model`. */
 export function modelObject(service: TextgenService, info: ModelInfo) {
-  const health = info.default && !service.multiModel ? service.health().modelName : undefined;
   return {
-    id: health ?? info.id,
+    id: service.nameOf(info.id),
     object: "model" as const,
     created: servedSince,
     owned_by: "lectern",
@@ -56,6 +67,8 @@ export function modelObject(service: TextgenService, info: ModelInfo) {
     size_bytes: info.sizeBytes,
     memory_bytes: info.memoryBytes,
     default: info.default,
+    architecture: info.architecture,
+    max_model_len: maxModelLength(service, info.id),
   };
 }
 
@@ -83,8 +96,9 @@ export function registerModelRoutes(app: TypedApp, service: TextgenService): voi
     async () => ({
       object: "list",
       data: service.models.list().map((info) => ({
-        id: info.id,
+        id: service.nameOf(info.id),
         object: "model",
+        architecture: info.architecture,
         owned_by: "lectern",
         created: servedSince,
         aliases: info.aliases,

@@ -124,14 +124,20 @@ function registerServiceRoutes(app: TypedApp, service: TextgenService): void {
       },
     },
     async (_request, reply) => {
-      const { status, modelName, failed } = service.health();
+      const { status, modelName, architecture, failed } = service.health();
       // Other models that failed to load are named with their reason; the default model decides.
       const models =
         failed.length > 0
           ? { failed_models: failed.map(({ id, reason }) => ({ id, reason: reason ?? "" })) }
           : {};
       if (status.state === "ready")
-        return { status: "healthy" as const, model_name: modelName, model_loaded: true, ...models };
+        return {
+          status: "healthy" as const,
+          model_name: modelName,
+          ...(architecture !== undefined && { model_architecture: architecture }),
+          model_loaded: true,
+          ...models,
+        };
       if (status.state === "loading")
         return reply.status(503).send({ status: "loading" as const, model_loaded: false, ...models });
       return reply

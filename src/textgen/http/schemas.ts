@@ -127,7 +127,8 @@ export const DetokenizeResponse = Type.Object({ content: Type.String() });
 
 export const HealthResponse = Type.Object({
   status: Type.Union([Type.Literal("healthy"), Type.Literal("loading"), Type.Literal("unhealthy")]),
-  model_name: Type.Optional(Type.String()),
+  model_name: Type.Optional(Type.String({ description: "the name /v1/models, /models and /api/tags list" })),
+  model_architecture: Type.Optional(Type.String({ description: "the GGUF's general.architecture" })),
   model_loaded: Type.Optional(Type.Boolean()),
   reason: Type.Optional(Type.String()),
   failed_models: Type.Optional(Type.Array(Type.Object({ id: Type.String(), reason: Type.String() }))),

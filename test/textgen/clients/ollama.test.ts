@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { ChatOllama } from "@langchain/ollama";
 import { Ollama } from "ollama";
+import { testModelName } from "../../helpers/env.js";
 import { startTextgen, type RunningTextgen } from "../../helpers/servers.js";
 
 /** ollama-js's type for parameters has no maxLength; the schema is valid JSON Schema all the same. */
@@ -103,12 +104,12 @@ describe("Ollama API: ollama-js and ChatOllama against the app on the test model
 
   it("list, show, ps and version describe the served model", async () => {
     const listed = await ollama.list();
-    const served = listed.models.find((model) => model.name === "llama");
+    const served = listed.models.find((model) => model.name === testModelName);
     assert.ok(served, "the served model is listed");
     assert.ok(served.size > 0);
     assert.equal(served.details.format, "gguf");
     assert.equal(served.details.family, "llama");
-    const shown = await ollama.show({ model: "llama" });
+    const shown = await ollama.show({ model: testModelName });
     assert.ok(shown.capabilities.includes("completion"));
     // Typed as a Map, sent (by Ollama too) as a JSON object.
     const info = shown.model_info as unknown as Record<string, unknown>;
@@ -116,7 +117,7 @@ describe("Ollama API: ollama-js and ChatOllama against the app on the test model
     const running = await ollama.ps();
     assert.deepEqual(
       running.models.map((model) => model.name),
-      ["llama"],
+      [testModelName],
     );
     const version = await fetch(`${server.url}/api/version`).then(
       (r) => r.json() as Promise<{ version: string }>,
@@ -156,10 +157,13 @@ describe("Ollama API: ollama-js and ChatOllama against the app on the test model
       assert.match(error.message, /hf:/);
       return true;
     });
-    await assert.rejects(ollama.delete({ model: "llama" }), (error: Error & { status_code?: number }) => {
-      assert.equal(error.status_code, 409);
-      return true;
-    });
+    await assert.rejects(
+      ollama.delete({ model: testModelName }),
+      (error: Error & { status_code?: number }) => {
+        assert.equal(error.status_code, 409);
+        return true;
+      },
+    );
   });
 
   it("a body sent as curl sends it (no JSON content type) is read as JSON, as Ollama does", async () => {
