@@ -149,24 +149,16 @@ describe("generative answers fitted to the model's context (32k trained)", () =>
       bodies = await askAndChat(apps.rag);
     });
 
-    it(
-      `each request gets ${DEFAULT_SEQUENCE_CONTEXT} tokens of context or more, so every result fits`,
-      {
-        todo:
-          "passes once the text generation app gives each sequence at least 8,192 tokens by default " +
-          "(the model's trained context permitting): the textgen side of #33",
-      },
-      () => {
-        assert.equal(bodies.length, QUESTIONS.length + TURNS.length);
-        for (const body of bodies) {
-          assert.ok(
-            body.generation.context_tokens >= DEFAULT_SEQUENCE_CONTEXT,
-            `${body.generation.context_tokens}`,
-          );
-          assert.equal(body.sources_used, body.count, body.query);
-        }
-      },
-    );
+    it(`each request gets ${DEFAULT_SEQUENCE_CONTEXT} tokens of context or more, so every result fits`, () => {
+      assert.equal(bodies.length, QUESTIONS.length + TURNS.length);
+      for (const body of bodies) {
+        assert.ok(
+          body.generation.context_tokens >= DEFAULT_SEQUENCE_CONTEXT,
+          `${body.generation.context_tokens}`,
+        );
+        assert.equal(body.sources_used, body.count, body.query);
+      }
+    });
   });
 
   describe("with LLAMA_CONTEXT_SIZE=1024", () => {
