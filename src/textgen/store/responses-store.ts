@@ -3,9 +3,9 @@
  * (`previous_response_id`, `item_reference`), and the Conversations API, kept durably per tenant
  * (the key's tenant; "default" with keys off) in SQLite or PostgreSQL (types.ts says what is kept).
  *
- * A save is not awaited by the reply it follows, so a client may ask for the response before its
- * save has committed; every read of a tenant first waits for that tenant's saves in flight, so a
- * client of this process reads what it was just answered.
+ * A whole response is answered once its save has committed; a stream's last event goes out as its
+ * save starts, so a client may ask for it before the commit: every read of a tenant first waits for
+ * that tenant's saves in flight, so a client of this process reads what it was just answered.
  */
 import type { FastifyRequest } from "fastify";
 import { actingTenant } from "../../core/auth.js";

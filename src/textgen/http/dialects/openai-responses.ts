@@ -762,9 +762,10 @@ export function registerResponses(
         stored,
       );
       // A conversation gets the input and output even with store: false (the response is not kept).
-      const save = (response: ResponseItem) => {
+      // A whole response is answered once kept; a stream's last event goes out as its save starts.
+      const save = async (response: ResponseItem) => {
         if (stored || (store !== undefined && conversationIdOf(body) !== undefined))
-          store.save(response, decoding.input, request).catch((error: unknown) => {
+          await store.save(response, decoding.input, request).catch((error: unknown) => {
             request.log.error({ err: error }, "could not store the response");
           });
       };
@@ -774,14 +775,14 @@ export function registerResponses(
         model: target,
         validated: { ...validated, n: 1 },
         stream: body.stream === true,
-        encoder: () => new ResponsesEncoder(responseOf, decoding.names, save),
-        whole: ([result]) => {
+        encoder: () => new ResponsesEncoder(responseOf, decoding.names, (response) => void save(response)),
+        whole: async ([result]) => {
           const response = responseOf(statusOf(result!.finishReason), outputItems(result!, decoding.names), {
             promptTokens: result!.promptTokens,
             completionTokens: result!.tokensGenerated,
             cachedTokens: result!.cachedTokens ?? 0,
           });
-          save(response);
+          await save(response);
           return response;
         },
       });
