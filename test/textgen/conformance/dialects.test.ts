@@ -364,7 +364,8 @@ describe("dialect contract over a scripted generator", () => {
       await assert.rejects(openai.responses.create(request), (error: Loose) => error.status === 502);
       // OpenAI's stream reports a failure as events, which the client yields: error, then response.failed.
       const events: Loose[] = [];
-      for await (const event of await openai.responses.create({ ...request, stream: true })) events.push(event);
+      for await (const event of await openai.responses.create({ ...request, stream: true }))
+        events.push(event);
       assert.equal(events[0].type, "response.created");
       assert.ok(events.some((event) => event.type === "response.output_text.delta"));
       const error = events.find((event) => event.type === "error");
