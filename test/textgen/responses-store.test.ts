@@ -314,6 +314,10 @@ describe("Responses kept by the app", () => {
     ])
       assertNotFound(await app.call(method!, route!), id);
     assertNotFound(await app.call("POST", `/v1/conversations/${id}/items`, { items: [] }), id);
+    // Every field of a new conversation is optional: no body at all is an empty one.
+    const bare = await app.call("POST", "/v1/conversations");
+    assert.equal(bare.status, 200);
+    assert.deepEqual(bare.body.metadata, {});
   });
 
   it("conversation on POST /v1/responses: its items come first, the input and output join it", async () => {

@@ -139,6 +139,10 @@ function registerConversationRoutes(app: TypedApp, store: DurableResponsesStore)
   app.post(
     "/conversations",
     {
+      // Every field is optional: a request with no body at all creates an empty conversation.
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
       schema: {
         tags: ["openai"],
         summary: "Creates a conversation, with its first items",
