@@ -111,6 +111,14 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
       await listen(app, config, "TEXTGEN_PORT", config.server.textgenPort);
       started.push(app);
       app.log.info(accessLine(config));
+      // The Responses store opens here, so a DATA_DIR or DATABASE_URL it cannot use stops start-up.
+      const kept = app.responsesStore;
+      await kept?.sizeBytes();
+      app.log.info(
+        kept
+          ? `Responses: kept in ${kept.where} for ${kept.limits.ttlMs / 1000} s, up to ${kept.limits.maxBytes} bytes`
+          : "Responses: nothing is kept (RESPONSES_TTL=0)",
+      );
       if (generator instanceof LlamaGenerator) {
         modelLoaded = generator.ready().then(() => {
           const { ok, line } = modelLine(generator, config);

@@ -125,8 +125,18 @@ export interface Config {
     generationContextSize: number;
   };
   /** The RAG store and the files it reads. */
+  /**
+   * The Responses API's store (`store`, `previous_response_id`, `item_reference`, the Conversations
+   * API): SQLite `responses.db` under `rag.dataDir`, or `rag.databaseUrl`'s database.
+   */
+  responses: {
+    /** How long a response, or a conversation after its last change, is kept; 0: nothing is kept. */
+    ttlMs: number;
+    /** Bytes of stored JSON, all tenants together; past it the oldest go first. */
+    maxBytes: number;
+  };
   rag: {
-    /** SQLite store (without DATABASE_URL) and uploaded files. */
+    /** SQLite store (without DATABASE_URL) and uploaded files; the Responses store's too. */
     dataDir: string;
     databaseUrl: string | null;
     ragFilesDir: string | null;
@@ -365,6 +375,28 @@ function vectorSpillDir(env: Env, dataDir: string): string | null {
 /** The model hub's hosts: huggingface.co and the CDN and Xet storage hosts its downloads redirect to. */
 export const MODEL_HUB_HOSTS = ["huggingface.co", ".huggingface.co", "hf.co", ".hf.co"];
 
+/** A duration in whole days, hours, minutes or seconds (30d, 12h, 1h30m, 90s) or plain seconds; in ms. */
+function duration(env: Env, name: string, fallback: string): number {
+  const raw = read(env, name) ?? fallback;
+  if (/^\d+$/.test(raw)) return Number(raw) * 1000;
+  const units: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+  const parts = [...raw.matchAll(/(\d+)([smhd])/g)];
+  if (parts.length === 0 || parts.map((part) => part[0]).join("") !== raw)
+    throw new ConfigError(`${name} must be a duration such as 30d, 12h or 90s, or seconds, got "${raw}"`);
+  return parts.reduce((sum, part) => sum + Number(part[1]) * units[part[2]!]!, 0);
+}
+
+/** RESPONSES_MAX_BYTES: a size of at least 64K; 1G when unset. */
+function responsesMaxBytes(env: Env): number {
+  if (read(env, "RESPONSES_MAX_BYTES") === undefined) return 1024 ** 3;
+  const bytes = byteSize(env, "RESPONSES_MAX_BYTES");
+  if (bytes < 64 * 1024)
+    throw new ConfigError(
+      `RESPONSES_MAX_BYTES must be at least 64K, got ${bytes} bytes (RESPONSES_TTL=0 keeps nothing)`,
+    );
+  return bytes;
+}
+
 /** Ollama's keep_alive: a duration (30s, 5m, 1h), seconds, 0, or -1 for ever; in ms. */
 function keepAlive(env: Env, name: string, fallback: string): number {
   const raw = read(env, name) ?? fallback;
@@ -466,6 +498,10 @@ export function loadConfig(env: Env = process.env): Config {
       generationApiKey: read(env, "GENERATION_API_KEY") ?? null,
       generationTimeoutMs: integer(env, "GENERATION_TIMEOUT_MS", 30_000, 100, 3_600_000),
       generationContextSize: integer(env, "GENERATION_CONTEXT_SIZE", 4096, 256, 1 << 20),
+    },
+    responses: {
+      ttlMs: duration(env, "RESPONSES_TTL", "30d"),
+      maxBytes: responsesMaxBytes(env),
     },
     rag: {
       dataDir,

@@ -19,14 +19,19 @@ import { LlamaGenerator } from "./engine/llama-generator.js";
 import { anthropicRoutes } from "./http/dialects/anthropic.js";
 import { ollamaRoutes } from "./http/dialects/ollama.js";
 import { RegistryCatalog } from "./http/dialects/model-catalog.js";
+import { storedResponseRoutes } from "./http/stored-responses.js";
+import { responsesStoreOf } from "./store/open.js";
+import type { DurableResponsesStore } from "./store/responses-store.js";
 
 export interface TextgenAppDeps {
   config: Config;
   /** The default model (MODEL_PATH), already loading; reloaded from its file after an unload. */
   generator: Generator;
+  /** Where Responses are kept; by default the configuration's (store/open.ts); null: nothing is kept. */
+  responsesStore?: DurableResponsesStore | null;
 }
 
-export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
+export async function buildTextgenApp({ config, generator, ...deps }: TextgenAppDeps) {
   const app = await createHttpApp({
     service: SERVICE_NAME,
     description:
@@ -97,11 +102,17 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
   registerTextgenRoutes(app, { service, limits: config.limits });
   registerRerankRoutes(app, service);
   registerModelRoutes(app, service);
+  const responsesStore =
+    deps.responsesStore === undefined
+      ? responsesStoreOf(config, app.log)
+      : (deps.responsesStore ?? undefined);
   await app.register(openAiRoutes, {
     prefix: "/v1",
     service,
     limits: config.limits,
+    responsesStore,
   });
+  if (responsesStore) await app.register(storedResponseRoutes, { prefix: "/v1", store: responsesStore });
   await app.register(anthropicRoutes, { prefix: "/v1", service, limits: config.limits });
   await app.register(ollamaRoutes, {
     prefix: "/api",
@@ -123,9 +134,10 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
   app.addHook("onClose", async () => {
     await drained;
     await models.close();
+    await responsesStore?.close();
     await initial?.close();
     if (remote) await generator.close();
   });
   // The service, for the RAG app of the same process to reach through its ports (rag/local-models.ts).
-  return Object.assign(app, { textgenService: service });
+  return Object.assign(app, { textgenService: service, responsesStore });
 }

@@ -60,7 +60,19 @@ describe("config", () => {
     assert.equal(loadConfig({ VECTOR_SPILL_DIR: "  " }).rag.vectorSpillDir, null);
   });
 
+  it("RESPONSES_TTL and RESPONSES_MAX_BYTES: 30 days and 1 GiB by default; durations and sizes", () => {
+    assert.deepEqual(loadConfig({}).responses, { ttlMs: 30 * 86_400_000, maxBytes: 1024 ** 3 });
+    assert.equal(loadConfig({ RESPONSES_TTL: "1d12h" }).responses.ttlMs, 36 * 3_600_000);
+    assert.equal(loadConfig({ RESPONSES_TTL: "90" }).responses.ttlMs, 90_000);
+    assert.equal(loadConfig({ RESPONSES_TTL: "0" }).responses.ttlMs, 0);
+    assert.equal(loadConfig({ RESPONSES_MAX_BYTES: "256M" }).responses.maxBytes, 256 * 1024 ** 2);
+  });
+
   const bad: Array<[string, string]> = [
+    ["RESPONSES_TTL", "a month"],
+    ["RESPONSES_TTL", "5w"],
+    ["RESPONSES_MAX_BYTES", "1K"],
+    ["RESPONSES_MAX_BYTES", "lots"],
     ["TEXTGEN_PORT", "eighty"],
     ["RAG_PORT", "70000"],
     ["LLAMA_THREADS", "0"],

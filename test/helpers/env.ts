@@ -1,5 +1,6 @@
 /** Shared test settings: where the test model is, and a config for tests. */
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadConfig, type Config } from "../../src/core/config.js";
@@ -25,6 +26,15 @@ if (!existsSync(testModelPath)) {
   throw new Error(`Test model not found at ${testModelPath}; set LECTERN_TEST_MODEL to a .gguf file`);
 }
 
+/**
+ * DATA_DIR of a test that names none: a folder of this test process, removed when it exits, so what
+ * an app keeps there unasked (the text generation app's Responses store) never lands in ./data.
+ */
+let scratchDataDir: string | undefined;
+process.on("exit", () => {
+  if (scratchDataDir) rmSync(scratchDataDir, { recursive: true, force: true });
+});
+
 export function testConfig(overrides: Record<string, string> = {}): Config {
   return loadConfig({
     MODEL_PATH: testModelPath,
@@ -36,6 +46,7 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     LOG_LEVEL: "silent",
     // A small slack file per test store (the default 8 MiB, written per app, adds up over the suite).
     DISK_RESERVE_BYTES: "65536",
+    DATA_DIR: (scratchDataDir ??= mkdtempSync(path.join(os.tmpdir(), "lectern-test-data-"))),
     ...overrides,
   });
 }

@@ -162,7 +162,7 @@ describe("Responses API: real clients against the app on the test model", () => 
     Character.parse(JSON.parse(response.output_text));
   });
 
-  it("responses.inputTokens.count counts the rendered input; with no response store an id is a 404", async () => {
+  it("responses.inputTokens.count counts the rendered input; an id the store never kept is a 404", async () => {
     const short = await client.responses.inputTokens.count({ model: "llama", input: "Hi" });
     const long = await client.responses.inputTokens.count({
       model: "llama",
@@ -171,15 +171,15 @@ describe("Responses API: real clients against the app on the test model", () => 
     });
     assert.equal(short.object, "response.input_tokens");
     assert.ok(short.input_tokens > 0 && long.input_tokens > short.input_tokens);
-    // Issue #34: store is accepted (this app has no response store: nothing is kept, `store` says so),
-    // and an id only a store could know is a 404 in OpenAI's shape.
+    // Issue #34: store is accepted (kept by default, `store` says so; test/textgen/responses-store.test.ts
+    // covers the store), and an id the store never kept is a 404 in OpenAI's shape.
     const stored = await client.responses.create({
       model: "llama",
       input: "Hi",
       store: true,
       max_output_tokens: 2,
     });
-    assert.equal((stored as unknown as { store: boolean }).store, false);
+    assert.equal((stored as unknown as { store: boolean }).store, true);
     await assert.rejects(
       client.responses.create({ model: "llama", input: "Hi", previous_response_id: "resp_1" }),
       (error: InstanceType<typeof OpenAI.APIError>) =>

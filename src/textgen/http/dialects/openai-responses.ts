@@ -47,7 +47,12 @@ export interface ResponsesStore {
   history(responseId: string, request: FastifyRequest): Promise<ResponseItem[] | undefined>;
   /** One stored item (of any response's input or output), for an `item_reference`. */
   item(itemId: string, request: FastifyRequest): Promise<ResponseItem | undefined>;
-  /** Keeps a finished response with the input items it answered (store: true, the default). */
+  /** A conversation's items, oldest first, for `conversation` (they come before the input). */
+  conversation(conversationId: string, request: FastifyRequest): Promise<ResponseItem[] | undefined>;
+  /**
+   * Keeps a finished response with its own input items (references resolved, history apart) when
+   * its `store` is true (the default), and adds both to its `conversation`.
+   */
   save(response: ResponseItem, input: ResponseItem[], request: FastifyRequest): Promise<void>;
 }
 
@@ -136,7 +141,11 @@ const promptFields = {
     }),
   ),
   previous_response_id: Type.Optional(Type.String({ description: "needs a response store" })),
-  conversation: Type.Optional(Type.Unknown({ description: "needs a response store" })),
+  conversation: Type.Optional(
+    Type.Union([Type.String(), Type.Object({ id: Type.String() }), Type.Null()], {
+      description: "its items come before the input; the input and output join it (needs a response store)",
+    }),
+  ),
   truncation: Type.Optional(Type.String({ description: "auto: a prompt too long loses its start" })),
 };
 
@@ -276,31 +285,48 @@ function decodeItems(items: ResponseItem[], ignored: string[]): ChatMessage[] {
   return messages;
 }
 
+/** The id `conversation` names (a string or `{id}`), if any. */
+const conversationIdOf = (body: PromptBody) =>
+  typeof body.conversation === "string" ? body.conversation : (body.conversation?.id ?? undefined);
+
 /**
- * The input with `previous_response_id`'s history before it and every `item_reference` replaced by
- * the item it names, both through the store (none: a 404, as for an id OpenAI does not know).
+ * The history (`conversation`'s items or `previous_response_id`'s chain) and the request's own
+ * input with every `item_reference` replaced by the item it names, all through the store (none: a
+ * 404, as for an id OpenAI does not know).
  */
 async function resolveInput(
   body: PromptBody,
   store: ResponsesStore | undefined,
   request: FastifyRequest,
-): Promise<ResponseItem[]> {
+): Promise<{ history: ResponseItem[]; own: ResponseItem[] }> {
   const given: ResponseItem[] =
     body.input === undefined
       ? []
       : typeof body.input === "string"
         ? [{ role: "user", content: body.input }]
         : body.input;
-  const items: ResponseItem[] = [];
+  const history: ResponseItem[] = [];
+  const conversation = conversationIdOf(body);
+  if (conversation !== undefined) {
+    if (body.previous_response_id !== undefined)
+      throw badRequest("previous_response_id and conversation cannot be used together", [
+        { path: "/conversation" },
+      ]);
+    const items = await store?.conversation(conversation, request);
+    if (!items)
+      throw withParam(notFound(`Conversation with id '${conversation}' not found.`), "/conversation");
+    history.push(...items);
+  }
   if (body.previous_response_id !== undefined) {
-    const history = await store?.history(body.previous_response_id, request);
-    if (!history)
+    const chain = await store?.history(body.previous_response_id, request);
+    if (!chain)
       throw withParam(
         notFound(`Previous response with id '${body.previous_response_id}' not found.`),
         "/previous_response_id",
       );
-    items.push(...history);
+    history.push(...chain);
   }
+  const items: ResponseItem[] = [];
   for (const [index, item] of given.entries()) {
     if (item.type !== "item_reference") {
       items.push(item);
@@ -310,7 +336,7 @@ async function resolveInput(
     if (!found) throw withParam(notFound(`Item with id '${String(item.id)}' not found.`), `/input/${index}`);
     items.push(found);
   }
-  return items;
+  return { history, own: items };
 }
 
 function withParam<T extends { details: unknown[] }>(error: T, path: string): T {
@@ -322,20 +348,21 @@ export interface ResponsesDecoding {
   decoded: DecodedRequest;
   ignored: string[];
   names: ToolNames;
-  /** The input items the answer answers (references and history resolved), for the store. */
+  /** The request's own input items (references resolved, history apart), for the store. */
   input: ResponseItem[];
 }
 
-/** A request as a DecodedRequest, its input already resolved (`resolveInput`). */
+/** A request as a DecodedRequest, its input and history already resolved (`resolveInput`). */
 export function decodeResponses(
   body: PromptBody & Partial<ResponsesBody>,
   input: ResponseItem[],
+  history: ResponseItem[] = [],
 ): ResponsesDecoding {
   const ignored: string[] = [];
   const { tools, names } = decodeTools(body, ignored);
   const messages: ChatMessage[] = [];
   if (body.instructions) messages.push({ role: "system", content: body.instructions });
-  messages.push(...decodeItems(input, ignored));
+  messages.push(...decodeItems([...history, ...input], ignored));
   const format = body.text?.format;
   const effort = effortOf(body.reasoning?.effort);
   const sampling = decodeSampling(body);
@@ -456,6 +483,7 @@ function responseShape(
     output,
     parallel_tool_calls: body.parallel_tool_calls ?? true,
     previous_response_id: body.previous_response_id ?? null,
+    conversation: conversationIdOf(body) === undefined ? null : { id: conversationIdOf(body) },
     prompt_cache_key: body.prompt_cache_key ?? null,
     reasoning: { effort: body.reasoning?.effort ?? null, summary: body.reasoning?.summary ?? null },
     safety_identifier: body.safety_identifier ?? null,
@@ -697,8 +725,8 @@ async function prepare(
   limits: ValidationLimits,
   store: ResponsesStore | undefined,
 ) {
-  const input = await resolveInput(body, store, request);
-  const decoding = decodeResponses(body, input);
+  const { history, own } = await resolveInput(body, store, request);
+  const decoding = decodeResponses(body, own, history);
   const validated = validateRequest(decoding.decoded, profile, limits);
   noteIgnored(request, reply, decoding.ignored);
   noteUnenforced(reply, validated.unenforced);
@@ -733,9 +761,11 @@ export function registerResponses(
         validated.request.temperature,
         stored,
       );
-      const save = (response: ResponseItem) => {
-        if (stored)
-          store.save(response, decoding.input, request).catch((error: unknown) => {
+      // A conversation gets the input and output even with store: false (the response is not kept).
+      // A whole response is answered once kept; a stream's last event goes out as its save starts.
+      const save = async (response: ResponseItem) => {
+        if (stored || (store !== undefined && conversationIdOf(body) !== undefined))
+          await store.save(response, decoding.input, request).catch((error: unknown) => {
             request.log.error({ err: error }, "could not store the response");
           });
       };
@@ -745,14 +775,14 @@ export function registerResponses(
         model: target,
         validated: { ...validated, n: 1 },
         stream: body.stream === true,
-        encoder: () => new ResponsesEncoder(responseOf, decoding.names, save),
-        whole: ([result]) => {
+        encoder: () => new ResponsesEncoder(responseOf, decoding.names, (response) => void save(response)),
+        whole: async ([result]) => {
           const response = responseOf(statusOf(result!.finishReason), outputItems(result!, decoding.names), {
             promptTokens: result!.promptTokens,
             completionTokens: result!.tokensGenerated,
             cachedTokens: result!.cachedTokens ?? 0,
           });
-          save(response);
+          await save(response);
           return response;
         },
       });
