@@ -73,6 +73,7 @@ export async function buildTextgenApp({ config, generator }: TextgenAppDeps) {
       ((entry.roles ?? ["generate"]).includes("generate")
         ? config.textgen.llamaContextSize
         : config.models.embeddingContextSize),
+    kvCacheTypeOf: (entry) => entry.settings.kvCacheType ?? config.textgen.kvCacheType,
     maxLoaded: config.models.modelsMaxLoaded,
     memoryBudget: config.models.modelsMemoryBudget,
     defaultKeepAliveMs: config.models.modelKeepAliveMs,

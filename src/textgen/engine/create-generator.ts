@@ -2,6 +2,7 @@
 import type { Config } from "../../core/config.js";
 import type { Generator } from "./generator.js";
 import { LlamaGenerator } from "./llama-generator.js";
+import { engineOptions } from "./model-backends.js";
 import { OpenAIUpstreamGenerator } from "./openai-upstream.js";
 
 export function createGenerator(config: Config): Generator {
@@ -23,21 +24,6 @@ export function createGenerator(config: Config): Generator {
     binary: config.textgen.llamaBinary,
     flashAttention: config.textgen.llamaFlashAttention,
     log: (line) => process.stderr.write(`lectern: ${line}\n`),
-    grammarBudget: {
-      maxBytes: config.limits.grammarMaxBytes,
-      maxRules: config.limits.grammarMaxRules,
-      maxExpansion: config.limits.grammarMaxExpansion,
-      maxAlternatives: 1024,
-      maxNesting: config.limits.grammarMaxNesting,
-      maxRepetition: 1000,
-      maxStacks: config.limits.grammarMaxStacks,
-    },
-    schemaBudget: {
-      maxDepth: config.limits.schemaMaxDepth,
-      maxProperties: config.limits.schemaMaxProperties,
-      maxEnum: config.limits.schemaMaxEnum,
-      maxEnumBytes: config.limits.schemaMaxEnumBytes,
-      maxAlternatives: config.limits.schemaMaxAlternatives,
-    },
+    ...engineOptions(config),
   });
 }

@@ -160,9 +160,18 @@ function summarize(info: GgufFileInfo, fileBytes: number): GgufSummary {
   };
 }
 
-/** Memory a loaded model takes, estimated: its weights plus an F16 KV cache of `contextTokens`. */
-export function estimateModelBytes(summary: GgufSummary, contextTokens: number): number {
+/** Bytes one KV cache value takes per type: f16, and llama.cpp's 32-value blocks of q8_0 and q4_0. */
+export const KV_BYTES_PER_VALUE = { f16: 2, q8_0: 34 / 32, q4_0: 18 / 32 } as const;
+
+/** Memory a loaded model takes, estimated: its weights plus a KV cache of `contextTokens` (F16 by default). */
+export function estimateModelBytes(
+  summary: GgufSummary,
+  contextTokens: number,
+  kvCacheType: keyof typeof KV_BYTES_PER_VALUE = "f16",
+): number {
   const tokens =
     summary.trainContextSize > 0 ? Math.min(contextTokens, summary.trainContextSize) : contextTokens;
-  return summary.fileBytes + summary.layers * tokens * summary.kvValuesPerToken * 2;
+  return Math.round(
+    summary.fileBytes + summary.layers * tokens * summary.kvValuesPerToken * KV_BYTES_PER_VALUE[kvCacheType],
+  );
 }

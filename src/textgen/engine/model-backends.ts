@@ -8,9 +8,61 @@ import type { Generator } from "./generator.js";
 import type { GgufSummary } from "./gguf-check.js";
 import { LlamaGenerator } from "./llama-generator.js";
 import type { ModelBackend } from "./model-registry.js";
-import type { ModelEntry } from "./presets.js";
+import { modelIdOf, type ModelEntry } from "./presets.js";
 import { LlamaRanker, type Ranker } from "./rerank.js";
 import { Scheduler } from "./scheduler.js";
+import type { LlamaGeneratorOptions } from "./llama-generator.js";
+
+/**
+ * The generator settings that come from the configuration and a model's preset alike: budgets,
+ * KV cache type, RAM prefix cache, speculation (DRAFT_MODEL_PATH is the default model's), LoRA.
+ * `entry` absent: the default model as MODEL_PATH names it.
+ */
+export function engineOptions(
+  config: Config,
+  entry?: ModelEntry,
+): Pick<
+  LlamaGeneratorOptions,
+  | "grammarBudget"
+  | "schemaBudget"
+  | "grammarMaxTokenMs"
+  | "kvCacheType"
+  | "promptCacheRamBytes"
+  | "speculation"
+  | "lora"
+> {
+  const { textgen, limits } = config;
+  const isDefault =
+    !entry || entry.reference === textgen.modelPath || entry.id === modelIdOf(textgen.modelPath);
+  const draft = entry?.settings.draft ?? (isDefault ? (textgen.draftModelPath ?? undefined) : undefined);
+  return {
+    grammarBudget: {
+      maxBytes: limits.grammarMaxBytes,
+      maxRules: limits.grammarMaxRules,
+      maxExpansion: limits.grammarMaxExpansion,
+      maxAlternatives: 1024,
+      maxNesting: limits.grammarMaxNesting,
+      maxRepetition: 1000,
+      maxStacks: limits.grammarMaxStacks,
+    },
+    schemaBudget: {
+      maxDepth: limits.schemaMaxDepth,
+      maxProperties: limits.schemaMaxProperties,
+      maxEnum: limits.schemaMaxEnum,
+      maxEnumBytes: limits.schemaMaxEnumBytes,
+      maxAlternatives: limits.schemaMaxAlternatives,
+    },
+    grammarMaxTokenMs: limits.grammarMaxTokenMs,
+    kvCacheType: entry?.settings.kvCacheType ?? textgen.kvCacheType,
+    promptCacheRamBytes: textgen.promptCacheRamBytes,
+    speculation: {
+      mode: entry?.settings.speculative ?? textgen.speculative,
+      draftModelPath: draft,
+      maxTokens: entry?.settings.speculativeMaxTokens ?? textgen.speculativeMaxTokens,
+    },
+    lora: entry?.settings.lora,
+  };
+}
 
 export interface ServingBackend extends ModelBackend {
   scheduler: Scheduler;
@@ -98,6 +150,7 @@ export async function loadBackend(
       gpu,
       binary: config.textgen.llamaBinary,
       flashAttention: config.textgen.llamaFlashAttention,
+      ...engineOptions(config, entry),
     });
   await (generator as Partial<LlamaGenerator>).ready?.();
   const status = generator.status();

@@ -26,10 +26,25 @@ import {
   type ModelRegistry,
 } from "./model-registry.js";
 import type { RankResult } from "./rerank.js";
+import type { LoraSelection } from "./presets.js";
+import type { Priority } from "./scheduler.js";
 
 export interface RunHooks {
   /** Called when generation is about to start (a sequence is held). */
   onStart?: () => void;
+  /**
+   * "batch" for a line of a batch: admitted after interactive requests, and preempted by them (the
+   * run then rejects with scheduler.ts's PreemptedError: submit the line again). Default interactive.
+   */
+  priority?: Priority;
+}
+
+/** One LoRA adapter of a model, as llama.cpp's server lists it in GET /lora-adapters. */
+export interface LoraAdapterInfo {
+  id: number;
+  path: string;
+  /** The scale requests get when they name no adapters (0: loaded, not applied). */
+  scale: number;
 }
 
 /** A request's model: everything a route needs from it. Each call holds the model while it runs. */
@@ -167,7 +182,17 @@ export class TextgenService {
         throw badRequest(`keep_alive: ${(error as Error).message}`, [{ path: "/keep_alive" }]);
       }
     }
-    return this.handle(id, keepAliveMs);
+    // A LoRA alias (a preset's `base` section) serves its base model with its adapters.
+    return this.handle(id, keepAliveMs, name === undefined ? undefined : this.models.loraOf(name));
+  }
+
+  /**
+   * The adapters of the model `name` means (the default model without a name), for GET
+   * /lora-adapters and model lists; a 404 for an unknown name.
+   */
+  loraAdapters(name?: string): LoraAdapterInfo[] {
+    const id = this.pickModel(name, "generate");
+    return this.models.get(id)?.adapters ?? [];
   }
 
   /** The default model for a role: MODEL_PATH for generation, EMBEDDING_MODEL_PATH for embeddings. */
@@ -200,7 +225,7 @@ export class TextgenService {
     return generator?.modelName ?? backend?.embedder?.modelName() ?? id;
   }
 
-  private handle(id: string, keepAliveMs: number | undefined): ServedModel {
+  private handle(id: string, keepAliveMs: number | undefined, lora: LoraSelection | undefined): ServedModel {
     const models = this.models;
     const nameOf = (model: string) => this.nameOf(model);
     const withModel = async <T>(
@@ -220,7 +245,9 @@ export class TextgenService {
         return nameOf(id);
       },
       run: (request, signal, hooks = {}) =>
-        withModel("generate", (backend) => this.generate(id, backend, request, signal, hooks)),
+        withModel("generate", (backend) =>
+          this.generate(id, backend, lora && !request.lora ? { ...request, lora } : request, signal, hooks),
+        ),
       embed: (inputs, signal) =>
         withModel("embed", (backend) =>
           backend.scheduler.run(signal, () => backend.embedder!.embed(inputs, signal)),
@@ -229,7 +256,10 @@ export class TextgenService {
         withModel("rerank", (backend) =>
           backend.scheduler.run(signal, (runSignal) => backend.ranker!.rank(query, documents, runSignal)),
         ),
-      countTokens: (request) => withModel("generate", (backend) => backend.generator!.validate(request)),
+      countTokens: (request) =>
+        withModel("generate", (backend) =>
+          backend.generator!.validate(lora && !request.lora ? { ...request, lora } : request),
+        ),
       preload: async () => {
         if (keepAliveMs === 0) {
           await models.unload(id);
@@ -258,24 +288,30 @@ export class TextgenService {
     hooks: RunHooks,
   ): Promise<CompletionResult> {
     await generator!.validate(request);
-    return scheduler.run(clientSignal, async (signal) => {
-      hooks.onStart?.();
-      const started = performance.now();
-      const result = await generator!.generate({
-        ...request,
-        signal,
-        onTokens: (count) => {
-          this.tokens.inc({ model }, count);
-          request.onTokens?.(count);
-        },
-      });
-      const seconds = (performance.now() - started) / 1000;
-      this.duration.observe({ model }, seconds);
-      if (result.tokensGenerated > 0 && seconds > 0)
-        this.tokensPerSecond.set({ model }, result.tokensGenerated / seconds);
-      this.generations.inc({ finish_reason: result.finishReason, model });
-      return result;
-    });
+    const priority = hooks.priority ?? request.priority ?? "interactive";
+    return scheduler.run(
+      clientSignal,
+      async (signal) => {
+        hooks.onStart?.();
+        const started = performance.now();
+        const result = await generator!.generate({
+          ...request,
+          priority,
+          signal,
+          onTokens: (count) => {
+            this.tokens.inc({ model }, count);
+            request.onTokens?.(count);
+          },
+        });
+        const seconds = (performance.now() - started) / 1000;
+        this.duration.observe({ model }, seconds);
+        if (result.tokensGenerated > 0 && seconds > 0)
+          this.tokensPerSecond.set({ model }, result.tokensGenerated / seconds);
+        this.generations.inc({ finish_reason: result.finishReason, model });
+        return result;
+      },
+      { priority },
+    );
   }
 
   /** Generation on the default model (routes without a `model` field). */
