@@ -313,6 +313,13 @@ export class LlamaGenerator implements Generator {
       throw new Error(
         `LLAMA_KV_CACHE_TYPE=${this.options.kvCacheType} needs flash attention (llama.cpp quantizes the V cache only with it): unset LLAMA_FLASH_ATTENTION=off`,
       );
+    const kvType = this.options.kvCacheType ?? "f16";
+    const head = headSizeOf(model);
+    // llama.cpp quantizes the cache in blocks of 32 values along each head (q8_0, q4_0).
+    if (kvType !== "f16" && head !== undefined && head % 32 !== 0)
+      throw new Error(
+        `LLAMA_KV_CACHE_TYPE=${kvType} needs attention heads of a multiple of 32 values; this model's have ${head}: use f16`,
+      );
     const speculation = resolveSpeculation(this.options.speculation);
     const bytes = this.options.promptCacheRamBytes ?? 0;
     return {
@@ -754,6 +761,19 @@ function reasoningMarkersOf(wrapper: ChatWrapper, model: LlamaModel): ReasoningM
   if (typeof template === "string" && template.includes("<think>") && template.includes("</think>"))
     return { open: "<think>", close: "</think>" };
   return undefined;
+}
+
+/** Values per attention head (keys), from the GGUF metadata. */
+function headSizeOf(model: LlamaModel): number | undefined {
+  const metadata = model.fileInfo.metadata as Record<string, unknown> & {
+    general?: { architecture?: string };
+  };
+  const fields = metadata[metadata.general?.architecture ?? ""] as
+    { embedding_length?: number; attention?: { head_count?: number; key_length?: number } } | undefined;
+  const heads = Number(fields?.attention?.head_count ?? 0);
+  const size =
+    fields?.attention?.key_length ?? (heads > 0 ? Number(fields?.embedding_length ?? 0) / heads : 0);
+  return size > 0 ? size : undefined;
 }
 
 /** Tokens in the model's vocabulary, from its GGUF metadata (node-llama-cpp has no accessor). */
