@@ -12,7 +12,7 @@
  * `PREEMPTED`), the batcher drops its sequence at the next step, and the interactive job takes the
  * sequence then. So an interactive request never waits behind a batch line for more than one decode
  * step. The preempted job's `run` rejects with PreemptedError; whoever runs the batch submits the line
- * again later (its prompt's cells usually survive in the sequence, so little work is lost).
+ * again later (its cells may survive, in a sequence or the RAM prefix cache, to be reused).
  */
 import { busy, DomainError } from "../../core/errors.js";
 
