@@ -34,6 +34,8 @@ export class GrammarChecker {
   private nextId = 0;
   private readonly pending = new Map<number, (outcome: Outcome) => void>();
   private readonly cache = new Map<string, Outcome>();
+  /** Checks on the worker now, by grammar: the same grammar sent by several clients at once is checked once. */
+  private readonly inFlight = new Map<string, Promise<Outcome>>();
 
   /**
    * Resolves with the stacks seen and the parsed grammar; throws GrammarBudgetError, or Error for a
@@ -43,7 +45,12 @@ export class GrammarChecker {
     const key = `${JSON.stringify(budget)}\n${grammar}`;
     let outcome = this.cache.get(key);
     if (outcome === undefined || ("stacks" in outcome && outcome.compiled === undefined)) {
-      outcome = await this.ask(grammar, budget);
+      let asking = this.inFlight.get(key);
+      if (!asking) {
+        asking = this.ask(grammar, budget).finally(() => this.inFlight.delete(key));
+        this.inFlight.set(key, asking);
+      }
+      outcome = await asking;
       if (this.cache.size >= CACHE_SIZE) this.cache.delete(this.cache.keys().next().value!);
     } else this.cache.delete(key);
     if ("error" in outcome) {
