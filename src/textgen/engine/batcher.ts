@@ -154,6 +154,8 @@ interface Sampled {
 }
 
 const REPEAT_PENALTY_LAST_TOKENS = 64;
+/** Guesses per sequence and step at most (llama.cpp's --draft-max). */
+const DEFAULT_MAX_DRAFT = 16;
 /** A free sequence about to lose this many cells or more is copied to the RAM prefix cache first. */
 const SAVE_MIN_LOST_TOKENS = 256;
 /** A RAM entry is restored rather than the sequence's own cells kept when it holds this many more. */
@@ -181,6 +183,11 @@ interface Running {
   savePoints: number[];
   ngram?: NgramIndex;
   draft: { proposed: number; accepted: number };
+  /**
+   * Guesses asked for next step: halved down to one while the model disagrees, doubled back up to the
+   * batcher's maximum while it agrees, so a confident but wrong draft costs one guess a step, not 16.
+   */
+  draftLimit: number;
   logprobs?: TokenLogprob[];
   resolve(result: BatchResult): void;
   reject(error: unknown): void;
@@ -376,7 +383,7 @@ export class ContinuousBatcher {
     for (const sequence of candidates) {
       // Never guess past the answer's length: the last token of it needs no follower.
       const left = sequence.job.maxTokens - sequence.generated.length - 1;
-      const max = Math.min(this.options.maxDraftTokens ?? 16, share, left);
+      const max = Math.min(sequence.draftLimit, share, left);
       if (max <= 0) continue;
       requests.push({
         sequenceId: sequence.slot.sequenceId,
@@ -560,6 +567,11 @@ export class ContinuousBatcher {
     while (accepted < compared && sampled[accepted]!.token === drafts[accepted]) accepted++;
     sequence.draft.proposed += compared;
     sequence.draft.accepted += accepted;
+    const maxDraft = this.options.maxDraftTokens ?? DEFAULT_MAX_DRAFT;
+    sequence.draftLimit =
+      accepted === drafts.length
+        ? Math.min(maxDraft, sequence.draftLimit * 2)
+        : Math.max(1, Math.min(accepted + 1, Math.floor(sequence.draftLimit / 2)));
     const kept = taken - 1;
     const excess = drafts.length - kept;
     if (excess <= 0) return;
@@ -627,6 +639,7 @@ export class ContinuousBatcher {
           .filter((point) => point > reused && point < job.promptTokens.length)
           .sort((a, b) => a - b),
         draft: { proposed: 0, accepted: 0 },
+        draftLimit: this.options.maxDraftTokens ?? DEFAULT_MAX_DRAFT,
         logprobs: job.logprobs === undefined ? undefined : [],
         resolve,
         reject,
