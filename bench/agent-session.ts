@@ -178,6 +178,8 @@ for (let round = 0; round < ROUNDS; round++) {
     const server = await subject.start();
     console.log(`${subject.name}: ${server.described} (round ${round + 1}/${ROUNDS})`);
     try {
+      // Warm-up: first-call costs stay out of the figures (its short prompt shares nothing).
+      await server.complete({ prompt: "Warm up.", maxTokens: 4, temperature: 0 });
       (runs[subject.name] ??= []).push(await runSessions(server));
     } finally {
       await server.close();
