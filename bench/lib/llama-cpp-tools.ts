@@ -40,6 +40,18 @@ export const QWEN_0_5B_SHAPE: SyntheticShape = {
   kvHeads: 2,
 };
 
+/** A few MB of weights: for checking that a benchmark runs, not for its figures. */
+export const SMALL_SHAPE: SyntheticShape = {
+  embedding: 256,
+  feedForward: 704,
+  layers: 4,
+  heads: 4,
+  kvHeads: 2,
+};
+
+/** The models' folder of the cache (synthetic models the benchmarks make). */
+export const cachedModelsDir = modelsDir;
+
 /** Qwen2.5-1.5B's shape. */
 export const QWEN_1_5B_SHAPE: SyntheticShape = {
   embedding: 1536,
@@ -140,8 +152,14 @@ export async function quantizedSyntheticModel(
   tokenizerModel: string,
   shape: SyntheticShape,
   log: (line: string) => void = console.log,
+  /** Tokens the model says it was trained on (the synthetic default is 2,048): what a context may hold. */
+  contextLength?: number,
 ): Promise<string> {
-  const options = { dir: modelsDir, plainByteTokens: true };
+  const options = {
+    dir: modelsDir,
+    plainByteTokens: true,
+    ...(contextLength !== undefined && { metadata: { "llama.context_length": contextLength } }),
+  };
   const f32Name = syntheticModelName(shape, options);
   const file = path.join(modelsDir, f32Name.replace(/\.gguf$/, "-Q4_K_M.gguf"));
   if (existsSync(file)) return file;
@@ -154,4 +172,38 @@ export async function quantizedSyntheticModel(
   renameSync(partial, file);
   rmSync(f32);
   return file;
+}
+
+/** `f32` quantised to `type` by llama-quantize, once, next to it (`…-<type>.gguf`). */
+export async function quantizeFile(tools: LlamaTools, f32: string, type = "Q4_K_M"): Promise<string> {
+  const file = f32.replace(/\.gguf$/, `-${type}.gguf`);
+  if (existsSync(file)) return file;
+  const partial = `${file}.partial`;
+  await run(
+    tools.quantize,
+    [f32, partial, type],
+    path.dirname(f32),
+    path.join(llamaCacheDir, "quantize.log"),
+  );
+  renameSync(partial, file);
+  return file;
+}
+
+/**
+ * The model a benchmark runs: Q4_K_M of `shape` (llama-quantize, so `tools` are needed), or for the
+ * small shape an F32 file (a run that only checks the script needs no llama.cpp tools).
+ */
+export async function benchSyntheticModel(
+  tools: LlamaTools | undefined,
+  tokenizerModel: string,
+  shape: SyntheticShape,
+  contextLength: number,
+): Promise<string> {
+  if (shape === SMALL_SHAPE || !tools)
+    return syntheticModel(tokenizerModel, shape, {
+      dir: modelsDir,
+      plainByteTokens: true,
+      metadata: { "llama.context_length": contextLength },
+    });
+  return quantizedSyntheticModel(tools, tokenizerModel, shape, console.log, contextLength);
 }

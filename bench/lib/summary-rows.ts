@@ -418,7 +418,15 @@ const rowsByKind: ReadonlyArray<[prefix: string, rows: (details: Json) => Result
   ["models", modelsRows],
   ["vectors", vectorsRows],
   ["hybrid", hybridRows],
+  ["agent-session", precomputedRows],
+  ["speculative", precomputedRows],
+  ["kv-types", precomputedRows],
 ];
+
+/** Benchmarks that write their rows themselves, in `details.summary_rows` (agent-session.ts, …). */
+function precomputedRows(details: Json): ResultRow[] {
+  return Array.isArray(details.summary_rows) ? (details.summary_rows as ResultRow[]) : [];
+}
 
 /** bench/models.ts: RSS over load/unload cycles, and cold start to first token against llama-server's router. */
 function modelsRows(details: Json): ResultRow[] {

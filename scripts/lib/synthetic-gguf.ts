@@ -3,8 +3,10 @@
  * It generates nonsense, but at the speed of a model of that size: a stand-in for a real model when
  * the question is how decode speed scales (batching across sequences, per-token overhead), and no
  * larger model can be downloaded. With `chain`, the weights are crafted instead so that the model
- * writes one given text after any prompt (see `SyntheticOptions.chain`). No dependencies: GGUF v3 is
- * a header, key/value metadata, tensor descriptions and aligned tensor data.
+ * writes one given text after any prompt (see `SyntheticOptions.chain`). `syntheticLora` writes a LoRA
+ * adapter for such a model, and `SyntheticOptions.mergeLora` the same model with that adapter applied
+ * to its weights by hand (what the adapter must do at run time). No dependencies: GGUF v3 is a header,
+ * key/value metadata, tensor descriptions and aligned tensor data.
  */
 import { closeSync, existsSync, mkdirSync, openSync, renameSync, writeSync } from "node:fs";
 import os from "node:os";
@@ -144,6 +146,22 @@ export interface SyntheticOptions {
    * repeats), there must be fewer of them than `embedding`, and a prompt must not end in one of them.
    */
   chain?: string;
+  /**
+   * The chain's logit weight (default CHAIN_LOGIT_WEIGHT, about 40 for a 64-wide model): a small one
+   * makes a "soft" chain, whose next chain token is only the most probable one (sampling tests).
+   */
+  chainWeight?: number;
+  /** The weights with `adapter` applied at `scale` by hand: W + scale·alpha/rank·(B·A). */
+  mergeLora?: { adapter: SyntheticLoraSpec; scale: number };
+}
+
+/** A LoRA adapter of random factors (seeded) for some of the model's matrices. */
+export interface SyntheticLoraSpec {
+  rank: number;
+  alpha: number;
+  seed: number;
+  /** Base tensors it adapts (default: the output matrix). */
+  tensors?: string[];
 }
 
 /** The logit of the next chain token is this times sqrt(embedding) (the RMS norm's scale), others 0. */
@@ -155,9 +173,16 @@ export function syntheticModelName(shape: SyntheticShape, options: SyntheticOpti
   if (options.tag) suffix += `-${options.tag}`;
   if (options.rankHead) suffix += options.rankHead.swapped ? "-rank-swapped" : "-rank";
   if (options.chain !== undefined) suffix += "-chain";
-  if (options.chatTemplate !== undefined || options.metadata !== undefined || options.chain !== undefined) {
+  if (options.mergeLora) suffix += "-merged";
+  if (
+    options.chatTemplate !== undefined ||
+    options.metadata !== undefined ||
+    options.chain !== undefined ||
+    options.mergeLora !== undefined
+  ) {
     const variant: unknown[] = [options.chatTemplate ?? null, options.metadata ?? null];
-    if (options.chain !== undefined) variant.push(options.chain);
+    if (options.chain !== undefined) variant.push(options.chain, options.chainWeight ?? null);
+    if (options.mergeLora) variant.push(options.mergeLora);
     suffix += `-${variantHash(JSON.stringify(variant))}`;
   }
   return `synthetic-llama-e${shape.embedding}-f${shape.feedForward}-l${shape.layers}-h${shape.heads}-kv${shape.kvHeads}${suffix}.gguf`;
@@ -198,7 +223,12 @@ export async function syntheticModel(
   const chain =
     options.chain === undefined
       ? undefined
-      : craftChain(await chainTokens(tokenizerModel, options.chain), tokenizer, shape.embedding);
+      : craftChain(
+          await chainTokens(tokenizerModel, options.chain),
+          tokenizer,
+          shape.embedding,
+          options.chainWeight ?? CHAIN_LOGIT_WEIGHT,
+        );
   const { embedding: e, feedForward: ff, layers, heads, kvHeads } = shape;
   const headDim = e / heads;
   const kvDim = kvHeads * headDim;
@@ -317,8 +347,13 @@ export async function syntheticModel(
     seed ^= seed << 5;
     return (seed >>> 0) / 4294967296;
   };
+  const merged = options.mergeLora;
   tensors.forEach(([tensorName, dims, norm], index) => {
     const count = sizes[index]! / 4;
+    const delta =
+      merged && (merged.adapter.tensors ?? ["output.weight"]).includes(tensorName)
+        ? loraDelta(merged.adapter, dims[0]!, dims[1]!, merged.scale)
+        : undefined;
     if (chain) {
       // Crafted: norms one, the embedding and output matrices the chain's, every other matrix zero.
       const crafted =
@@ -328,6 +363,7 @@ export async function syntheticModel(
             ? chain.output
             : null;
       const values = crafted ?? new Float32Array(count).fill(norm ? 1 : 0);
+      if (delta) for (let i = 0; i < count; i++) values[i]! += delta(i);
       writeSync(fd, new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
       const padding = (ALIGNMENT - (sizes[index]! % ALIGNMENT)) % ALIGNMENT;
       if (padding > 0) writeSync(fd, Buffer.alloc(padding));
@@ -339,6 +375,7 @@ export async function syntheticModel(
     for (let done = 0; done < count; done += block.length) {
       const n = Math.min(block.length, count - done);
       for (let i = 0; i < n; i++) block[i] = norm ? 1 : (random() * 2 - 1) * scale;
+      if (delta) for (let i = 0; i < n; i++) block[i]! += delta(done + i);
       // The head is small (2 rows): one block, its rows exchanged for the swapped variant.
       if (tensorName === RANK_HEAD && options.rankHead?.swapped) {
         const first = block.slice(0, fanIn);
@@ -371,6 +408,7 @@ function craftChain(
   tokens: number[],
   tokenizer: { tokens: string[]; eos_token_id: number },
   embedding: number,
+  weight: number,
 ): { embedding: Float32Array; output: Float32Array } {
   const vocab = tokenizer.tokens.length;
   if (tokens.length + 1 > embedding)
@@ -389,8 +427,115 @@ function craftChain(
     embeddings[token * embedding] = 0;
     embeddings[token * embedding + i + 1] = 1;
     // The row of token i reads the dimension of its predecessor (dimension 0 for the first).
-    output[token * embedding + i] = CHAIN_LOGIT_WEIGHT;
+    output[token * embedding + i] = weight;
   });
-  output[tokenizer.eos_token_id * embedding + tokens.length] = CHAIN_LOGIT_WEIGHT;
+  output[tokenizer.eos_token_id * embedding + tokens.length] = weight;
   return { embedding: embeddings, output };
+}
+
+/**
+ * The adapter's factors for a base matrix of `nIn` × `nOut` (ggml order: `nIn` fastest): A is
+ * `nIn` × rank and B rank × `nOut`, as llama.cpp reads `<tensor>.lora_a` / `.lora_b`.
+ */
+function loraFactors(
+  spec: SyntheticLoraSpec,
+  nIn: number,
+  nOut: number,
+): { a: Float32Array; b: Float32Array } {
+  let seed = spec.seed >>> 0 || 1;
+  const random = () => {
+    seed ^= seed << 13;
+    seed ^= seed >>> 17;
+    seed ^= seed << 5;
+    return (seed >>> 0) / 4294967296;
+  };
+  const a = new Float32Array(nIn * spec.rank);
+  const b = new Float32Array(spec.rank * nOut);
+  for (let i = 0; i < a.length; i++) a[i] = (random() * 2 - 1) / Math.sqrt(nIn);
+  for (let i = 0; i < b.length; i++) b[i] = random() * 2 - 1;
+  return { a, b };
+}
+
+/**
+ * The change the adapter makes to element `i` of the base matrix at `scale` (llama.cpp's
+ * build_lora_mm: W·x + scale·alpha/rank · B·(A·x)), so W'[k, o] = W[k, o] + s·Σr A[k, r]·B[r, o].
+ */
+function loraDelta(spec: SyntheticLoraSpec, nIn: number, nOut: number, scale: number): (i: number) => number {
+  const { a, b } = loraFactors(spec, nIn, nOut);
+  const s = (scale * spec.alpha) / spec.rank;
+  return (i) => {
+    const k = i % nIn;
+    const o = Math.floor(i / nIn);
+    let sum = 0;
+    for (let r = 0; r < spec.rank; r++) sum += a[k + r * nIn]! * b[r + o * spec.rank]!;
+    return s * sum;
+  };
+}
+
+/** A LoRA adapter GGUF for the synthetic model of `shape` (with `tokenizerModel`'s vocabulary). */
+export async function syntheticLora(
+  tokenizerModel: string,
+  shape: SyntheticShape,
+  spec: SyntheticLoraSpec,
+  dir = path.join(os.tmpdir(), "lectern-bench-models"),
+): Promise<string> {
+  const file = path.join(
+    dir,
+    `synthetic-lora-e${shape.embedding}-r${spec.rank}-${variantHash(JSON.stringify(spec))}.gguf`,
+  );
+  if (existsSync(file)) return file;
+  mkdirSync(dir, { recursive: true });
+  const source = await readGgufFileInfo(tokenizerModel);
+  const vocab = (source.metadata.tokenizer?.ggml as unknown as { tokens: string[] }).tokens.length;
+  const e = shape.embedding;
+  const kvDim = shape.kvHeads * (e / shape.heads);
+  const dimsOf = (name: string): [number, number] => {
+    if (name === "output.weight") return [e, vocab];
+    if (/attn_[kv]\.weight$/.test(name)) return [e, kvDim];
+    if (/attn_(q|output)\.weight$/.test(name)) return [e, e];
+    throw new Error(`syntheticLora: no shape known for ${name}`);
+  };
+  const tensors: { name: string; dims: number[]; data: Float32Array }[] = [];
+  for (const name of spec.tensors ?? ["output.weight"]) {
+    const [nIn, nOut] = dimsOf(name);
+    const { a, b } = loraFactors(spec, nIn, nOut);
+    tensors.push({ name: `${name}.lora_a`, dims: [nIn, spec.rank], data: a });
+    tensors.push({ name: `${name}.lora_b`, dims: [spec.rank, nOut], data: b });
+  }
+  const header = new Writer();
+  header.u32(0x46554747);
+  header.u32(3);
+  header.u64(tensors.length);
+  const metadata: Array<[string, MetaValue]> = [
+    ["general.architecture", { type: ValueType.STRING, value: "llama" }],
+    ["general.type", { type: ValueType.STRING, value: "adapter" }],
+    ["adapter.type", { type: ValueType.STRING, value: "lora" }],
+    ["adapter.lora.alpha", { type: ValueType.FLOAT32, value: spec.alpha }],
+  ];
+  header.u64(metadata.length);
+  for (const [key, value] of metadata) {
+    header.string(key);
+    writeValue(header, value);
+  }
+  let offset = 0;
+  for (const tensor of tensors) {
+    header.string(tensor.name);
+    header.u32(tensor.dims.length);
+    for (const d of tensor.dims) header.u64(d);
+    header.u32(0); // GGML_TYPE_F32
+    header.u64(offset);
+    offset += Math.ceil(tensor.data.byteLength / ALIGNMENT) * ALIGNMENT;
+  }
+  header.pad();
+  const partial = `${file}.${process.pid}.partial`;
+  const fd = openSync(partial, "w");
+  writeSync(fd, header.buffer());
+  for (const tensor of tensors) {
+    writeSync(fd, new Uint8Array(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength));
+    const padding = (ALIGNMENT - (tensor.data.byteLength % ALIGNMENT)) % ALIGNMENT;
+    if (padding > 0) writeSync(fd, Buffer.alloc(padding));
+  }
+  closeSync(fd);
+  renameSync(partial, file);
+  return file;
 }

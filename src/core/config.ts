@@ -84,6 +84,17 @@ export interface Config {
     /** Requests waiting for a sequence before new ones get 429. */
     maxQueue: number;
     requestTimeoutMs: number;
+    /**
+     * Engine features of #36 (src/textgen/engine/): the RAM prefix cache's size in bytes (0: off), the
+     * KV cache's type, speculative decoding ("auto": with a draft model when one is named) and the
+     * default model's draft model; presets override each per model.
+     */
+    promptCacheRamBytes: number;
+    kvCacheType: "f16" | "q8_0" | "q4_0";
+    speculative: "auto" | "draft" | "ngram" | "off";
+    draftModelPath: string | null;
+    /** Draft tokens proposed per step at most. */
+    speculativeMaxTokens: number;
   };
   /** Many models (#24): MODELS_DIR, presets, the registry's bounds; embeddings (#15). */
   models: {
@@ -234,6 +245,8 @@ export interface Config {
     grammarMaxExpansion: number;
     grammarMaxNesting: number;
     grammarMaxStacks: number;
+    /** Time one token's grammar-constrained sampling may take, counted while sampling (#35). */
+    grammarMaxTokenMs: number;
     /** Budget of a JSON schema (`response_format`, `json_schema`, tool parameters). */
     schemaMaxDepth: number;
     schemaMaxProperties: number;
@@ -477,6 +490,11 @@ export function loadConfig(env: Env = process.env): Config {
       maxConcurrent,
       maxQueue: integer(env, "MAX_QUEUE", 64, 0, 100_000),
       requestTimeoutMs: integer(env, "REQUEST_TIMEOUT_MS", 120_000, 100, 86_400_000),
+      promptCacheRamBytes: integer(env, "PROMPT_CACHE_RAM_MB", 2048, 0, 1 << 24) * mib,
+      kvCacheType: oneOf(env, "LLAMA_KV_CACHE_TYPE", "f16", ["f16", "q8_0", "q4_0"] as const),
+      speculative: oneOf(env, "SPECULATIVE", "auto", ["auto", "draft", "ngram", "off"] as const),
+      draftModelPath: read(env, "DRAFT_MODEL_PATH") ?? null,
+      speculativeMaxTokens: integer(env, "SPECULATIVE_MAX_TOKENS", 16, 1, 64),
     },
     models: {
       modelsDir: path.resolve(read(env, "MODELS_DIR") ?? "./models"),
@@ -557,6 +575,7 @@ export function loadConfig(env: Env = process.env): Config {
       grammarMaxExpansion: integer(env, "GRAMMAR_MAX_EXPANSION", 200_000, 16, 10_000_000),
       grammarMaxNesting: integer(env, "GRAMMAR_MAX_NESTING", 64, 2, 1000),
       grammarMaxStacks: integer(env, "GRAMMAR_MAX_STACKS", 512, 1, 100_000),
+      grammarMaxTokenMs: integer(env, "GRAMMAR_MAX_TOKEN_MS", 1000, 10, 600_000),
       schemaMaxDepth: integer(env, "SCHEMA_MAX_DEPTH", 32, 1, 1000),
       schemaMaxProperties: integer(env, "SCHEMA_MAX_PROPERTIES", 1000, 1, 1_000_000),
       schemaMaxEnum: integer(env, "SCHEMA_MAX_ENUM", 500, 1, 1_000_000),

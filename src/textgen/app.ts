@@ -72,6 +72,7 @@ export async function buildTextgenApp({ config, generator, ...deps }: TextgenApp
       return loadBackend(config, entry, file, summary, given);
     },
     contextTokensOf: (entry, summary) => contextTokensOf(config, entry, summary),
+    kvCacheTypeOf: (entry) => entry.settings.kvCacheType ?? config.textgen.kvCacheType,
     maxLoaded: config.models.modelsMaxLoaded,
     memoryBudget: config.models.modelsMemoryBudget,
     defaultKeepAliveMs: config.models.modelKeepAliveMs,

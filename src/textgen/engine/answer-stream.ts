@@ -33,6 +33,7 @@ export interface GeneratedTotals {
   tokensGenerated: number;
   cachedTokens: number;
   truncatedTokens: number;
+  draftTokens?: { proposed: number; accepted: number };
   logprobs?: TokenLogprob[];
 }
 
@@ -122,6 +123,7 @@ export class AnswerStream {
       tokensGenerated: totals.tokensGenerated,
       cachedTokens: totals.cachedTokens,
       truncatedTokens: totals.truncatedTokens,
+      draftTokens: totals.draftTokens,
       logprobs: totals.logprobs,
     });
   }

@@ -1,29 +1,45 @@
 /**
  * Continuous batching over one llama.cpp context. Each step is one llama_decode call holding the
- * next token of every generating sequence plus prompt tokens of newly admitted ones (up to the
- * batch size), then one sampling call per sequence that needs a token, all in flight together.
- * A request joins at the next step and leaves the step after it finishes, so a cancelled request
- * stops costing compute within one step.
+ * next token of every generating sequence (with its guessed continuation, when speculating) plus
+ * prompt tokens of newly admitted ones (up to the batch size), then the sampling of every sequence
+ * that needs tokens, all in flight together. A request joins at the next step and leaves the step
+ * after it finishes, so a cancelled request stops costing compute within one step.
  *
  * Prompt cache: a finished sequence's KV cells stay in place, with the tokens they hold. A new
- * request takes the free sequence whose cells share the longest prefix with its prompt (else the
- * least recently used one), drops the cells after that prefix and evaluates only the rest, as
- * llama.cpp's server does with `cache_prompt`.
+ * request takes the free sequence whose cells share the longest prefix with its prompt, or gets the
+ * cells back from the RAM prefix cache (prefix-cache.ts) when an entry there holds more of it; the
+ * cells after the shared prefix are dropped (copied to the RAM cache first when many would be lost)
+ * and only the rest is evaluated, as llama.cpp's server does with `cache_prompt` and `--cache-ram`.
+ * Positions a client asked to keep (cache_control breakpoints) are saved to the RAM cache as the
+ * prompt passes them.
+ *
+ * Speculative decoding: a speculator (speculation.ts) guesses each generating sequence's next tokens;
+ * the step decodes them after the sequence's token, and sampling goes position by position with the
+ * request's own sampler, stopping at the first sampled token that differs from the guess. The answer
+ * is what plain decoding gives; guessed cells past it are dropped.
+ *
+ * LoRA: a step only holds sequences with the same adapters (llama.cpp applies them per context);
+ * requests with different adapters take turns, one step each.
  *
  * Grammars: a job may carry a grammar state; its sampler then only draws tokens the grammar allows
- * (the addon's sampleToken advances the state past each token it draws).
+ * (the addon's sampleToken advances the state past each token it draws), and its guard
+ * (grammar-guard.ts) ends the response when the grammar's cost passes its budget.
  *
  * The scheduler (scheduler.ts) decides how many requests run at once; this class only runs them.
  * It is ours rather than node-llama-cpp's evaluate(): see llama-native.ts for why.
  */
 import type { Token } from "node-llama-cpp";
+import type { GrammarGuard } from "./grammar-guard.js";
 import type {
   NativeContext,
   NativeGrammarState,
+  NativeLora,
   NativeSampler,
   NativeSamplerConfig,
 } from "./llama-native.js";
+import { commonPrefixLength, type PrefixCache, type PrefixMatch } from "./prefix-cache.js";
 import type { ResponseText } from "./response-text.js";
+import { NgramIndex, type DraftRequest, type Speculator } from "./speculation.js";
 
 export type SamplingSettings = Pick<
   NativeSamplerConfig,
@@ -35,6 +51,13 @@ export type SamplingSettings = Pick<
   presencePenalty?: number;
   frequencyPenalty?: number;
 };
+
+/** LoRA adapters and their scales; `key` names the combination (sequences with equal keys share steps). */
+export interface AdapterSet {
+  key: string;
+  adapters: NativeLora[];
+  scales: number[];
+}
 
 export interface BatchJob {
   /** The whole prompt, BOS included where the model wants one. */
@@ -50,12 +73,24 @@ export interface BatchJob {
   onTokens?: (count: number) => void;
   /** Constrains sampling to what the grammar allows (a fresh state per job). */
   grammar?: NativeGrammarState;
+  /** Counts the grammar's cost while sampling; throws to end the job (grammar-guard.ts). */
+  grammarGuard?: GrammarGuard;
   /** Record each token's log probability and this many most probable alternatives (0…20). */
   logprobs?: number;
   /** Called with each generated token's probabilities (when `logprobs` is set), before its text. */
   onLogprob?: (entry: TokenLogprob) => void;
   /** Reuse KV cells of an earlier request that share a prefix with this prompt (default true). */
   reusePrefix?: boolean;
+  /** LoRA adapters applied to this job's decodes; none when absent. */
+  adapters?: AdapterSet;
+  /** Prompt lengths whose state is saved to the RAM prefix cache once evaluated (cache hints). */
+  savePrefixes?: readonly number[];
+  /** A client's cache key (prompt_cache_key): its states are kept ahead of others in the RAM cache. */
+  cacheKey?: string;
+  /** Guess tokens ahead when the batcher has a speculator (default true). */
+  speculate?: boolean;
+  /** Interactive jobs' prompts get batch room before batch lines' (default interactive). */
+  priority?: "interactive" | "batch";
 }
 
 export interface TokenLogprob {
@@ -72,10 +107,12 @@ export interface BatchResult {
   text: string;
   tokensGenerated: number;
   finish: BatchFinish;
-  /** Prompt tokens whose KV cells were reused from an earlier request. */
+  /** Prompt tokens whose KV cells were reused (from the sequence or the RAM prefix cache). */
   cachedTokens: number;
   /** One entry per generated token, when the job asked for `logprobs`. */
   logprobs?: TokenLogprob[];
+  /** Speculative decoding: guessed tokens checked against the model, and those it agreed with. */
+  draft: { proposed: number; accepted: number };
 }
 
 export interface BatcherModel {
@@ -85,23 +122,44 @@ export interface BatcherModel {
   readonly newlineToken: Token | null;
 }
 
+export interface BatcherOptions {
+  /** The RAM prefix cache (shared by a model's contexts), this context's native object and shape. */
+  prefixCache?: { cache: PrefixCache; addonContext: NativeContext; shape: string };
+  /** Guesses tokens ahead for generating sequences. */
+  speculator?: Speculator;
+  /** Guesses per sequence and step at most. */
+  maxDraftTokens?: number;
+}
+
 /** One llama.cpp sequence and the tokens its KV cells hold (kept after a request, for reuse). */
 interface Slot {
   readonly sequenceId: number;
   tokens: Token[];
+  /** Adapters the cells were computed with. */
+  adapterKey: string;
+  /** The cells belong to a request that gave a cache key: saved as hinted when evicted. */
+  hinted: boolean;
   lastUsed: number;
 }
 
-/** What sampling one sequence gave. */
+/** What sampling one position gave. */
 interface Sampled {
   token: Token | -1;
   /** `[token, probability, …]`, most probable first (only when the job wants logprobs). */
   probabilities?: (Token | number)[];
   /** Why sampling failed (token -1). */
   error?: unknown;
+  /** How long the sampling call took (the grammar's cost is most of it under a grammar). */
+  ms: number;
 }
 
 const REPEAT_PENALTY_LAST_TOKENS = 64;
+/** Guesses per sequence and step at most (llama.cpp's --draft-max). */
+const DEFAULT_MAX_DRAFT = 16;
+/** A free sequence about to lose this many cells or more is copied to the RAM prefix cache first. */
+const SAVE_MIN_LOST_TOKENS = 256;
+/** A RAM entry is restored rather than the sequence's own cells kept when it holds this many more. */
+const RESTORE_MIN_GAIN = 64;
 
 interface Running {
   readonly slot: Slot;
@@ -113,36 +171,59 @@ interface Running {
   position: number;
   /** The sampled token that the next step decodes (undefined during the prompt). */
   nextToken: Token | undefined;
-  /** Index of this sequence's logits in the current batch, or -1. */
-  logitIndex: number;
+  /** Indexes of this sequence's logits in the current batch (one per position to sample). */
+  logitIndexes: number[];
+  /** Guesses decoded after `nextToken` this step. */
+  drafts: Token[];
   generated: Token[];
   /** Tokens whose KV cells are (or are being) written, in position order. */
   cells: Token[];
   cachedTokens: number;
+  /** Prompt lengths still to save to the RAM cache, ascending. */
+  savePoints: number[];
+  ngram?: NgramIndex;
+  draft: { proposed: number; accepted: number };
+  /**
+   * Guesses asked for next step: halved down to one while the model disagrees, doubled back up to the
+   * batcher's maximum while it agrees, so a confident but wrong draft costs one guess a step, not 16.
+   */
+  draftLimit: number;
   logprobs?: TokenLogprob[];
   resolve(result: BatchResult): void;
   reject(error: unknown): void;
 }
 
+interface Waiting {
+  job: BatchJob;
+  resolve: Running["resolve"];
+  reject: Running["reject"];
+}
+
 export class ContinuousBatcher {
   private readonly freeSlots: Slot[];
   private useClock = 0;
-  private readonly waiting: { job: BatchJob; resolve: Running["resolve"]; reject: Running["reject"] }[] = [];
-  /** In admission order, which is also the order prompts get batch room. */
+  private readonly waiting: Waiting[] = [];
+  /** In admission order, which is also the order prompts get batch room (interactive first). */
   private readonly running: Running[] = [];
   private looping = false;
   private loopDone: Promise<void> = Promise.resolve();
   private closed = false;
+  /** Adapters of the last decode (what the context applies now), and the group it served. */
+  private appliedAdapters = "";
+  private lastGroup: string | undefined;
 
   constructor(
     private readonly native: NativeContext,
     private readonly model: BatcherModel,
     sequences: number,
     private readonly batchSize: number,
+    private readonly options: BatcherOptions = {},
   ) {
     this.freeSlots = Array.from({ length: sequences }, (_, sequenceId) => ({
       sequenceId,
       tokens: [],
+      adapterKey: "",
+      hinted: false,
       lastUsed: 0,
     }));
   }
@@ -152,11 +233,16 @@ export class ContinuousBatcher {
     return this.running.length + this.waiting.length;
   }
 
-  /** Longest worthwhile prefix of `tokens` held by a free sequence's cells (what a job would reuse). */
-  cachedPrefixLength(tokens: readonly Token[]): number {
+  /**
+   * Longest worthwhile prefix of `tokens` a job would reuse here: held by a free sequence's cells or
+   * restorable from the RAM cache into one.
+   */
+  cachedPrefixLength(tokens: readonly Token[], adapterKey = ""): number {
     let longest = 0;
-    for (const slot of this.freeSlots) longest = Math.max(longest, worthwhilePrefix(slot.tokens, tokens));
-    return longest;
+    for (const slot of this.freeSlots)
+      if (slot.adapterKey === adapterKey) longest = Math.max(longest, worthwhilePrefix(slot.tokens, tokens));
+    const ram = this.ramMatch(tokens, adapterKey);
+    return Math.max(longest, ram?.length ?? 0);
   }
 
   run(job: BatchJob): Promise<BatchResult> {
@@ -172,25 +258,26 @@ export class ContinuousBatcher {
     this.closed = true;
     for (const entry of this.waiting.splice(0)) entry.reject(new Error("the generator is closed"));
     while (this.looping) await this.loopDone;
+    await this.options.speculator?.close();
   }
 
   private async loop(): Promise<void> {
     this.looping = true;
     try {
       let deliveries: (() => void)[] = [];
-      let decoding = this.tryStartStep();
-      while (decoding) {
+      let step = await this.tryStartStep();
+      while (step) {
         // Text pieces of the previous step go out while this step decodes on its worker thread.
         deliver(deliveries);
         deliveries = [];
         try {
-          const inBatch = await decoding;
+          const inBatch = await step.decoding;
           const sampled = await this.sample(inBatch);
           deliveries = this.accept(inBatch, sampled);
         } catch (error) {
           this.failAll(error);
         }
-        decoding = this.tryStartStep();
+        step = await this.tryStartStep();
       }
       deliver(deliveries);
     } finally {
@@ -201,9 +288,9 @@ export class ContinuousBatcher {
   }
 
   /** startStep, with a native failure (bad batch, llama_decode refusing) failing the running requests. */
-  private tryStartStep(): Promise<Running[]> | undefined {
+  private async tryStartStep(): Promise<{ decoding: Promise<Running[]> } | undefined> {
     try {
-      return this.startStep();
+      return await this.startStep();
     } catch (error) {
       this.failAll(error);
       return undefined;
@@ -218,105 +305,230 @@ export class ContinuousBatcher {
     }
   }
 
-  /** Admits waiting jobs, fills a batch and starts decoding it; undefined when there is nothing to do. */
-  private startStep(): Promise<Running[]> | undefined {
-    this.admit();
+  /**
+   * Saves prompt positions that were asked for, admits waiting jobs, guesses ahead, fills a batch and
+   * starts decoding it; undefined when there is nothing to do. Everything before the decode runs while
+   * the context is idle (checkpoints read and write its cells).
+   */
+  private async startStep(): Promise<{ decoding: Promise<Running[]> } | undefined> {
+    await this.saveReachedPrefixes();
+    await this.admit();
     this.dropAborted();
     if (this.running.length === 0) return undefined;
-    // The batch is allocated for this step's tokens only: llama.cpp allocates per-token arrays for
-    // the whole capacity, which cost more than a decode step of a small model at 512.
-    let size = 0;
-    for (const sequence of this.running)
-      size += sequence.nextToken !== undefined ? 1 : sequence.job.promptTokens.length - sequence.promptFed;
-    size = Math.min(size, this.batchSize);
-    this.native.initBatch(size);
-    // What each sequence puts in: [sequence, tokens, whether its last token needs logits].
-    const planned: [Running, Token[], boolean][] = [];
-    let room = size;
-    // Generating sequences first: one token each keeps every stream moving.
-    for (const sequence of this.running) {
-      sequence.logitIndex = -1;
-      if (sequence.nextToken === undefined) continue;
-      planned.push([sequence, [sequence.nextToken], true]);
-      sequence.nextToken = undefined;
-      room--;
-    }
-    // Prompts fill the rest, oldest first, in chunks when longer than the room left.
-    for (const sequence of this.running) {
-      if (room === 0) break;
-      const prompt = sequence.job.promptTokens;
-      if (sequence.promptFed >= prompt.length) continue;
-      const count = Math.min(room, prompt.length - sequence.promptFed);
-      planned.push([
-        sequence,
-        prompt.slice(sequence.promptFed, sequence.promptFed + count),
-        sequence.promptFed + count === prompt.length,
-      ]);
-      sequence.promptFed += count;
-      room -= count;
-    }
+    const members = this.stepGroup();
+    const drafts = await this.propose(members);
+    const planned = this.plan(members, drafts);
+    // Every running sequence has a token or prompt left: an empty plan would stall them for good.
+    if (planned.length === 0) throw new Error("the batcher planned an empty step");
     // In sequence order: llama.cpp decodes a run of consecutive sequence ids, as they come in the
     // batch, as one micro-batch, and starts another at each break in the run (llama_batch_allocr::
     // split_equal, for a KV cache with a stream per sequence). Eight sequences added out of order
     // took three passes over the weights instead of one: 97 ms a step instead of 54 on the
     // 0.5B-shaped model.
     planned.sort(([a], [b]) => a.slot.sequenceId - b.slot.sequenceId);
+    // The batch is allocated for this step's tokens only: llama.cpp allocates per-token arrays for
+    // the whole capacity, which cost more than a decode step of a small model at 512.
+    this.native.initBatch(planned.reduce((sum, [, tokens]) => sum + tokens.length, 0));
     const inBatch: Running[] = [];
-    for (const [sequence, tokens, wantsLogits] of planned) {
+    for (const [sequence, tokens, logits] of planned) {
       const indexes = this.native.addToBatch(
         sequence.slot.sequenceId,
         sequence.position,
         Uint32Array.from(tokens),
-        wantsLogits ? Uint32Array.of(tokens.length - 1) : new Uint32Array(0),
+        Uint32Array.from({ length: logits }, (_, i) => tokens.length - logits + i),
       );
       for (const token of tokens) sequence.cells.push(token);
       sequence.position += tokens.length;
-      if (wantsLogits) {
-        sequence.logitIndex = indexes[0]!;
-        inBatch.push(sequence);
+      sequence.logitIndexes = Array.from(indexes);
+      if (logits > 0) inBatch.push(sequence);
+    }
+    this.applyAdapters(members[0]!.job.adapters);
+    return { decoding: this.native.decodeBatch().then(() => inBatch) };
+  }
+
+  /**
+   * The running sequences this step serves: those with the same adapters (llama.cpp applies adapters
+   * to a whole decode). With several adapter sets running, each set gets a step in turn.
+   */
+  private stepGroup(): Running[] {
+    const keys = [...new Set(this.running.map((sequence) => adapterKeyOf(sequence.job)))];
+    let group = keys[0]!;
+    if (keys.length > 1 && this.lastGroup !== undefined) {
+      const last = keys.indexOf(this.lastGroup);
+      group = keys[(last + 1) % keys.length]!;
+    }
+    this.lastGroup = group;
+    return this.running.filter((sequence) => adapterKeyOf(sequence.job) === group);
+  }
+
+  private applyAdapters(adapters: AdapterSet | undefined): void {
+    const key = adapters?.key ?? "";
+    if (key === this.appliedAdapters) return;
+    this.native.setLoras(adapters?.adapters ?? [], adapters?.scales ?? []);
+    this.appliedAdapters = key;
+  }
+
+  /** Guesses for the generating members (speculation.ts); failures mean no guesses, never a failed step. */
+  private async propose(members: Running[]): Promise<Map<Running, Token[]>> {
+    const drafts = new Map<Running, Token[]>();
+    const speculator = this.options.speculator;
+    if (!speculator) return drafts;
+    const requests: DraftRequest[] = [];
+    const speculating: Running[] = [];
+    // Room in the batch beyond one token per generating sequence, shared by those that speculate.
+    const generating = members.filter((sequence) => sequence.nextToken !== undefined);
+    const candidates = generating.filter((sequence) => sequence.job.speculate !== false);
+    if (candidates.length === 0) return drafts;
+    const share = Math.floor((this.batchSize - generating.length) / candidates.length);
+    for (const sequence of candidates) {
+      // Never guess past the answer's length: the last token of it needs no follower.
+      const left = sequence.job.maxTokens - sequence.generated.length - 1;
+      const max = Math.min(sequence.draftLimit, share, left);
+      if (max <= 0) continue;
+      requests.push({
+        sequenceId: sequence.slot.sequenceId,
+        owner: sequence,
+        cells: sequence.cells,
+        next: sequence.nextToken!,
+        max,
+        ngram: (sequence.ngram ??= new NgramIndex()),
+      });
+      speculating.push(sequence);
+    }
+    if (requests.length === 0) return drafts;
+    const proposed = await speculator.propose(requests).catch(() => requests.map(() => []));
+    speculating.forEach((sequence, i) => drafts.set(sequence, proposed[i]!.slice(0, requests[i]!.max)));
+    return drafts;
+  }
+
+  /**
+   * What each member puts in this step: [sequence, tokens, how many of the last tokens need logits].
+   * Generating sequences first (their token and guesses), then prompts, interactive before batch
+   * lines and oldest first, in chunks when longer than the room left (ending at save points).
+   */
+  private plan(members: Running[], drafts: Map<Running, Token[]>): [Running, Token[], number][] {
+    const planned: [Running, Token[], number][] = [];
+    let room = this.batchSize;
+    for (const sequence of members) {
+      sequence.logitIndexes = [];
+      sequence.drafts = [];
+      if (sequence.nextToken === undefined) continue;
+      const guesses = drafts.get(sequence) ?? [];
+      sequence.drafts = guesses;
+      planned.push([sequence, [sequence.nextToken, ...guesses], guesses.length + 1]);
+      sequence.nextToken = undefined;
+      room -= guesses.length + 1;
+    }
+    const prompts = members
+      .filter((sequence) => sequence.promptFed < sequence.job.promptTokens.length)
+      .sort((a, b) => priorityRank(a.job) - priorityRank(b.job));
+    for (const sequence of prompts) {
+      if (room <= 0) break;
+      const prompt = sequence.job.promptTokens;
+      const end = sequence.savePoints[0] ?? prompt.length;
+      const count = Math.min(room, end - sequence.promptFed);
+      if (count <= 0) continue;
+      const done = sequence.promptFed + count === prompt.length;
+      planned.push([sequence, prompt.slice(sequence.promptFed, sequence.promptFed + count), done ? 1 : 0]);
+      sequence.promptFed += count;
+      room -= count;
+    }
+    return planned;
+  }
+
+  /** Saves sequences whose prompt reached a save point to the RAM cache (their cells are exactly it). */
+  private async saveReachedPrefixes(): Promise<void> {
+    const store = this.options.prefixCache;
+    for (const sequence of this.running) {
+      while (sequence.savePoints.length > 0 && sequence.savePoints[0]! <= sequence.promptFed) {
+        const point = sequence.savePoints.shift()!;
+        if (!store || point !== sequence.promptFed || sequence.cells.length !== point) continue;
+        await store.cache.save({
+          addonContext: store.addonContext,
+          sequenceId: sequence.slot.sequenceId,
+          tokens: sequence.cells,
+          adapterKey: adapterKeyOf(sequence.job),
+          shape: store.shape,
+          hinted: true,
+        });
       }
     }
-    return this.native.decodeBatch().then(() => inBatch);
   }
 
-  private sample(inBatch: Running[]): Promise<Sampled[]> {
-    return Promise.all(
-      inBatch.map((sequence) =>
-        // One sequence's failure (its grammar refusing every token) is its own, not the batch's.
-        this.sampleOne(sequence).catch((error: unknown): Sampled => ({ token: -1, error })),
-      ),
-    );
+  private sample(inBatch: Running[]): Promise<Sampled[][]> {
+    return Promise.all(inBatch.map((sequence) => this.sampleSequence(sequence)));
   }
 
-  private async sampleOne(sequence: Running): Promise<Sampled> {
-    if (hasPenalties(sequence.job.sampling))
-      sequence.sampler.applyConfig(this.samplerConfig(sequence.job, sequence.generated));
+  /**
+   * Samples the sequence's positions in order with its own sampler: the first, then each next one
+   * while the sampled token equals the guess decoded there (speculation). Stops at the end of the
+   * answer (end of generation, max tokens) and at a failure, which is the sequence's own (its grammar
+   * refusing every token), not the batch's.
+   */
+  private async sampleSequence(sequence: Running): Promise<Sampled[]> {
+    const out: Sampled[] = [];
+    for (let i = 0; i < sequence.logitIndexes.length; i++) {
+      const started = performance.now();
+      let sampled: Sampled;
+      try {
+        sampled = await this.sampleOne(sequence, sequence.logitIndexes[i]!, out);
+      } catch (error) {
+        sampled = { token: -1, error, ms: 0 };
+      }
+      sampled.ms = performance.now() - started;
+      out.push(sampled);
+      const { token } = sampled;
+      if (token === -1 || token !== sequence.drafts[i] || this.model.isEogToken(token)) break;
+      if (sequence.generated.length + out.length >= sequence.job.maxTokens) break;
+    }
+    return out;
+  }
+
+  private async sampleOne(
+    sequence: Running,
+    logitIndex: number,
+    pending: readonly Sampled[],
+  ): Promise<Sampled> {
+    if (hasPenalties(sequence.job.sampling)) {
+      const generated = [...sequence.generated, ...pending.map((sampled) => sampled.token as Token)];
+      sequence.sampler.applyConfig(this.samplerConfig(sequence.job, generated));
+    }
     if (sequence.job.logprobs === undefined)
-      return { token: await this.native.sampleToken(sequence.logitIndex, sequence.sampler) };
-    const [token, probabilities] = await this.native.sampleToken(sequence.logitIndex, sequence.sampler, true);
-    return { token, probabilities };
+      return { token: await this.native.sampleToken(logitIndex, sequence.sampler), ms: 0 };
+    const [token, probabilities] = await this.native.sampleToken(logitIndex, sequence.sampler, true);
+    return { token, probabilities, ms: 0 };
   }
 
   /** Books each sampled token; returns the callbacks to run once the next step is decoding. */
-  private accept(inBatch: Running[], sampled: Sampled[]): (() => void)[] {
+  private accept(inBatch: Running[], sampled: Sampled[][]): (() => void)[] {
     const deliveries: (() => void)[] = [];
-    inBatch.forEach((sequence, i) => {
-      const { token, probabilities, error } = sampled[i]!;
-      const { job } = sequence;
-      if (token === -1 && job.grammar) {
+    inBatch.forEach((sequence, i) => this.acceptSequence(sequence, sampled[i]!, deliveries));
+    return deliveries;
+  }
+
+  private acceptSequence(sequence: Running, sampled: Sampled[], deliveries: (() => void)[]): void {
+    const { job } = sequence;
+    let ending: { finish: BatchFinish } | { error: unknown } | undefined;
+    let taken = 0;
+    for (const { token, probabilities, error, ms } of sampled) {
+      taken++;
+      if (token === -1) {
         // The grammar allows no token (llama.cpp then fails to accept one): it is complete and its
         // end was banned (ignore_eos, a bias). The answer is what it has.
-        this.finish(sequence, "stop", deliveries);
-        return;
-      }
-      if (token === -1) {
-        this.remove(sequence, false);
-        sequence.reject(error ?? new Error("llama.cpp could not sample a token"));
-        return;
+        ending = job.grammar
+          ? { finish: "stop" }
+          : { error: error ?? new Error("llama.cpp could not sample a token") };
+        break;
       }
       if (this.model.isEogToken(token)) {
-        this.finish(sequence, "stop", deliveries);
-        return;
+        ending = { finish: "stop" };
+        break;
+      }
+      try {
+        job.grammarGuard?.afterToken(token, ms);
+      } catch (guardError) {
+        ending = { error: guardError };
+        break;
       }
       sequence.generated.push(token);
       const entry =
@@ -328,15 +540,53 @@ export class ContinuousBatcher {
         if (entry) job.onLogprob?.(entry);
         if (piece !== "") job.onText?.(piece);
       });
-      if (job.text.stopped) this.finish(sequence, "stop", deliveries);
-      else if (sequence.generated.length >= job.maxTokens) this.finish(sequence, "length", deliveries);
-      else sequence.nextToken = token;
-    });
-    return deliveries;
+      if (job.text.stopped) ending = { finish: "stop" };
+      else if (sequence.generated.length >= job.maxTokens) ending = { finish: "length" };
+      if (ending) break;
+      sequence.nextToken = token;
+    }
+    this.keepConfirmedCells(sequence, taken, sampled);
+    if (ending === undefined) return;
+    sequence.nextToken = undefined;
+    if ("finish" in ending) this.finish(sequence, ending.finish, deliveries);
+    else {
+      this.remove(sequence, false);
+      sequence.reject(ending.error);
+    }
+  }
+
+  /**
+   * After sampling `taken` positions: the guesses the model agreed with are cells of the answer; the
+   * cells of the others (and of the last sampled token, never decoded yet) are dropped.
+   */
+  private keepConfirmedCells(sequence: Running, taken: number, sampled: Sampled[]): void {
+    const { drafts } = sequence;
+    if (drafts.length === 0) return;
+    const compared = Math.min(taken, drafts.length);
+    let accepted = 0;
+    while (accepted < compared && sampled[accepted]!.token === drafts[accepted]) accepted++;
+    sequence.draft.proposed += compared;
+    sequence.draft.accepted += accepted;
+    const maxDraft = this.options.maxDraftTokens ?? DEFAULT_MAX_DRAFT;
+    sequence.draftLimit =
+      accepted === drafts.length
+        ? Math.min(maxDraft, sequence.draftLimit * 2)
+        : Math.max(1, Math.min(accepted + 1, Math.floor(sequence.draftLimit / 2)));
+    const kept = taken - 1;
+    const excess = drafts.length - kept;
+    if (excess <= 0) return;
+    sequence.cells.length -= excess;
+    sequence.position -= excess;
+    if (!this.native.removeTokenCellsFromSequence(sequence.slot.sequenceId, sequence.position, -1)) {
+      // Unexpected: the sequence cannot go on with wrong cells, and they must not be reused.
+      this.remove(sequence, false);
+      sequence.reject(new Error("llama.cpp could not drop the rejected draft tokens' cells"));
+    }
   }
 
   private finish(sequence: Running, finish: BatchFinish, deliveries: (() => void)[]): void {
     const { job } = sequence;
+    if (!this.running.includes(sequence)) return;
     const rest = job.text.finish();
     this.remove(sequence, true);
     const result: BatchResult = {
@@ -345,6 +595,7 @@ export class ContinuousBatcher {
       finish,
       cachedTokens: sequence.cachedTokens,
       logprobs: sequence.logprobs,
+      draft: sequence.draft,
     };
     deliveries.push(() => {
       if (rest !== "") job.onText?.(rest);
@@ -352,52 +603,104 @@ export class ContinuousBatcher {
     });
   }
 
-  private admit(): void {
-    while (this.waiting.length > 0 && this.freeSlots.length > 0) {
+  private async admit(): Promise<void> {
+    while (this.waiting.length > 0 && this.freeSlots.length > 0 && !this.closed) {
       const { job, resolve, reject } = this.waiting.shift()!;
       if (job.promptTokens.length === 0) {
         reject(new Error("empty prompt"));
         continue;
       }
       let sampler: NativeSampler | undefined;
+      let placed: { slot: Slot; reused: number };
       try {
         sampler = this.model.createSampler();
         sampler.applyConfig(this.samplerConfig(job, []));
+        placed = await this.takeSlot(job);
       } catch (error) {
         // A sampler the addon refused (a bad setting): this request fails, the others go on.
         sampler?.dispose();
         reject(error);
         continue;
       }
-      const { slot, reused } = this.takeSlot(job);
-      const sequence: Running = {
+      const { slot, reused } = placed;
+      this.running.push({
         slot,
         job,
         sampler,
         promptFed: reused,
         position: reused,
         nextToken: undefined,
-        logitIndex: -1,
+        logitIndexes: [],
+        drafts: [],
         generated: [],
         cells: job.promptTokens.slice(0, reused),
         cachedTokens: reused,
+        savePoints: [...new Set(job.savePrefixes ?? [])]
+          .filter((point) => point > reused && point < job.promptTokens.length)
+          .sort((a, b) => a - b),
+        draft: { proposed: 0, accepted: 0 },
+        draftLimit: this.options.maxDraftTokens ?? DEFAULT_MAX_DRAFT,
         logprobs: job.logprobs === undefined ? undefined : [],
         resolve,
         reject,
-      };
-      this.running.push(sequence);
+      });
     }
   }
 
+  /** The RAM cache's best entry for `tokens` restorable into a free sequence here. */
+  private ramMatch(tokens: readonly Token[], adapterKey: string): PrefixMatch | undefined {
+    const store = this.options.prefixCache;
+    if (!store) return undefined;
+    const free = new Set(this.freeSlots.map((slot) => slot.sequenceId));
+    return store.cache.find(tokens, adapterKey, store.shape, free);
+  }
+
   /**
-   * The free sequence whose cells share the longest worthwhile prefix with the job's prompt, else the
-   * one nearest the running ones, least recently used first (empty ones first); cells after the shared
-   * prefix are dropped (they would be attended to). Nearest, because llama.cpp attends over the KV
-   * streams from a step's lowest sequence to its highest (llama_kv_cache views span s0…s1): four
-   * sequences spread over eight streams cost 1.45× the time of four side by side (the 0.5B-shaped
-   * model, 2 threads).
+   * The free sequence whose cells share the longest worthwhile prefix with the job's prompt, or one
+   * an entry of the RAM cache restores more of it into; else the one nearest the running ones, least
+   * recently used first (empty ones first). Cells about to be lost are copied to the RAM cache first
+   * when they are many; cells after the shared prefix are dropped (they would be attended to).
+   * Nearest, because llama.cpp attends over the KV streams from a step's lowest sequence to its
+   * highest (llama_kv_cache views span s0…s1): four sequences spread over eight streams cost 1.45×
+   * the time of four side by side (the 0.5B-shaped model, 2 threads).
    */
-  private takeSlot(job: BatchJob): { slot: Slot; reused: number } {
+  private async takeSlot(job: BatchJob): Promise<{ slot: Slot; reused: number }> {
+    const reuse = job.reusePrefix !== false;
+    const adapterKey = adapterKeyOf(job);
+    const slot = this.chooseSlot(job, reuse, adapterKey);
+    const match = reuse ? this.ramMatch(job.promptTokens, adapterKey) : undefined;
+    const ownShared =
+      reuse && slot.adapterKey === adapterKey ? commonPrefixLength(slot.tokens, job.promptTokens) : 0;
+    // A RAM entry restores into the sequence it came from: that slot, when it is free.
+    const restoreInto =
+      match && match.length >= ownShared + RESTORE_MIN_GAIN
+        ? this.freeSlots.find((free) => free.sequenceId === match.entry.sequenceId)
+        : undefined;
+    const target = restoreInto ?? slot;
+    this.freeSlots.splice(this.freeSlots.indexOf(target), 1);
+    const keep = restoreInto ? 0 : ownShared;
+    await this.saveBeforeLoss(target, keep);
+    // At least the last prompt token is evaluated again: its logits give the first new token.
+    let reused = Math.min(restoreInto ? match!.length : keep, job.promptTokens.length - 1);
+    if (restoreInto && reused > 0) {
+      const store = this.options.prefixCache!;
+      const restored = await store.cache
+        .restore({ entry: match!.entry, length: reused }, store.addonContext)
+        .catch(() => false);
+      if (!restored) reused = 0;
+    } else if (reused > 0 && !this.native.removeTokenCellsFromSequence(target.sequenceId, reused, -1))
+      reused = 0;
+    if (reused <= 0) {
+      this.native.disposeSequence(target.sequenceId);
+      reused = 0;
+    }
+    target.tokens = [];
+    target.adapterKey = adapterKey;
+    target.hinted = job.cacheKey !== undefined || (job.savePrefixes?.length ?? 0) > 0;
+    return { slot: target, reused };
+  }
+
+  private chooseSlot(job: BatchJob, reuse: boolean, adapterKey: string): Slot {
     // Running sequence ids: a new one next to them keeps the span of a step's sequences short.
     let low = Infinity;
     let high = -Infinity;
@@ -407,31 +710,36 @@ export class ContinuousBatcher {
     }
     const span = (slot: Slot) =>
       high < low ? 1 : Math.max(high, slot.sequenceId) - Math.min(low, slot.sequenceId) + 1;
-    let best = 0;
-    let bestUseful = 0;
-    this.freeSlots.forEach((slot, i) => {
-      const useful = job.reusePrefix === false ? 0 : worthwhilePrefix(slot.tokens, job.promptTokens);
-      const chosen = this.freeSlots[best]!;
+    let best = this.freeSlots[0]!;
+    let bestUseful = -1;
+    for (const slot of this.freeSlots) {
+      const useful =
+        reuse && slot.adapterKey === adapterKey ? worthwhilePrefix(slot.tokens, job.promptTokens) : 0;
       if (
         useful > bestUseful ||
         (useful === bestUseful &&
           bestUseful === 0 &&
-          (span(slot) < span(chosen) || (span(slot) === span(chosen) && slot.lastUsed < chosen.lastUsed)))
+          (span(slot) < span(best) || (span(slot) === span(best) && slot.lastUsed < best.lastUsed)))
       ) {
-        best = i;
+        best = slot;
         bestUseful = useful;
       }
-    });
-    const [slot] = this.freeSlots.splice(best, 1) as [Slot];
-    // At least the last prompt token is evaluated again: its logits give the first new token.
-    const shared = job.reusePrefix === false ? 0 : commonPrefixLength(slot.tokens, job.promptTokens);
-    let reused = Math.min(shared, job.promptTokens.length - 1);
-    if (reused <= 0 || !this.native.removeTokenCellsFromSequence(slot.sequenceId, reused, -1)) {
-      this.native.disposeSequence(slot.sequenceId);
-      reused = 0;
     }
-    slot.tokens = [];
-    return { slot, reused };
+    return best;
+  }
+
+  /** Copies a free sequence to the RAM cache when giving it away loses many of its cells. */
+  private async saveBeforeLoss(slot: Slot, keep: number): Promise<void> {
+    const store = this.options.prefixCache;
+    if (!store || slot.tokens.length - keep < SAVE_MIN_LOST_TOKENS) return;
+    await store.cache.save({
+      addonContext: store.addonContext,
+      sequenceId: slot.sequenceId,
+      tokens: slot.tokens,
+      adapterKey: slot.adapterKey,
+      shape: store.shape,
+      hinted: slot.hinted,
+    });
   }
 
   private dropAborted(): void {
@@ -500,6 +808,14 @@ function deliver(deliveries: (() => void)[]): void {
   }
 }
 
+function adapterKeyOf(job: BatchJob): string {
+  return job.adapters?.key ?? "";
+}
+
+function priorityRank(job: BatchJob): number {
+  return job.priority === "batch" ? 1 : 0;
+}
+
 function hasPenalties(sampling: SamplingSettings): boolean {
   return (
     sampling.repeatPenalty !== undefined ||
@@ -516,13 +832,6 @@ function hasPenalties(sampling: SamplingSettings): boolean {
 function worthwhilePrefix(cached: readonly Token[], tokens: readonly Token[]): number {
   const shared = commonPrefixLength(cached, tokens);
   return shared >= 2 && shared * 2 >= cached.length ? shared : 0;
-}
-
-function commonPrefixLength(a: readonly Token[], b: readonly Token[]): number {
-  const limit = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < limit && a[i] === b[i]) i++;
-  return i;
 }
 
 /** Logprobs that JSON can carry: OpenAI writes -9999 for a token that had no chance. */

@@ -1,15 +1,66 @@
 /** Picks the generation backend from the configuration, and the settings a local model loads with. */
 import type { Config } from "../../core/config.js";
 import type { Generator } from "./generator.js";
-import { LlamaGenerator } from "./llama-generator.js";
+import { LlamaGenerator, type LlamaGeneratorOptions } from "./llama-generator.js";
 import type { ModelSource } from "./model-source.js";
 import { OpenAIUpstreamGenerator } from "./openai-upstream.js";
-import { buildCatalogue, catalogueSources, type ModelEntry } from "./presets.js";
+import { buildCatalogue, catalogueSources, modelIdOf, type ModelEntry } from "./presets.js";
 
 /** MODEL_PATH's entry, with what MODELS_PRESETS says of it (its section, and `[*]`). */
 export function defaultModelEntry(config: Config): ModelEntry {
   const catalogue = buildCatalogue(catalogueSources(config));
   return catalogue.entries.find((entry) => entry.id === catalogue.defaultId)!;
+}
+
+/**
+ * The generator settings that come from the configuration and a model's preset alike: budgets,
+ * KV cache type, RAM prefix cache, speculation (DRAFT_MODEL_PATH is the default model's), LoRA.
+ * `entry` absent: the default model as MODEL_PATH names it.
+ */
+export function engineOptions(
+  config: Config,
+  entry?: ModelEntry,
+): Pick<
+  LlamaGeneratorOptions,
+  | "grammarBudget"
+  | "schemaBudget"
+  | "grammarMaxTokenMs"
+  | "kvCacheType"
+  | "promptCacheRamBytes"
+  | "speculation"
+  | "lora"
+> {
+  const { textgen, limits } = config;
+  const isDefault =
+    !entry || entry.reference === textgen.modelPath || entry.id === modelIdOf(textgen.modelPath);
+  const draft = entry?.settings.draft ?? (isDefault ? (textgen.draftModelPath ?? undefined) : undefined);
+  return {
+    grammarBudget: {
+      maxBytes: limits.grammarMaxBytes,
+      maxRules: limits.grammarMaxRules,
+      maxExpansion: limits.grammarMaxExpansion,
+      maxAlternatives: 1024,
+      maxNesting: limits.grammarMaxNesting,
+      maxRepetition: 1000,
+      maxStacks: limits.grammarMaxStacks,
+    },
+    schemaBudget: {
+      maxDepth: limits.schemaMaxDepth,
+      maxProperties: limits.schemaMaxProperties,
+      maxEnum: limits.schemaMaxEnum,
+      maxEnumBytes: limits.schemaMaxEnumBytes,
+      maxAlternatives: limits.schemaMaxAlternatives,
+    },
+    grammarMaxTokenMs: limits.grammarMaxTokenMs,
+    kvCacheType: entry?.settings.kvCacheType ?? textgen.kvCacheType,
+    promptCacheRamBytes: textgen.promptCacheRamBytes,
+    speculation: {
+      mode: entry?.settings.speculative ?? textgen.speculative,
+      draftModelPath: draft,
+      maxTokens: entry?.settings.speculativeMaxTokens ?? textgen.speculativeMaxTokens,
+    },
+    lora: entry?.settings.lora,
+  };
 }
 
 /**
@@ -33,22 +84,7 @@ export function llamaGeneratorFor(
     binary: config.textgen.llamaBinary,
     flashAttention: config.textgen.llamaFlashAttention,
     log,
-    grammarBudget: {
-      maxBytes: config.limits.grammarMaxBytes,
-      maxRules: config.limits.grammarMaxRules,
-      maxExpansion: config.limits.grammarMaxExpansion,
-      maxAlternatives: 1024,
-      maxNesting: config.limits.grammarMaxNesting,
-      maxRepetition: 1000,
-      maxStacks: config.limits.grammarMaxStacks,
-    },
-    schemaBudget: {
-      maxDepth: config.limits.schemaMaxDepth,
-      maxProperties: config.limits.schemaMaxProperties,
-      maxEnum: config.limits.schemaMaxEnum,
-      maxEnumBytes: config.limits.schemaMaxEnumBytes,
-      maxAlternatives: config.limits.schemaMaxAlternatives,
-    },
+    ...engineOptions(config, entry),
   });
 }
 

@@ -26,6 +26,8 @@ export interface FinishInfo {
   tokensGenerated: number;
   cachedTokens?: number;
   truncatedTokens?: number;
+  /** Speculative decoding's guesses and those the model agreed with. */
+  draftTokens?: { proposed: number; accepted: number };
   /** Every generated token's logprobs (when asked for). */
   logprobs?: TokenLogprob[];
 }
@@ -157,6 +159,7 @@ export class EventWriter {
       ...(this.calls.length > 0 && { toolCalls: this.calls.map((call) => ({ ...call })) }),
       ...(this.reasoning !== "" && { reasoning: this.reasoning }),
       ...(info.logprobs && { logprobs: info.logprobs }),
+      ...(info.draftTokens && { draftTokens: info.draftTokens }),
     };
     const held = this.pendingLogprobs.length > 0 ? this.pendingLogprobs : undefined;
     this.pendingLogprobs = [];

@@ -36,6 +36,21 @@ interface GenerationControls extends SamplingOptions {
   logprobs?: number;
   /** Reuse KV cells of an earlier request sharing a prefix with this prompt (default true). */
   cachePrompt?: boolean;
+  /** What the client asked to keep cached (OpenAI `prompt_cache_key`, Anthropic `cache_control`). */
+  cacheHint?: CacheHint;
+  /**
+   * llama.cpp server's `lora`: this request's scale for each of the model's adapters named (ids as
+   * `/lora-adapters` lists them); adapters not named get 0. Absent: the model's defaults (a LoRA
+   * alias's scales, else each adapter's preset scale). An unknown id is a 400.
+   */
+  lora?: { id: number; scale: number }[];
+  /** Speculative decoding for this request; absent: the model's setting (`SPECULATIVE`, presets). */
+  speculative?: boolean;
+  /**
+   * "batch": a line of a batch (scheduler.ts): its prompt gets batch room after interactive ones', and
+   * an interactive request waiting for a sequence preempts it (see Scheduler.run).
+   */
+  priority?: "interactive" | "batch";
   /** A prompt too long for the context loses tokens from its start instead of being refused. */
   truncate?: boolean;
   /**
@@ -56,6 +71,22 @@ interface GenerationControls extends SamplingOptions {
 export interface GrammarSchema {
   schema: GbnfJsonSchema;
   patterns: ReadonlyMap<string, string>;
+}
+
+/**
+ * Hints of what to keep in the prompt cache. The engine reuses any shared prefix anyway; the hints
+ * say which prefixes matter to the client, so they are saved to the RAM prefix cache as soon as they
+ * are evaluated and kept there ahead of others.
+ */
+export interface CacheHint {
+  /** OpenAI's `prompt_cache_key` (or a conversation's id): states of requests with a key are kept longer. */
+  key?: string;
+  /**
+   * Anthropic's `cache_control` breakpoints: prefixes to keep. For a chat, message counts: the prompt
+   * as the template renders the first N messages (0: the tools and nothing else); for a text prompt,
+   * character offsets. At most 4 are used (Anthropic allows 4 breakpoints).
+   */
+  prefixes?: number[];
 }
 
 export type OutputConstraint =
@@ -141,8 +172,14 @@ export interface CompletionResult {
   tokensGenerated: number;
   promptTokens: number;
   finishReason: FinishReason;
-  /** Prompt tokens taken from the prompt cache instead of being evaluated. */
+  /**
+   * Prompt tokens taken from the prompt cache (the sequence's own cells or the RAM prefix cache)
+   * instead of being evaluated: exactly the KV cells reused. The rest, `promptTokens - cachedTokens`,
+   * was evaluated (at least the last prompt token always is: its logits give the first new token).
+   */
   cachedTokens?: number;
+  /** Speculative decoding: guessed tokens checked against the model, and those it agreed with. */
+  draftTokens?: { proposed: number; accepted: number };
   /** Prompt tokens dropped from the start because the request allowed truncation. */
   truncatedTokens?: number;
   toolCalls?: ToolCall[];

@@ -160,10 +160,20 @@ function summarize(info: GgufFileInfo, fileBytes: number): GgufSummary {
   };
 }
 
+/** Bytes one KV cache value takes per type: f16, and llama.cpp's 32-value blocks of q8_0 and q4_0. */
+export const KV_BYTES_PER_VALUE = { f16: 2, q8_0: 34 / 32, q4_0: 18 / 32 } as const;
+
 /**
- * Memory a loaded model takes, estimated: its weights plus an F16 KV cache of `contextTokens` (every
- * sequence's cells together).
+ * Memory a loaded model takes, estimated: its weights plus a KV cache of `contextTokens` (every
+ * sequence's cells together; F16 by default).
  */
-export function estimateModelBytes(summary: GgufSummary, contextTokens: number): number {
-  return summary.fileBytes + summary.layers * contextTokens * summary.kvValuesPerToken * 2;
+export function estimateModelBytes(
+  summary: GgufSummary,
+  contextTokens: number,
+  kvCacheType: keyof typeof KV_BYTES_PER_VALUE = "f16",
+): number {
+  return Math.round(
+    summary.fileBytes +
+      summary.layers * contextTokens * summary.kvValuesPerToken * KV_BYTES_PER_VALUE[kvCacheType],
+  );
 }

@@ -10,12 +10,16 @@
  *
  * How: the grammar is parsed here the way llama.cpp parses it (same rewrite of `?`, `*`, `+` and
  * `{m,n}` into rules), with limits on its size, rules, alternatives, nesting and repetition. Then
- * the sampler's stacks are simulated character by character, exactly as llama.cpp advances them,
- * along the inputs that make them grow: a beam of the largest stack sets (and a few others, so that a
- * blow-up behind a narrow prefix is also reached), one representative character per character class
- * the grammar distinguishes. A grammar whose stacks pass `maxStacks` on any explored input is refused.
- * The simulation itself has a work budget; a grammar too costly to simulate is refused too.
- * Written here because no package models llama.cpp's stack semantics; the parser follows
+ * the sampler's stacks are simulated character by character, exactly as llama.cpp advances them:
+ * from every stack set reached, one representative character per character class the stacks' tops
+ * tell apart, each distinct stack set (compared whole) explored once, the largest sets first (where a
+ * blow-up shows), shallower first among equals. Exhaustive, not a beam: a blow-up behind a single
+ * character among many decoy alternatives is reached (issue #35; the beam of 8 sets missed one).
+ * A grammar whose stacks pass `maxStacks` on any explored input is refused. Recursive grammars have
+ * infinitely many stack sets, so the exploration stops at a horizon (EXPLORED_SETS sets, PROBE_WORK
+ * steps of simulation): a grammar explored to its horizon is accepted, and what lies beyond it is
+ * bounded while sampling (GrammarStackMirror below, batcher.ts), never here alone.
+ * * Written here because no package models llama.cpp's stack semantics; the parser follows
  * llama.cpp's grammar-parser (src/llama-grammar.cpp) so both see the same rules.
  */
 
@@ -47,13 +51,15 @@ export class GrammarBudgetError extends Error {
 }
 
 /**
- * Characters simulated per explored input (long: a blow-up may need many characters per level to
- * show, e.g. 18-character leaves), stack sets kept per step, and the simulation's work cap.
+ * Characters simulated per explored input at most (long: a blow-up may need many characters per level
+ * to show, e.g. 18-character leaves); distinct stack sets explored and simulation steps in all (the
+ * horizon); and the steps one character may take (past it the grammar is refused: its sampler would
+ * do that work per token too).
  */
 const PROBE_LENGTH = 4096;
-const BEAM_WIDTH = 8;
-const RANDOM_SHARE = 3;
-const PROBE_WORK = 2_000_000;
+const EXPLORED_SETS = 5_000;
+const PROBE_WORK = 10_000_000;
+const STEP_WORK = 2_000_000;
 
 // Element kinds of the flattened grammar (llama.cpp's llama_gretype, with character sets folded).
 const END = 0;
@@ -76,6 +82,14 @@ interface Element {
  * problem. Returns the largest number of parse stacks seen, for diagnostics.
  */
 export function checkGrammarBudget(grammar: string, budget: GrammarBudget): number {
+  return checkAndCompileGrammar(grammar, budget).stacks;
+}
+
+/** checkGrammarBudget, also returning the parsed grammar that GrammarStackMirror follows. */
+export function checkAndCompileGrammar(
+  grammar: string,
+  budget: GrammarBudget,
+): { stacks: number; compiled: CompiledGrammar } {
   const bytes = Buffer.byteLength(grammar, "utf8");
   if (bytes > budget.maxBytes)
     throw new GrammarBudgetError(
@@ -84,7 +98,12 @@ export function checkGrammarBudget(grammar: string, budget: GrammarBudget): numb
     );
   const parsed = new GbnfParser(grammar, budget).parse();
   checkLeftRecursionWork(parsed);
-  return simulateStacks(parsed, budget);
+  const stacks = simulateStacks(parsed, budget);
+  const { elements, ruleStart } = flatten(parsed.rules);
+  return {
+    stacks,
+    compiled: { elements, ruleStart, root: parsed.root, hasTokens: elements.some((e) => e.kind === TOKEN) },
+  };
 }
 
 interface ParsedGrammar {
@@ -454,7 +473,14 @@ interface Flat {
   ruleStart: number[];
 }
 
-type Stack = number[];
+/**
+ * A parse stack, interned: a node is its top element over the stack below it (another node, or -1
+ * for the empty stack), so stacks that share their bottom share its nodes and a stack compares as a
+ * number. The simulation allocates little this way, which is what made it fast enough to explore
+ * every stack set rather than a beam.
+ */
+type StackId = number;
+type StackSet = Set<StackId>;
 
 function flatten(rules: Element[][]): Flat {
   const elements: Element[] = [];
@@ -467,12 +493,38 @@ function flatten(rules: Element[][]): Flat {
 }
 
 class StackSimulator {
+  /** Steps since `startStep`, and in all. */
   work = 0;
+  total = 0;
+  /** Node id → its top element and the node below it. */
+  private readonly tops: number[] = [];
+  private readonly below: number[] = [];
+  private readonly interned = new Map<number, StackId>();
+  private readonly stride: number;
 
   constructor(
     private readonly flat: Flat,
-    private readonly budget: GrammarBudget,
-  ) {}
+    private readonly budget: Pick<GrammarBudget, "maxStacks">,
+  ) {
+    this.stride = flat.elements.length + 1;
+  }
+
+  startStep(): void {
+    this.total += this.work;
+    this.work = 0;
+  }
+
+  private push(below: StackId, top: number): StackId {
+    const key = (below + 1) * this.stride + top;
+    let id = this.interned.get(key);
+    if (id === undefined) {
+      id = this.tops.length;
+      this.tops.push(top);
+      this.below.push(below);
+      this.interned.set(key, id);
+    }
+    return id;
+  }
 
   private endOfSequence(pos: number): boolean {
     const kind = this.flat.elements[pos]!.kind;
@@ -480,32 +532,30 @@ class StackSimulator {
   }
 
   /** llama_grammar_advance_stack: every stack `stack` can become with a terminal (or nothing) on top. */
-  advance(stack: Stack, into: Map<string, Stack>): void {
-    const todo: Stack[] = [stack];
-    const seen = new Set<string>();
+  advance(stack: StackId, into: StackSet): void {
+    const todo: StackId[] = [stack];
+    const seen = new Set<StackId>();
     while (todo.length > 0) {
       const current = todo.pop()!;
-      const key = current.join(",");
-      this.work += current.length + 1;
-      if (this.work > PROBE_WORK)
+      if (++this.work > STEP_WORK)
         throw new GrammarBudgetError(
           "the grammar is too ambiguous to check within its analysis budget; simplify nested optional items and alternatives",
           "analysis",
         );
-      if (seen.has(key)) continue;
-      seen.add(key);
-      const top = current[current.length - 1];
+      if (seen.has(current)) continue;
+      seen.add(current);
+      const top = current === -1 ? undefined : this.tops[current]!;
       if (top === undefined || this.flat.elements[top]!.kind !== REF) {
-        into.set(key, current);
+        into.add(current);
         if (into.size > this.budget.maxStacks) throw this.overBudget(into.size);
         continue;
       }
+      const rest = this.below[current]!;
+      // What follows the reference, then each alternative of the rule it names, on top.
+      const after = this.endOfSequence(top + 1) ? rest : this.push(rest, top + 1);
       let sub = this.flat.ruleStart[this.flat.elements[top]!.rule!]!;
       for (;;) {
-        const next = current.slice(0, -1);
-        if (!this.endOfSequence(top + 1)) next.push(top + 1);
-        if (!this.endOfSequence(sub)) next.push(sub);
-        todo.push(next);
+        todo.push(this.endOfSequence(sub) ? after : this.push(after, sub));
         while (!this.endOfSequence(sub)) sub++;
         if (this.flat.elements[sub]!.kind !== ALT) break;
         sub++;
@@ -520,11 +570,11 @@ class StackSimulator {
     );
   }
 
-  initial(root: number): Map<string, Stack> {
-    const stacks = new Map<string, Stack>();
+  initial(root: number): StackSet {
+    const stacks: StackSet = new Set();
     let pos = this.flat.ruleStart[root]!;
     for (;;) {
-      this.advance(this.endOfSequence(pos) ? [] : [pos], stacks);
+      this.advance(this.endOfSequence(pos) ? -1 : this.push(-1, pos), stacks);
       while (!this.endOfSequence(pos)) pos++;
       if (this.flat.elements[pos]!.kind !== ALT) break;
       pos++;
@@ -533,28 +583,26 @@ class StackSimulator {
   }
 
   /** llama_grammar_accept for one character (or, for `code` -1, any special token). */
-  accept(stacks: Map<string, Stack>, code: number): Map<string, Stack> {
-    const next = new Map<string, Stack>();
-    for (const stack of stacks.values()) {
-      const top = stack[stack.length - 1];
-      if (top === undefined) continue;
+  accept(stacks: StackSet, code: number): StackSet {
+    const next: StackSet = new Set();
+    for (const stack of stacks) {
+      if (stack === -1) continue;
+      const top = this.tops[stack]!;
       const element = this.flat.elements[top]!;
       if (code === -1 ? element.kind !== TOKEN : element.kind !== CHAR || !matches(element, code)) continue;
-      const after = stack.slice(0, -1);
-      if (!this.endOfSequence(top + 1)) after.push(top + 1);
-      this.advance(after, next);
+      const rest = this.below[stack]!;
+      this.advance(this.endOfSequence(top + 1) ? rest : this.push(rest, top + 1), next);
     }
     return next;
   }
 
   /** One character per class of characters the stacks' tops tell apart, and -1 for a token. */
-  representatives(stacks: Map<string, Stack>): number[] {
+  representatives(stacks: StackSet): number[] {
     const bounds = new Set<number>([0]);
     let token = false;
-    for (const stack of stacks.values()) {
-      const top = stack[stack.length - 1];
-      if (top === undefined) continue;
-      const element = this.flat.elements[top]!;
+    for (const stack of stacks) {
+      if (stack === -1) continue;
+      const element = this.flat.elements[this.tops[stack]!]!;
       if (element.kind === TOKEN) token = true;
       for (const [low, high] of element.ranges ?? []) {
         bounds.add(low);
@@ -577,48 +625,145 @@ function matches(element: Element, code: number): boolean {
   return inside !== element.negated!;
 }
 
-/** Stack elements that tell stack sets apart when exploring (see setKey). */
-const KEY_DEPTH = 6;
-
-/**
- * What identifies a stack set for the exploration: its size and the tops of its stacks. Sets that
- * differ only deep down (a JSON value nested one level more) behave alike and are explored once, so
- * recursive grammars converge; a set that grew is always new, so a growing one is followed.
- */
-function setKey(stacks: Map<string, Stack>): string {
-  const tops = new Set<string>();
-  for (const stack of stacks.values()) tops.add(stack.slice(-KEY_DEPTH).join(","));
-  return `${stacks.size}|${[...tops].sort().join("|")}`;
+/** A stack set compared whole: every stack (interned), in a canonical order. */
+function setKey(stacks: StackSet): string {
+  return [...stacks].sort((a, b) => a - b).join(",");
 }
 
-/** Explores inputs that grow the stacks; throws when they pass the budget. Returns the most seen. */
+/**
+ * Explores every stack set reachable within the horizon, largest first; throws when one passes the
+ * budget. Returns the most stacks seen.
+ */
 function simulateStacks(parsed: ParsedGrammar, budget: GrammarBudget): number {
   const simulator = new StackSimulator(flatten(parsed.rules), budget);
   const start = simulator.initial(parsed.root);
   let most = start.size;
-  let beam = [start];
   const visited = new Set<string>([setKey(start)]);
-  let random = 0x2545f491;
-  for (let step = 0; step < PROBE_LENGTH && beam.length > 0; step++) {
-    const candidates: Map<string, Stack>[] = [];
-    for (const stacks of beam)
-      for (const code of simulator.representatives(stacks)) {
-        const next = simulator.accept(stacks, code);
-        if (next.size === 0) continue;
-        const key = setKey(next);
-        if (visited.has(key)) continue;
-        visited.add(key);
-        most = Math.max(most, next.size);
-        candidates.push(next);
-      }
-    // The largest sets, where a blow-up shows first, and a few others so a narrow prefix is followed.
-    candidates.sort((a, b) => b.size - a.size);
-    beam = candidates.slice(0, BEAM_WIDTH - RANDOM_SHARE);
-    const rest = candidates.slice(BEAM_WIDTH - RANDOM_SHARE);
-    for (let i = 0; i < RANDOM_SHARE && rest.length > 0; i++) {
-      random = (Math.imul(random, 1103515245) + 12345) >>> 0;
-      beam.push(rest.splice(random % rest.length, 1)[0]!);
+  const queue = new SetQueue();
+  queue.push({ stacks: start, depth: 0 });
+  for (let next = queue.pop(); next; next = queue.pop()) {
+    if (next.depth >= PROBE_LENGTH) continue;
+    for (const code of simulator.representatives(next.stacks)) {
+      simulator.startStep();
+      const after = simulator.accept(next.stacks, code);
+      if (after.size === 0) continue;
+      const key = setKey(after);
+      if (visited.has(key)) continue;
+      visited.add(key);
+      most = Math.max(most, after.size);
+      // The horizon: what lies beyond it is bounded while sampling.
+      if (visited.size > EXPLORED_SETS || simulator.total > PROBE_WORK) return most;
+      queue.push({ stacks: after, depth: next.depth + 1 });
     }
   }
   return most;
+}
+
+interface Explored {
+  stacks: StackSet;
+  depth: number;
+}
+
+/** A binary heap of stack sets: the most stacks first, then the shallowest. */
+class SetQueue {
+  private readonly heap: Explored[] = [];
+
+  push(item: Explored): void {
+    const heap = this.heap;
+    heap.push(item);
+    let i = heap.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!before(heap[i]!, heap[parent]!)) break;
+      [heap[i], heap[parent]] = [heap[parent]!, heap[i]!];
+      i = parent;
+    }
+  }
+
+  pop(): Explored | undefined {
+    const heap = this.heap;
+    const top = heap[0];
+    const last = heap.pop();
+    if (heap.length === 0 || last === undefined) return top;
+    heap[0] = last;
+    let i = 0;
+    for (;;) {
+      const left = 2 * i + 1;
+      const right = left + 1;
+      let best = i;
+      if (left < heap.length && before(heap[left]!, heap[best]!)) best = left;
+      if (right < heap.length && before(heap[right]!, heap[best]!)) best = right;
+      if (best === i) return top;
+      [heap[i], heap[best]] = [heap[best]!, heap[i]!];
+      i = best;
+    }
+  }
+}
+
+function before(a: Explored, b: Explored): boolean {
+  return a.stacks.size > b.stacks.size || (a.stacks.size === b.stacks.size && a.depth < b.depth);
+}
+
+// --- While sampling ------------------------------------------------------------------------------
+
+/** A parsed grammar as llama.cpp holds it, small enough to pass between threads and keep. */
+export interface CompiledGrammar {
+  elements: Element[];
+  ruleStart: number[];
+  root: number;
+  /** Whether it names tokens (`<[id]>`): the mirror below reads text only and then stays off. */
+  hasTokens: boolean;
+}
+
+/**
+ * llama.cpp's parse stacks for one response, followed token by token on the token's text: how many
+ * there are is what its grammar sampler's next token will cost. Each advance is bounded (it stops as
+ * soon as the stacks pass `maxStacks`, or after STEP_WORK steps), so a growing grammar is caught
+ * after the token that grew it, before the next one is sampled.
+ */
+export class GrammarStackMirror {
+  private stacks: StackSet;
+  private readonly simulator: StackSimulator;
+  /** Bytes of a character split across tokens (llama.cpp decodes UTF-8 across token pieces). */
+  private partial: number[] = [];
+
+  constructor(
+    compiled: CompiledGrammar,
+    readonly maxStacks: number,
+  ) {
+    this.simulator = new StackSimulator(compiled, { maxStacks });
+    this.stacks = this.simulator.initial(compiled.root);
+  }
+
+  get size(): number {
+    return this.stacks.size;
+  }
+
+  /**
+   * Advances past `bytes` (a token's piece, UTF-8). Returns the stacks then held, or -1 when no stack
+   * accepts the text (the mirror lost track: llama.cpp's own state is then trusted alone). Throws
+   * GrammarBudgetError when the stacks pass `maxStacks` or the advance passes its work bound.
+   */
+  accept(bytes: Uint8Array): number {
+    for (const code of this.codePoints(bytes)) {
+      this.simulator.startStep();
+      const next = this.simulator.accept(this.stacks, code);
+      if (next.size === 0) return -1;
+      this.stacks = next;
+    }
+    return this.stacks.size;
+  }
+
+  private *codePoints(bytes: Uint8Array): Generator<number> {
+    for (const byte of bytes) {
+      this.partial.push(byte);
+      const first = this.partial[0]!;
+      const length = first < 0x80 ? 1 : first >= 0xf0 ? 4 : first >= 0xe0 ? 3 : first >= 0xc0 ? 2 : 1;
+      if (this.partial.length < length) continue;
+      let code = length === 1 ? first : first & (0xff >> (length + 1));
+      for (let i = 1; i < length; i++) code = (code << 6) | (this.partial[i]! & 0x3f);
+      this.partial = [];
+      yield code;
+    }
+  }
 }

@@ -1,9 +1,14 @@
 /**
  * The grammar budget check's thread (see grammar-check.ts): one check per message, the answer being
- * the stacks seen, or the refusal with the limit it names.
+ * the stacks seen and the parsed grammar (for GrammarStackMirror), or the refusal with the limit it names.
  */
 import { parentPort } from "node:worker_threads";
-import { checkGrammarBudget, GrammarBudgetError, type GrammarBudget } from "./grammar-budget.js";
+import {
+  checkAndCompileGrammar,
+  GrammarBudgetError,
+  type CompiledGrammar,
+  type GrammarBudget,
+} from "./grammar-budget.js";
 
 export interface CheckRequest {
   id: number;
@@ -12,12 +17,13 @@ export interface CheckRequest {
 }
 
 export type CheckAnswer =
-  { id: number; stacks: number } | { id: number; error: string; limit?: GrammarBudgetError["limit"] };
+  | { id: number; stacks: number; compiled: CompiledGrammar }
+  | { id: number; error: string; limit?: GrammarBudgetError["limit"] };
 
 parentPort?.on("message", ({ id, grammar, budget }: CheckRequest) => {
   let answer: CheckAnswer;
   try {
-    answer = { id, stacks: checkGrammarBudget(grammar, budget) };
+    answer = { id, ...checkAndCompileGrammar(grammar, budget) };
   } catch (error) {
     answer =
       error instanceof GrammarBudgetError

@@ -7,7 +7,7 @@
  */
 import { Worker } from "node:worker_threads";
 import { busy } from "../../core/errors.js";
-import { GrammarBudgetError, type GrammarBudget } from "./grammar-budget.js";
+import { GrammarBudgetError, type CompiledGrammar, type GrammarBudget } from "./grammar-budget.js";
 import type { CheckAnswer, CheckRequest } from "./grammar-check-worker.js";
 
 /** Longer than any check within the analysis budget takes on a loaded machine. */
@@ -17,26 +17,50 @@ const MAX_PENDING = 64;
 const CACHE_SIZE = 128;
 const WORKER_HEAP_MB = 256;
 
+/** Parsed grammars kept with their answers up to this many elements (larger ones are asked again). */
+const CACHED_GRAMMAR_ELEMENTS = 50_000;
+
+export interface CheckResult {
+  stacks: number;
+  /** The parsed grammar, for following its stacks while sampling (grammar-guard.ts). */
+  compiled: CompiledGrammar;
+}
+
 /** `transient`: the worker failed, not the grammar; not remembered. */
-type Outcome = { stacks: number } | { error: Error; transient?: boolean };
+type Outcome = { stacks: number; compiled?: CompiledGrammar } | { error: Error; transient?: boolean };
 
 export class GrammarChecker {
   private worker?: Worker;
   private nextId = 0;
   private readonly pending = new Map<number, (outcome: Outcome) => void>();
   private readonly cache = new Map<string, Outcome>();
+  /** Checks on the worker now, by grammar: the same grammar sent by several clients at once is checked once. */
+  private readonly inFlight = new Map<string, Promise<Outcome>>();
 
-  /** Resolves with the stacks seen; throws GrammarBudgetError, or Error for a syntax problem. */
-  async check(grammar: string, budget: GrammarBudget): Promise<number> {
+  /**
+   * Resolves with the stacks seen and the parsed grammar; throws GrammarBudgetError, or Error for a
+   * syntax problem.
+   */
+  async check(grammar: string, budget: GrammarBudget): Promise<CheckResult> {
     const key = `${JSON.stringify(budget)}\n${grammar}`;
     let outcome = this.cache.get(key);
-    if (outcome === undefined) {
-      outcome = await this.ask(grammar, budget);
+    if (outcome === undefined || ("stacks" in outcome && outcome.compiled === undefined)) {
+      let asking = this.inFlight.get(key);
+      if (!asking) {
+        asking = this.ask(grammar, budget).finally(() => this.inFlight.delete(key));
+        this.inFlight.set(key, asking);
+      }
+      outcome = await asking;
       if (this.cache.size >= CACHE_SIZE) this.cache.delete(this.cache.keys().next().value!);
     } else this.cache.delete(key);
-    if (!("transient" in outcome)) this.cache.set(key, outcome);
-    if ("error" in outcome) throw outcome.error;
-    return outcome.stacks;
+    if ("error" in outcome) {
+      if (!outcome.transient) this.cache.set(key, outcome);
+      throw outcome.error;
+    }
+    // Large parsed grammars are not kept: the cache must stay small whatever clients send.
+    const small = (outcome.compiled?.elements.length ?? 0) <= CACHED_GRAMMAR_ELEMENTS;
+    this.cache.set(key, small ? outcome : { stacks: outcome.stacks });
+    return { stacks: outcome.stacks, compiled: outcome.compiled! };
   }
 
   /** Stops the worker (the app is closing). */
@@ -78,7 +102,7 @@ export class GrammarChecker {
       const settle = this.pending.get(answer.id);
       this.pending.delete(answer.id);
       if (!settle) return;
-      if ("stacks" in answer) settle({ stacks: answer.stacks });
+      if ("stacks" in answer) settle({ stacks: answer.stacks, compiled: answer.compiled });
       else
         settle({
           error: answer.limit ? new GrammarBudgetError(answer.error, answer.limit) : new Error(answer.error),

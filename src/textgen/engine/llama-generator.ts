@@ -23,8 +23,9 @@ import {
 import { badRequest, DomainError, notReady } from "../../core/errors.js";
 import { ContinuousBatcher, type BatchJob, type TokenLogprob as BatchLogprob } from "./batcher.js";
 import { checkGbnf } from "./gbnf-check.js";
-import { GrammarBudgetError, type GrammarBudget } from "./grammar-budget.js";
-import { GrammarChecker } from "./grammar-check.js";
+import { GrammarBudgetError, type CompiledGrammar, type GrammarBudget } from "./grammar-budget.js";
+import { GrammarChecker, type CheckResult } from "./grammar-check.js";
+import { GrammarGuard } from "./grammar-guard.js";
 import {
   isChatRequest,
   type ChatRequest,
@@ -47,7 +48,27 @@ import {
 import { AnswerStream } from "./answer-stream.js";
 import { EventWriter, type EventListener } from "./events.js";
 import { cmakeOptionsFor, describeBinary, sharedLlama, type LlamaBinaryChoice } from "./llama-binary.js";
-import { createNativeSampler, grammarStateOf, nativeContextOf } from "./llama-native.js";
+import {
+  createNativeCheckpoint,
+  createNativeSampler,
+  grammarStateOf,
+  nativeContextOf,
+} from "./llama-native.js";
+import {
+  adapterSetFor,
+  kvCacheOptions,
+  loadAdapters,
+  loadDraftModel,
+  MAX_CACHE_PREFIXES,
+  modelFreeSpeculator,
+  resolveSpeculation,
+  savePrefixesOf,
+  type DraftModel,
+  type LoadedAdapters,
+  type SpeculationSettings,
+} from "./llama-features.js";
+import { PrefixCache } from "./prefix-cache.js";
+import type { KvCacheType, LoraAdapterSpec } from "./presets.js";
 import {
   availableFunctions,
   resultPrefix,
@@ -87,6 +108,16 @@ export interface LlamaGeneratorOptions {
   /** GRAMMAR_MAX_* and SCHEMA_MAX_* (defaults: DEFAULT_GRAMMAR_BUDGET, DEFAULT_SCHEMA_BUDGET). */
   grammarBudget?: GrammarBudget;
   schemaBudget?: SchemaBudget;
+  /** GRAMMAR_MAX_TOKEN_MS: one token's grammar-constrained sampling may take this long (default 1000). */
+  grammarMaxTokenMs?: number;
+  /** LLAMA_KV_CACHE_TYPE or the preset's (default f16). */
+  kvCacheType?: KvCacheType;
+  /** PROMPT_CACHE_RAM_MB in bytes: the RAM prefix cache (0 or absent: off). */
+  promptCacheRamBytes?: number;
+  /** SPECULATIVE, DRAFT_MODEL_PATH or the preset's draft (absent: off). */
+  speculation?: SpeculationSettings;
+  /** The preset's LoRA adapters. */
+  lora?: LoraAdapterSpec[];
 }
 
 /** The defaults of GRAMMAR_MAX_* (src/core/config.ts), for callers without a configuration. */
@@ -124,6 +155,10 @@ interface PreparedPrompt {
   maxTokens?: number;
   /** Where the chat template reasons: its markers, and whether the prompt already opened the block. */
   reasoning?: ReasoningMarkers & { startsInside: boolean };
+  /** The grammar as the budget check parsed it, followed while sampling (grammar-guard.ts). */
+  compiledGrammar?: CompiledGrammar;
+  /** Prompt lengths the request's cache hints ask to keep (saved to the RAM prefix cache). */
+  savePrefixes?: number[];
 }
 
 interface Loaded {
@@ -132,6 +167,9 @@ interface Loaded {
   contexts: LlamaContext[];
   batchers: ContinuousBatcher[];
   chatWrapper: ChatWrapper;
+  prefixCache?: PrefixCache;
+  draft?: DraftModel;
+  adapters: LoadedAdapters;
 }
 
 export class LlamaGenerator implements Generator {
@@ -273,6 +311,7 @@ export class LlamaGenerator implements Generator {
       createSampler: () => createNativeSampler(llama, model),
       newlineToken: model.tokens.nl ?? null,
     };
+    const extras = await this.loadExtras(llama, model);
     for (let i = 0; i < contextCount; i++) {
       const sequences =
         Math.floor(totalSequences / contextCount) + (i < totalSequences % contextCount ? 1 : 0);
@@ -281,16 +320,89 @@ export class LlamaGenerator implements Generator {
         sequences,
         threads: this.options.threads,
         flashAttention,
+        ...kvCacheOptions(this.options.kvCacheType),
       });
       contexts.push(context);
+      const native = nativeContextOf(context);
+      const speculator = extras.draft
+        ? await extras.draft.speculatorFor(context, sequences, this.options.threads)
+        : modelFreeSpeculator(extras.speculation);
       batchers.push(
-        new ContinuousBatcher(nativeContextOf(context), batcherModel, sequences, context.batchSize),
+        new ContinuousBatcher(native, batcherModel, sequences, context.batchSize, {
+          prefixCache: extras.prefixCache && {
+            cache: extras.prefixCache,
+            addonContext: native,
+            // Checkpoints restore into contexts of the same layout only.
+            shape: `${sequences}:${this.options.kvCacheType ?? "f16"}`,
+          },
+          speculator,
+          maxDraftTokens: this.options.speculation?.maxTokens,
+        }),
       );
     }
     // The model's own chat template (from the GGUF), or node-llama-cpp's best match for the model.
     const chatWrapper = resolveChatWrapper(model);
-    this.loaded = { llama, model, contexts, batchers, chatWrapper };
+    this.loaded = { llama, model, contexts, batchers, chatWrapper, ...extras };
     this.state = { state: "ready" };
+  }
+
+  /** The RAM prefix cache, the draft model and the LoRA adapters (#36), before the contexts. */
+  private async loadExtras(
+    llama: Llama,
+    model: LlamaModel,
+  ): Promise<{
+    prefixCache?: PrefixCache;
+    draft?: DraftModel;
+    speculation: "draft" | "ngram" | "off";
+    adapters: LoadedAdapters;
+  }> {
+    const flashAttention = this.options.flashAttention ?? true;
+    // llama.cpp quantizes the V cache only with flash attention; it would refuse the context.
+    if ((this.options.kvCacheType ?? "f16") !== "f16" && !flashAttention)
+      throw new Error(
+        `LLAMA_KV_CACHE_TYPE=${this.options.kvCacheType} needs flash attention (llama.cpp quantizes the V cache only with it): unset LLAMA_FLASH_ATTENTION=off`,
+      );
+    const kvType = this.options.kvCacheType ?? "f16";
+    const head = headSizeOf(model);
+    // llama.cpp quantizes the cache in blocks of 32 values along each head (q8_0, q4_0).
+    if (kvType !== "f16" && head !== undefined && head % 32 !== 0)
+      throw new Error(
+        `LLAMA_KV_CACHE_TYPE=${kvType} needs attention heads of a multiple of 32 values; this model's have ${head}: use f16`,
+      );
+    const speculation = resolveSpeculation(this.options.speculation);
+    const bytes = this.options.promptCacheRamBytes ?? 0;
+    return {
+      prefixCache: bytes > 0 ? new PrefixCache(bytes, () => createNativeCheckpoint(llama)) : undefined,
+      draft:
+        speculation === "draft"
+          ? await loadDraftModel(
+              llama,
+              model,
+              {
+                ...this.options.speculation!,
+                // Checked like any model file (gguf-check.ts), downloaded first when remote.
+                draftModelPath: await resolveModel({
+                  reference: this.options.speculation!.draftModelPath!,
+                  modelsDir: this.options.model.modelsDir,
+                }),
+              },
+              flashAttention,
+              this.options.kvCacheType,
+            )
+          : undefined,
+      speculation,
+      adapters: await loadAdapters(model, this.options.lora),
+    };
+  }
+
+  /** The RAM prefix cache's figures (undefined when it is off). */
+  prefixCacheStats() {
+    return this.loaded?.prefixCache?.stats();
+  }
+
+  /** The model's LoRA adapters, ids being their indexes. */
+  get loraAdapters(): readonly LoraAdapterSpec[] {
+    return this.loaded?.adapters.specs ?? this.options.lora ?? [];
   }
 
   /**
@@ -329,23 +441,32 @@ export class LlamaGenerator implements Generator {
       maxGrammarBytes: grammarBudget.maxBytes,
       checkGrammar: (text) => this.grammarChecker.check(text, grammarBudget),
     };
-    let grammar = request.constraint
+    const constrained = request.constraint
       ? await compileConstraint(llama, request.constraint, budgets)
       : undefined;
+    let grammar = constrained?.grammar;
+    let compiledGrammar = constrained?.compiled;
     if (!isChatRequest(request)) {
       // As llama.cpp's own server does: BOS when the model wants one, then the text tokenized as it
       // stands (SentencePiece vocabularies see the word-initial "▁Once", not "O n ce").
       const bos = model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
       const tokens = model.tokenize(request.prompt);
       if (bos !== null) tokens.unshift(bos);
+      const hinted = (request.cacheHint?.prefixes ?? []).slice(0, MAX_CACHE_PREFIXES).map((offset) => {
+        const prefix = model.tokenize(request.prompt.slice(0, Math.max(0, offset)));
+        if (bos !== null) prefix.unshift(bos);
+        return prefix;
+      });
       return this.fit(request, {
         tokens,
         context: tokens,
         stopStrings: [...request.stop, ...grammarStopStrings(grammar)],
         stopTokenSequences: [],
         grammar,
+        compiledGrammar,
         tools: "none",
         truncated: 0,
+        savePrefixes: savePrefixesOf(tokens, hinted),
       });
     }
     const choice = request.toolChoice ?? "auto";
@@ -357,12 +478,12 @@ export class LlamaGenerator implements Generator {
       toolMode = choice === "auto" ? "auto" : "forced";
       if (toolMode === "forced") {
         if (grammar) throw badRequest("response_format cannot be combined with a required tool call");
-        grammar = await compileSchema(
+        ({ grammar, compiled: compiledGrammar } = await compileSchema(
           llama,
           toolCallSchema(toolsForChoice(tools, choice)),
           "/tools",
           budgets,
-        );
+        ));
       }
     } else if (typeof choice === "object") toolsForChoice(tools, choice);
     const history: ChatHistoryItem[] = [...toChatHistory(request.messages), { type: "model", response: [] }];
@@ -402,15 +523,28 @@ export class LlamaGenerator implements Generator {
       if (tokens.length === 1 && model.isEogToken(tokens[0]!)) continue;
       if (tokens.length > 0) stopTokenSequences.push(tokens);
     }
+    const tokens = contextText.tokenize(model.tokenizer);
+    // Cache hints of a chat: the prompt as the template renders its first N messages.
+    const hinted = (request.cacheHint?.prefixes ?? []).slice(0, MAX_CACHE_PREFIXES).map((count) =>
+      chatWrapper
+        .generateContextState({
+          chatHistory: toChatHistory(request.messages.slice(0, Math.max(0, count))),
+          availableFunctions: functions,
+          documentFunctionParams: functions ? true : undefined,
+        })
+        .contextText.tokenize(model.tokenizer),
+    );
     return this.fit(request, {
-      tokens: contextText.tokenize(model.tokenizer),
+      tokens,
       context: [],
       stopStrings,
       stopTokenSequences,
       grammar,
+      compiledGrammar,
       tools: toolMode,
       truncated: 0,
       reasoning,
+      savePrefixes: savePrefixesOf(tokens, hinted),
     });
   }
 
@@ -455,7 +589,31 @@ export class LlamaGenerator implements Generator {
   }
 
   async validate(request: GenerationRequest): Promise<number> {
-    return (await this.prepare(request)).tokens.length;
+    const prepared = await this.prepare(request);
+    adapterSetFor(this.requireReady().adapters, request.lora);
+    return prepared.tokens.length;
+  }
+
+  /** Counts a grammar's cost while its response is sampled (GRAMMAR_MAX_STACKS, GRAMMAR_MAX_TOKEN_MS). */
+  private grammarGuard(compiled: CompiledGrammar | undefined): GrammarGuard {
+    const { model } = this.requireReady();
+    const newline = model.tokens.nl;
+    const pieces = new Map<number, Uint8Array>();
+    return new GrammarGuard({
+      compiled,
+      maxStacks: (this.options.grammarBudget ?? DEFAULT_GRAMMAR_BUDGET).maxStacks,
+      maxTokenMs: this.options.grammarMaxTokenMs ?? 1000,
+      // The token's piece as llama.cpp's grammar reads it (a word-initial space kept).
+      pieceBytes: (token) => {
+        let bytes = pieces.get(token);
+        if (!bytes) {
+          const text = model.detokenize([token as Token], true, newline === null ? undefined : [newline]);
+          bytes = Buffer.from(text, "utf8");
+          pieces.set(token, bytes);
+        }
+        return bytes;
+      },
+    });
   }
 
   /**
@@ -489,8 +647,9 @@ export class LlamaGenerator implements Generator {
   }
 
   async generate(request: GenerationRequest, listener?: EventListener): Promise<CompletionResult> {
-    const { model, batchers, chatWrapper } = this.requireReady();
+    const { model, batchers, chatWrapper, adapters } = this.requireReady();
     const prepared = await this.prepare(request);
+    const adapterSet = adapterSetFor(adapters, request.lora);
     const promptTokens = prepared.tokens.length;
     const chat = isChatRequest(request);
     const answer = new AnswerStream(
@@ -556,28 +715,38 @@ export class LlamaGenerator implements Generator {
       grammar: prepared.grammar
         ? grammarStateOf(new LlamaGrammarEvaluationState({ model, grammar: prepared.grammar }))
         : undefined,
+      grammarGuard: prepared.grammar ? this.grammarGuard(prepared.compiledGrammar) : undefined,
       logprobs: request.logprobs,
       reusePrefix: request.cachePrompt,
+      adapters: adapterSet,
+      savePrefixes: prepared.savePrefixes,
+      cacheKey: request.cacheHint?.key,
+      speculate: request.speculative,
+      priority: request.priority,
       onLogprob: (entry) => {
         const previous = generatedTokens.length > 0 ? generatedTokens : prepared.context;
         answer.logprob(logprobText(entry, previous));
         generatedTokens.push(entry.token);
       },
     });
-    const batcher = pickBatcher(batchers, prepared.tokens);
+    const adapterKey = adapterSet?.key ?? "";
+    const batcher = pickBatcher(batchers, prepared.tokens, adapterKey);
     const first = request.signal ? AbortSignal.any([request.signal, budget.signal]) : budget.signal;
     let result = await batcher.run(job(prepared.tokens, maxTokens, first));
     const { cachedTokens } = result;
     let { tokensGenerated } = result;
+    const draft = { ...result.draft };
     const logprobEntries = [...(result.logprobs ?? [])];
     const budgetSpent = result.finish === "abort" && budget.signal.aborted && !request.signal?.aborted;
     if (budgetSpent && tokensGenerated < maxTokens) {
       // The prompt and the thought so far are in the sequence's cells: only the close is evaluated.
       const continued = [...prepared.tokens, ...model.tokenize(result.text + answer.closeReasoning(), true)];
-      result = await pickBatcher(batchers, continued).run(
+      result = await pickBatcher(batchers, continued, adapterKey).run(
         job(continued, maxTokens - tokensGenerated, request.signal),
       );
       tokensGenerated += result.tokensGenerated;
+      draft.proposed += result.draft.proposed;
+      draft.accepted += result.draft.accepted;
       logprobEntries.push(...(result.logprobs ?? []));
     }
     let logprobs: TokenLogprob[] | undefined;
@@ -595,6 +764,7 @@ export class LlamaGenerator implements Generator {
       tokensGenerated,
       cachedTokens,
       truncatedTokens: prepared.truncated,
+      ...(draft.proposed > 0 && { draftTokens: draft }),
       logprobs,
     });
   }
@@ -605,7 +775,9 @@ export class LlamaGenerator implements Generator {
     const loaded = this.loaded;
     if (!loaded) return;
     for (const batcher of loaded.batchers) await batcher.close();
+    loaded.prefixCache?.clear();
     for (const context of loaded.contexts) await context.dispose();
+    await loaded.draft?.dispose();
     // The Llama is shared with the other models (sharedLlama): not disposed here.
     await loaded.model.dispose();
   }
@@ -637,6 +809,19 @@ function reasoningMarkersOf(wrapper: ChatWrapper, model: LlamaModel): ReasoningM
   return undefined;
 }
 
+/** Values per attention head (keys), from the GGUF metadata. */
+function headSizeOf(model: LlamaModel): number | undefined {
+  const metadata = model.fileInfo.metadata as Record<string, unknown> & {
+    general?: { architecture?: string };
+  };
+  const fields = metadata[metadata.general?.architecture ?? ""] as
+    { embedding_length?: number; attention?: { head_count?: number; key_length?: number } } | undefined;
+  const heads = Number(fields?.attention?.head_count ?? 0);
+  const size =
+    fields?.attention?.key_length ?? (heads > 0 ? Number(fields?.embedding_length ?? 0) / heads : 0);
+  return size > 0 ? size : undefined;
+}
+
 /** Tokens in the model's vocabulary, from its GGUF metadata (node-llama-cpp has no accessor). */
 function vocabularySizeOf(model: LlamaModel): number | undefined {
   return (model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly unknown[] } } }).tokenizer
@@ -652,12 +837,16 @@ function describeLoadError(error: unknown, reference: string): string {
  * The context whose free sequence already holds the longest prefix of the prompt (prompt cache);
  * without one, the least loaded, ties to the first, so a lone request always runs on the same one.
  */
-function pickBatcher(batchers: ContinuousBatcher[], tokens: readonly Token[]): ContinuousBatcher {
+function pickBatcher(
+  batchers: ContinuousBatcher[],
+  tokens: readonly Token[],
+  adapterKey: string,
+): ContinuousBatcher {
   let best = batchers[0]!;
   let bestPrefix = -1;
   for (const candidate of batchers) {
     // A prefix worth reusing wins; otherwise load decides.
-    const prefix = candidate.cachedPrefixLength(tokens);
+    const prefix = candidate.cachedPrefixLength(tokens, adapterKey);
     if (prefix > bestPrefix || (prefix === bestPrefix && candidate.load < best.load)) {
       best = candidate;
       bestPrefix = prefix;
@@ -676,7 +865,13 @@ interface Budgets {
   /** GRAMMAR_MAX_BYTES, checked first: even the syntax check is linear in the grammar's size. */
   maxGrammarBytes: number;
   /** The grammar budget check (off this thread); throws GrammarBudgetError, or Error for bad syntax. */
-  checkGrammar: (grammar: string) => Promise<unknown>;
+  checkGrammar: (grammar: string) => Promise<CheckResult>;
+}
+
+/** A compiled constraint: llama.cpp's grammar, and ours for following its stacks while sampling. */
+interface Constraint {
+  grammar: LlamaGrammar;
+  compiled?: CompiledGrammar;
 }
 
 /**
@@ -687,7 +882,7 @@ async function compileConstraint(
   llama: Llama,
   constraint: OutputConstraint,
   budgets: Budgets,
-): Promise<LlamaGrammar> {
+): Promise<Constraint> {
   if (constraint.type === "json_object")
     return compileSchema(
       llama,
@@ -717,8 +912,9 @@ async function compileConstraint(
     );
   const problem = checkGbnf(constraint.grammar);
   if (problem) throw badRequest(`Invalid grammar: ${problem}`, [{ path: "/grammar" }]);
+  let checked: CheckResult;
   try {
-    await budgets.checkGrammar(constraint.grammar);
+    checked = await budgets.checkGrammar(constraint.grammar);
   } catch (error) {
     if (error instanceof DomainError) throw error;
     if (error instanceof GrammarBudgetError)
@@ -730,7 +926,10 @@ async function compileConstraint(
   // natively (once to validate here, again for each generation's sampler). Repeated grammars skip the
   // budget parse through the checker's cache.
   try {
-    return await llama.createGrammar({ grammar: constraint.grammar });
+    return {
+      grammar: await llama.createGrammar({ grammar: constraint.grammar }),
+      compiled: checked.compiled,
+    };
   } catch (error) {
     throw badRequest(`Invalid grammar: llama.cpp could not parse it (${(error as Error).message})`, [
       { path: "/grammar" },
@@ -747,7 +946,7 @@ async function compileSchema(
   { schema, patterns }: GrammarSchema,
   path: string,
   budgets: Budgets,
-): Promise<LlamaGrammar> {
+): Promise<Constraint> {
   let grammar: LlamaGrammar;
   try {
     // `as never`: the method's generic parameters want a literal schema type, not any schema.
@@ -765,7 +964,7 @@ async function compileSchema(
     ]);
   }
   try {
-    await budgets.checkGrammar(grammar.grammar);
+    return { grammar, compiled: (await budgets.checkGrammar(grammar.grammar)).compiled };
   } catch (error) {
     if (error instanceof DomainError) throw error;
     // Only the budget refuses: node-llama-cpp's own grammar is well formed by construction.
@@ -773,8 +972,8 @@ async function compileSchema(
       throw badRequest(`The JSON schema's grammar is over budget: ${error.message}`, [
         { path, limit: error.limit },
       ]);
+    return { grammar };
   }
-  return grammar;
 }
 
 /** Bytes free where the contexts go: VRAM on a GPU, RAM on a CPU; null when it cannot be read. */

@@ -1,6 +1,9 @@
 /**
  * The one place that reaches below node-llama-cpp's public API, to the native llama.cpp context and
- * sampler it wraps (`LlamaContext._ctx`, `LlamaModel._model`, `Llama._bindings.AddonSampler`).
+ * sampler it wraps (`LlamaContext._ctx`, `LlamaModel._model`, `Llama._bindings.AddonSampler`), the
+ * sequence checkpoints it keeps for its own context shifts (`AddonContextSequenceCheckpoint`: a copy of
+ * a sequence's KV cells in memory, our RAM prefix cache) and its LoRA adapters (`_getOrLoadLora`,
+ * `AddonContext.setLoras`).
  *
  * Why: our continuous batcher (batcher.ts) drives llama_decode and sampling itself, one decode call
  * per step for every running sequence. node-llama-cpp's public per-sequence `evaluate()` path goes
@@ -42,9 +45,42 @@ export interface NativeContext {
   ): Promise<[Token | -1, (Token | number)[] | undefined, number | undefined]>;
   /** Drops every KV cell of the sequence. */
   disposeSequence(sequenceId: number): void;
+  /**
+   * The same, also returning the probability of the drawn token under the distribution it was drawn
+   * from (a speculative draft stops when its model is unsure).
+   */
+  sampleToken(
+    batchLogitIndex: number,
+    sampler: NativeSampler,
+    probabilities: false,
+    confidence: true,
+  ): Promise<[Token | -1, undefined, number | undefined]>;
+  /** Drops every KV cell of the sequence. */
+  disposeSequence(sequenceId: number): void;
   /** Drops the sequence's cells at positions `startPosition…endPosition-1` (-1: to the end). */
   removeTokenCellsFromSequence(sequenceId: number, startPosition: number, endPosition: number): boolean;
+  /**
+   * Writes a checkpoint's cells back into the sequence it was taken from (in this context or another
+   * of the same shape), keeping positions 0…`maxPosition`; false when that failed (the sequence is then
+   * empty or partial: dispose it).
+   */
+  restoreCheckpoint(checkpoint: NativeCheckpoint, maxPosition: number): Promise<boolean>;
+  /** The LoRA adapters every following decode applies, with their scales (llama_set_adapters_lora). */
+  setLoras(adapters: NativeLora[], scales: number[]): void;
 }
+
+/** A copy of one sequence's KV cells, in memory (llama_state_seq_get_data). */
+export interface NativeCheckpoint {
+  /** Copies the cells of `sequenceId` in `context` (on a worker thread). */
+  init(context: NativeContext, sequenceId: number): Promise<void>;
+  dispose(): void;
+  /** Bytes held. */
+  readonly size: number;
+  readonly maxPos: number;
+}
+
+/** A loaded LoRA adapter (llama_adapter_lora), opaque here. */
+export type NativeLora = { readonly __nativeLora: never };
 
 /** Settings for llama.cpp's sampler chain (the addon rebuilds only the parts that changed). */
 export interface NativeSamplerConfig {
@@ -84,6 +120,8 @@ const requiredContextMethods = [
   "sampleToken",
   "disposeSequence",
   "removeTokenCellsFromSequence",
+  "restoreCheckpoint",
+  "setLoras",
 ];
 
 function incompatible(what: string): Error {
@@ -116,4 +154,29 @@ export function grammarStateOf(state: LlamaGrammarEvaluationState): NativeGramma
   const native = (state as unknown as { _state?: NativeGrammarState })._state;
   if (native === undefined) throw incompatible("LlamaGrammarEvaluationState._state is missing");
   return native;
+}
+
+interface CheckpointConstructor {
+  new (): NativeCheckpoint;
+}
+
+/** An empty checkpoint; `init` fills it from a sequence. */
+export function createNativeCheckpoint(llama: Llama): NativeCheckpoint {
+  const bindings = (
+    llama as unknown as { _bindings?: { AddonContextSequenceCheckpoint?: CheckpointConstructor } }
+  )._bindings;
+  if (typeof bindings?.AddonContextSequenceCheckpoint !== "function")
+    throw incompatible("AddonContextSequenceCheckpoint is missing");
+  return new bindings.AddonContextSequenceCheckpoint();
+}
+
+/**
+ * The adapter in `file`, loaded once per model (node-llama-cpp keeps it with the model and frees it
+ * with the model).
+ */
+export async function loadNativeLora(model: LlamaModel, file: string): Promise<NativeLora> {
+  const load = (model as unknown as { _getOrLoadLora?: (file: string) => Promise<NativeLora> })
+    ._getOrLoadLora;
+  if (typeof load !== "function") throw incompatible("LlamaModel._getOrLoadLora is missing");
+  return load.call(model, file);
 }

@@ -17,7 +17,7 @@ import {
   type GgufSummary,
   type ModelRole,
 } from "./gguf-check.js";
-import type { ModelEntry } from "./presets.js";
+import type { KvCacheType, LoraSelection, ModelEntry } from "./presets.js";
 import { isRemoteModelReference } from "../../core/config.js";
 
 export type ModelStatus = "loaded" | "loading" | "unloaded" | "failed";
@@ -37,8 +37,12 @@ export interface ModelInfo {
   architecture: string | null;
   /** Bytes of the file; null until known (a reference not downloaded yet). */
   sizeBytes: number | null;
-  /** Estimated memory when loaded (weights + KV cache). */
+  /** Estimated memory when loaded (weights + KV cache of its type). */
   memoryBytes: number | null;
+  /** LoRA adapters loaded with it (ids are indexes), with the scale requests get by default. */
+  adapters: { id: number; path: string; scale: number }[];
+  /** Names serving it with adapters (a preset's `base` sections) and the scales they apply. */
+  loraAliases: { name: string; lora: LoraSelection }[];
   reference: string;
   inUse: number;
   default: boolean;
@@ -59,6 +63,8 @@ export interface RegistryOptions<B extends ModelBackend> {
   createBackend: (entry: ModelEntry, file: string, summary: GgufSummary) => Promise<B>;
   /** Context tokens a model's KV cache holds (all sequences), for the memory estimate. */
   contextTokensOf: (entry: ModelEntry, summary: GgufSummary) => number;
+  /** The KV cache's type, for the memory estimate (default f16). */
+  kvCacheTypeOf?: (entry: ModelEntry) => KvCacheType;
   /** 0 = no limit. */
   maxLoaded: number;
   /** Bytes; 0 = no limit. */
@@ -144,7 +150,7 @@ export class ModelRegistry<B extends ModelBackend> {
     const pinned = this.options.pinned?.[entry.id];
     if (pinned) Object.assign(state, { backend: pinned, status: "loaded", pinned: true, keepAliveMs: -1 });
     this.states.set(entry.id, state);
-    for (const name of [entry.id, ...entry.aliases]) this.byName.set(name, state);
+    for (const name of namesOf(entry)) this.byName.set(name, state);
     return state;
   }
 
@@ -172,7 +178,7 @@ export class ModelRegistry<B extends ModelBackend> {
     if (state.entry.id === this.options.defaultId || state.backend || state.loading || state.inUse > 0)
       throw conflict(`The model "${state.entry.id}" is being served; it cannot be deleted`);
     this.states.delete(state.entry.id);
-    for (const name of [state.entry.id, ...state.entry.aliases]) this.byName.delete(name);
+    for (const name of namesOf(state.entry)) this.byName.delete(name);
   }
 
   get defaultId(): string {
@@ -199,7 +205,21 @@ export class ModelRegistry<B extends ModelBackend> {
   }
 
   knownNames(): string[] {
-    return [...this.states.values()].flatMap((state) => [state.entry.id, ...state.entry.aliases]);
+    return [...this.states.values()].flatMap((state) => namesOf(state.entry));
+  }
+
+  /** The adapter scales a LoRA alias applies (a preset's `base` section), or undefined for other names. */
+  loraOf(name: string): LoraSelection | undefined {
+    return this.byName.get(name)?.entry.loraAliases?.[name];
+  }
+
+  /** The estimate the limits use: weights plus the KV cache, of the model's KV type. */
+  private estimate(state: ModelState<B>, summary: GgufSummary): number {
+    return estimateModelBytes(
+      summary,
+      this.options.contextTokensOf(state.entry, summary),
+      this.options.kvCacheTypeOf?.(state.entry) ?? "f16",
+    );
   }
 
   /** Roles known so far: the preset's, else the file's (unknown until downloaded: generation). */
@@ -226,9 +246,9 @@ export class ModelRegistry<B extends ModelBackend> {
       roles: this.rolesOf(state.entry.id),
       architecture: state.summary?.architecture ?? null,
       sizeBytes: state.summary?.fileBytes ?? null,
-      memoryBytes: state.summary
-        ? estimateModelBytes(state.summary, this.options.contextTokensOf(state.entry, state.summary))
-        : null,
+      memoryBytes: state.summary ? this.estimate(state, state.summary) : null,
+      adapters: (state.entry.settings.lora ?? []).map((adapter, id) => ({ id, ...adapter })),
+      loraAliases: Object.entries(state.entry.loraAliases ?? {}).map(([name, lora]) => ({ name, lora })),
       reference: state.entry.reference,
       inUse: state.inUse,
       loads: state.loads,
@@ -383,10 +403,7 @@ export class ModelRegistry<B extends ModelBackend> {
     const file = await this.options.resolveFile(state.entry);
     state.file = file;
     state.summary = await inspectGguf(file);
-    this.enforceLimits(
-      state,
-      estimateModelBytes(state.summary, this.options.contextTokensOf(state.entry, state.summary)),
-    );
+    this.enforceLimits(state, this.estimate(state, state.summary));
     const started = performance.now();
     const backend = await this.options.createBackend(state.entry, file, state.summary);
     this.options.log?.(`model "${state.entry.id}" loaded in ${Math.round(performance.now() - started)} ms`);
@@ -417,8 +434,7 @@ export class ModelRegistry<B extends ModelBackend> {
     const { maxLoaded, memoryBudget } = this.options;
     const resident = () =>
       [...this.states.values()].filter((s) => s !== incoming && !s.pinned && (s.backend || s.loading));
-    const bytes = (s: ModelState<B>) =>
-      s.summary ? estimateModelBytes(s.summary, this.options.contextTokensOf(s.entry, s.summary)) : 0;
+    const bytes = (s: ModelState<B>) => (s.summary ? this.estimate(s, s.summary) : 0);
     const over = () => {
       const others = resident();
       const count = others.length + (incoming ? 1 : 0);
@@ -476,6 +492,11 @@ export class ModelRegistry<B extends ModelBackend> {
     });
     return unloading;
   }
+}
+
+/** Every name a model is asked for by: its id, its aliases and its LoRA aliases. */
+function namesOf(entry: ModelEntry): string[] {
+  return [entry.id, ...entry.aliases, ...Object.keys(entry.loraAliases ?? {})];
 }
 
 function describe(error: unknown): string {

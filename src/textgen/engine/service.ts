@@ -28,6 +28,15 @@ import {
   type ModelRegistry,
 } from "./model-registry.js";
 import type { RankResult } from "./rerank.js";
+import type { LoraSelection } from "./presets.js";
+
+/** One LoRA adapter of a model, as llama.cpp's server lists it in GET /lora-adapters. */
+export interface LoraAdapterInfo {
+  id: number;
+  path: string;
+  /** The scale requests get when they name no adapters (0: loaded, not applied). */
+  scale: number;
+}
 
 /** A request's model: everything a route needs from it. Each call holds the model while it runs. */
 export interface ServedModel {
@@ -188,7 +197,17 @@ export class TextgenService {
         throw badRequest(`keep_alive: ${(error as Error).message}`, [{ path: "/keep_alive" }]);
       }
     }
-    return this.handle(id, keepAliveMs);
+    // A LoRA alias (a preset's `base` section) serves its base model with its adapters.
+    return this.handle(id, keepAliveMs, name === undefined ? undefined : this.models.loraOf(name));
+  }
+
+  /**
+   * The adapters of the model `name` means (the default model without a name), for GET
+   * /lora-adapters and model lists; a 404 for an unknown name.
+   */
+  loraAdapters(name?: string): LoraAdapterInfo[] {
+    const id = this.pickModel(name, "generate");
+    return this.models.get(id)?.adapters ?? [];
   }
 
   /**
@@ -236,7 +255,7 @@ export class TextgenService {
     return id;
   }
 
-  private handle(id: string, keepAliveMs: number | undefined): ServedModel {
+  private handle(id: string, keepAliveMs: number | undefined, lora: LoraSelection | undefined): ServedModel {
     const models = this.models;
     const nameOf = (model: string) => this.nameOf(model);
     const withModel = async <T>(
@@ -259,7 +278,8 @@ export class TextgenService {
         withModel("generate", async (backend) => backend.generator!.contextPerSequence?.()),
       run: async (request, signal, listener) => {
         this.checkTokenizable(promptChars(request));
-        return withModel("generate", (backend) => this.generate(id, backend, request, signal, listener));
+        const withLora = lora && !request.lora ? { ...request, lora } : request;
+        return withModel("generate", (backend) => this.generate(id, backend, withLora, signal, listener));
       },
       embed: (inputs, signal) =>
         withModel("embed", (backend) =>
@@ -271,7 +291,9 @@ export class TextgenService {
         ),
       countTokens: async (request) => {
         this.checkTokenizable(promptChars(request));
-        return withModel("generate", (backend) => backend.generator!.validate(request));
+        return withModel("generate", (backend) =>
+          backend.generator!.validate(lora && !request.lora ? { ...request, lora } : request),
+        );
       },
       preload: async () => {
         if (keepAliveMs === 0) {
@@ -302,27 +324,34 @@ export class TextgenService {
   ): Promise<CompletionResult> {
     // The prompt is counted here, before the first token, so a stream's opening can report it.
     const promptTokens = await generator!.validate(request);
-    return scheduler.run(clientSignal, async (signal) => {
-      listener?.({ type: "start", promptTokens });
-      const started = performance.now();
-      const result = await generator!.generate(
-        {
-          ...request,
-          signal,
-          onTokens: (count) => {
-            this.tokens.inc({ model }, count);
-            request.onTokens?.(count);
+    // A batch line is admitted after interactive requests and preempted by them (scheduler.ts).
+    const priority = request.priority ?? "interactive";
+    return scheduler.run(
+      clientSignal,
+      async (signal) => {
+        listener?.({ type: "start", promptTokens });
+        const started = performance.now();
+        const result = await generator!.generate(
+          {
+            ...request,
+            priority,
+            signal,
+            onTokens: (count) => {
+              this.tokens.inc({ model }, count);
+              request.onTokens?.(count);
+            },
           },
-        },
-        listener,
-      );
-      const seconds = (performance.now() - started) / 1000;
-      this.duration.observe({ model }, seconds);
-      if (result.tokensGenerated > 0 && seconds > 0)
-        this.tokensPerSecond.set({ model }, result.tokensGenerated / seconds);
-      this.generations.inc({ finish_reason: result.finishReason, model });
-      return result;
-    });
+          listener,
+        );
+        const seconds = (performance.now() - started) / 1000;
+        this.duration.observe({ model }, seconds);
+        if (result.tokensGenerated > 0 && seconds > 0)
+          this.tokensPerSecond.set({ model }, result.tokensGenerated / seconds);
+        this.generations.inc({ finish_reason: result.finishReason, model });
+        return result;
+      },
+      { priority },
+    );
   }
 
   /** Generation on the default model (routes without a `model` field). */

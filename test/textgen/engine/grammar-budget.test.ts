@@ -7,7 +7,12 @@ import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "node:test";
-import { checkGrammarBudget, GrammarBudgetError } from "../../../src/textgen/engine/grammar-budget.js";
+import {
+  checkAndCompileGrammar,
+  checkGrammarBudget,
+  GrammarBudgetError,
+  GrammarStackMirror,
+} from "../../../src/textgen/engine/grammar-budget.js";
 import {
   checkSchemaBudget,
   DEFAULT_SCHEMA_BUDGET,
@@ -16,7 +21,12 @@ import {
 } from "../../../src/textgen/engine/json-schema.js";
 import { DEFAULT_GRAMMAR_BUDGET } from "../../../src/textgen/engine/llama-generator.js";
 import { repoRoot } from "../../helpers/env.js";
-import { deepSchema, nestedOptionalGrammar } from "../../helpers/grammar-fixtures.js";
+import {
+  decoyHiddenGrammar,
+  deepSchema,
+  horizonHiddenGrammar,
+  nestedOptionalGrammar,
+} from "../../helpers/grammar-fixtures.js";
 
 function refusedFor(grammar: string, limit: GrammarBudgetError["limit"]): void {
   assert.throws(
@@ -54,6 +64,41 @@ describe("grammar budget", () => {
       `root ::= r0\n${Array.from({ length: 5000 }, (_, i) => `r${i} ::= "k"`).join("\n")}`,
       "maxRules",
     );
+  });
+
+  it("refuses issue #35's blow-up hidden behind one character among 12 decoys (the old beam missed it)", () => {
+    const grammar = decoyHiddenGrammar();
+    assert.ok(grammar.length > 1500 && grammar.length < 2500, `${grammar.length} bytes`);
+    // Every stack set is explored, not a beam of the largest: the hidden "z" path is followed too.
+    refusedFor(grammar, "maxStacks");
+  });
+
+  it("accepts a blow-up past its horizon, which the stacks followed while sampling then catch", () => {
+    // The pre-check explores 5,000 stack sets, all of the decoy's, before the hidden path's 14 "z".
+    const { stacks, compiled } = checkAndCompileGrammar(horizonHiddenGrammar(), DEFAULT_GRAMMAR_BUDGET);
+    assert.ok(stacks <= DEFAULT_GRAMMAR_BUDGET.maxStacks);
+    const mirror = new GrammarStackMirror(compiled, DEFAULT_GRAMMAR_BUDGET.maxStacks);
+    assert.equal(mirror.accept(Buffer.from("z".repeat(14))), 1);
+    let xs = 0;
+    assert.throws(
+      () => {
+        for (; xs < 200; xs++) mirror.accept(Buffer.from("x"));
+      },
+      (error: unknown) => error instanceof GrammarBudgetError && error.limit === "maxStacks",
+    );
+    // 13, 78, 297 stacks after one, two, three "x"; the fourth makes 791.
+    assert.equal(xs, 3);
+    // Text the grammar does not allow: the mirror says it lost track (-1) instead of guessing.
+    const other = new GrammarStackMirror(compiled, DEFAULT_GRAMMAR_BUDGET.maxStacks);
+    assert.equal(other.accept(Buffer.from("q")), -1);
+  });
+
+  it("follows a character split across tokens as llama.cpp does (UTF-8 bytes held until complete)", () => {
+    const { compiled } = checkAndCompileGrammar('root ::= "é" [a-z]+', DEFAULT_GRAMMAR_BUDGET);
+    const mirror = new GrammarStackMirror(compiled, 16);
+    const e = Buffer.from("é");
+    assert.equal(mirror.accept(e.subarray(0, 1)), 1);
+    assert.ok(mirror.accept(Buffer.concat([e.subarray(1), Buffer.from("ab")])) >= 1);
   });
 
   it("names syntax problems as plain errors (left recursion, undefined rules, unterminated strings)", () => {

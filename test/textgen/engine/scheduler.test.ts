@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { Scheduler } from "../../../src/textgen/engine/scheduler.js";
+import { PreemptedError, Scheduler } from "../../../src/textgen/engine/scheduler.js";
 import { toApiError } from "../../../src/core/http.js";
 
 /** A job that runs until released or aborted, standing in for a generation. */
@@ -112,5 +112,98 @@ describe("Scheduler", () => {
     );
     assert.equal(scheduler.stats().timedOut, 1);
     assert.equal(scheduler.stats().running, 0);
+  });
+
+  describe("priorities (the Batch API's hook)", () => {
+    /**
+     * Decode steps driven by hand: a job stands for a sequence in the batcher, which notices its
+     * signal at the start of each step (batcher.ts dropAborted) and then leaves.
+     */
+    function deferred() {
+      let resolve!: () => void;
+      const promise = new Promise<void>((done) => (resolve = done));
+      return { promise, resolve };
+    }
+
+    function steps() {
+      let step = 0;
+      let next = deferred();
+      return {
+        get step() {
+          return step;
+        },
+        async tick() {
+          step++;
+          const current = next;
+          next = deferred();
+          current.resolve();
+          await sleep(1);
+        },
+        job: (onStart?: () => void) => async (signal: AbortSignal) => {
+          onStart?.();
+          for (let i = 0; i < 1000; i++) {
+            await next.promise;
+            if (signal.aborted) return "dropped";
+          }
+          return "done";
+        },
+      };
+    }
+
+    it("an interactive request preempts a batch line and starts within one step", async () => {
+      const clock = steps();
+      const scheduler = new Scheduler({ maxConcurrent: 2, maxQueue: 4, timeoutMs: 60_000 });
+      const lines = [0, 1].map(() =>
+        scheduler.run(undefined, clock.job(), { priority: "batch" }).catch((error: unknown) => error),
+      );
+      await clock.tick();
+      await clock.tick();
+      assert.equal(scheduler.stats().runningBatch, 2);
+      let startedAt = -1;
+      const asked = clock.step;
+      const interactive = scheduler.run(
+        undefined,
+        clock.job(() => (startedAt = clock.step)),
+      );
+      await clock.tick();
+      assert.equal(startedAt, asked + 1, "the interactive request waited more than one step");
+      // One line gave way (the most recent); it is told so, to be submitted again.
+      const outcomes = await Promise.race([Promise.any(lines), sleep(1000).then(() => "none")]);
+      assert.ok(outcomes instanceof PreemptedError, String(outcomes));
+      assert.equal(scheduler.stats().preempted, 1);
+      assert.equal(scheduler.stats().runningBatch, 1);
+      // The other line runs on; so does the interactive request.
+      for (let i = 0; i < 1000; i++) await clock.tick();
+      assert.equal(await interactive, "done");
+      const settled = await Promise.all(lines);
+      assert.equal(settled.filter((outcome) => outcome === "done").length, 1);
+    });
+
+    it("waiting interactive requests are admitted before waiting batch lines", async () => {
+      const scheduler = new Scheduler({ maxConcurrent: 1, maxQueue: 4, timeoutMs: 10_000 });
+      const g = gate();
+      const order: string[] = [];
+      const running = scheduler.run(undefined, g.job);
+      const queued = [
+        scheduler.run(undefined, async () => void order.push("batch"), { priority: "batch" }),
+        scheduler.run(undefined, async () => void order.push("interactive")),
+      ];
+      g.open();
+      await Promise.all([running, ...queued]);
+      assert.deepEqual(order, ["interactive", "batch"]);
+    });
+
+    it("interactive requests never preempt each other", async () => {
+      const clock = steps();
+      const scheduler = new Scheduler({ maxConcurrent: 1, maxQueue: 4, timeoutMs: 60_000 });
+      const first = scheduler.run(undefined, clock.job());
+      await clock.tick();
+      const second = scheduler.run(undefined, clock.job());
+      await clock.tick();
+      assert.equal(scheduler.stats().preempted, 0);
+      assert.equal(scheduler.stats().queued, 1);
+      for (let i = 0; i < 2001; i++) await clock.tick();
+      assert.deepEqual(await Promise.all([first, second]), ["done", "done"]);
+    });
   });
 });
