@@ -354,7 +354,12 @@ async function indexSync(args: string[], config: Config): Promise<number> {
 
   return withService(config, async (service) => {
     const syncOnce = async () => {
-      const result = await syncFolder(service, { key, root, folder, settings });
+      const walk = {
+        maxEntries: config.rag.filesMaxEntries,
+        timeoutMs: config.rag.filesWalkTimeoutMs,
+        allowHardLinks: config.rag.filesAllowHardLinks,
+      };
+      const result = await syncFolder(service, { key, root, folder, settings, walk });
       if (values.json) process.stdout.write(`${JSON.stringify(result)}\n`);
       else {
         process.stdout.write(

@@ -94,6 +94,14 @@ export interface Config {
     dataDir: string;
     databaseUrl: string | null;
     ragFilesDir: string | null;
+    /**
+     * Bounds of one walk of RAG_FILES_DIR (a `files` build, a folder sync): entries looked at, time
+     * taken, and whether files with several hard links are read (off: a hard link made inside the
+     * folder to a file outside it cannot be told apart from the file).
+     */
+    filesMaxEntries: number;
+    filesWalkTimeoutMs: number;
+    filesAllowHardLinks: boolean;
     /** Slack kept beside the SQLite database so deletes still work on a full disk (0: none). */
     diskReserveBytes: number;
     /**
@@ -339,6 +347,10 @@ export function loadConfig(env: Env = process.env): Config {
       databaseUrl: url(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
       ragFilesDir:
         read(env, "RAG_FILES_DIR") === undefined ? null : path.resolve(read(env, "RAG_FILES_DIR")!),
+      filesMaxEntries: integer(env, "RAG_FILES_MAX_ENTRIES", 200_000, 1, 100_000_000),
+      filesWalkTimeoutMs: integer(env, "RAG_FILES_WALK_TIMEOUT_MS", 30_000, 100, 3_600_000),
+      filesAllowHardLinks:
+        oneOf(env, "RAG_FILES_ALLOW_HARD_LINKS", "false", ["true", "false"] as const) === "true",
       diskReserveBytes: integer(env, "DISK_RESERVE_BYTES", 8 * mib, 0, 1024 * 1024 * mib),
       vectorSpillDir: vectorSpillDir(env, dataDir),
       embeddingUrl: url(env, "EMBEDDING_URL", ["http:", "https:"]),

@@ -177,9 +177,13 @@ const indexRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => 
         documents = toDocumentInputs(body.documents ?? []);
         checkDocumentCount(deps, documents.length + (body.files?.length ?? 0));
         if (body.files?.length) {
-          const resolved = await resolveFiles(deps.ragFilesDir, body.files, confinedTenant(request));
+          // Walking and reading stop when the client leaves (a large folder takes a while).
+          const signal = clientGoneSignal(reply);
+          const walk = { limits: deps.walk, signal };
+          const resolved = await resolveFiles(deps.ragFilesDir, body.files, confinedTenant(request), walk);
           checkDocumentCount(deps, documents.length + resolved.files.length);
-          documents.push(...(await loadResolvedFiles(resolved.root, resolved.files, deps.ingest)));
+          const options = { allowHardLinks: deps.walk.allowHardLinks, signal };
+          documents.push(...(await loadResolvedFiles(resolved.root, resolved.files, deps.ingest, options)));
         }
       }
       const overlap = body.overlap ?? defaultOverlap(body.chunk_size);
@@ -239,7 +243,7 @@ const indexRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => 
       }
       const key = { tenantId: actingTenant(request, body.tenant_id), name: body.index_name };
       const signal = clientGoneSignal(reply);
-      const { results, elapsedMs, retrieval, loaded } = await service.query({
+      const { results, elapsedMs, retrieval, loaded, filter } = await service.query({
         key,
         query,
         topK: body.top_k,
@@ -256,6 +260,7 @@ const indexRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => 
         results,
         count: results.length,
         ...reportedRetrieval(body, retrieval),
+        ...(filter && { filter_truncated: filter.truncated }),
         elapsed_ms: elapsedMs,
         answer: null as string | null,
         answer_mode: mode,

@@ -11,6 +11,7 @@ import { IndexParams, SyncRequest, SyncResponse } from "./schemas.js";
 import type { RagRouteDeps } from "./route-deps.js";
 import { syncFolder } from "../service/sync.js";
 import { writeEmbedding } from "../retrieval/options.js";
+import { clientGoneSignal } from "../answering/compose.js";
 
 export const syncRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps) => {
   const app: TypedApp = instance.withTypeProvider<TypeBoxTypeProvider>();
@@ -30,7 +31,7 @@ export const syncRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, dep
         response: { 200: SyncResponse, "4xx": ErrorResponse, "5xx": ErrorResponse },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const body = request.body;
       const chunkSize = body.chunk_size ?? 1000;
       const overlap = body.overlap ?? defaultOverlap(chunkSize);
@@ -50,6 +51,8 @@ export const syncRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, dep
         ingest: deps.ingest,
         // As a build: a new index gets vectors when an embedder is configured; an existing one stays as it is.
         embeddingFor: (existing) => writeEmbedding(deps.retrievers, undefined, existing),
+        walk: deps.walk,
+        signal: clientGoneSignal(reply),
       });
       // A sync that found nothing to change wrote nothing: it is not a write in the metrics.
       if (result.created || result.added + result.updated + result.deleted > 0) {

@@ -13,7 +13,7 @@ import { actingTenant, listingTenant } from "../../core/auth.js";
 import { badRequest, notFound } from "../../core/errors.js";
 import type { TypedApp } from "../../core/http.js";
 import { checkNestingDepth } from "../../core/validation.js";
-import { compileFilter } from "./openai-filters.js";
+import { compileFilter, FILTER_TRUNCATED_HEADER } from "./openai-filters.js";
 import type { OpenAiRagOptions } from "./route-deps.js";
 import { IndexName } from "./schemas.js";
 import type { IndexMeta, Metadata } from "../store/types.js";
@@ -406,13 +406,13 @@ function registerSearchRoute(app: TypedApp, options: OpenAiRagOptions): void {
         ),
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const body = request.body;
       const key = { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
       checkNestingDepth(body.filters, 40, "filters");
       const predicate = body.filters ? compileFilter(body.filters) : undefined;
       const queries = typeof body.query === "string" ? [body.query] : body.query;
-      const { results } = await service.query({
+      const { results, filter } = await service.query({
         key,
         query: queries.join(" \n"),
         topK: body.max_num_results,
@@ -421,6 +421,9 @@ function registerSearchRoute(app: TypedApp, options: OpenAiRagOptions): void {
         // Hybrid where the store holds vectors, as /rag/query by default.
         ...retrievalInput(options.retrievers, {}),
       });
+      // OpenAI's page has no field for it: a header says the filter was tested on the best N only.
+      if (filter?.truncated)
+        void reply.header(FILTER_TRUNCATED_HEADER, `examined=${filter.examined}; limit=${filter.limit}`);
       return {
         object: "vector_store.search_results.page",
         search_query: queries,
