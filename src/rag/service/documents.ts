@@ -20,27 +20,46 @@ const toWellFormed = (text: string) => text.replace(LONE_SURROGATES, "\uFFFD");
 /** Page offsets of paged documents (PDF), beside the record so the store never sees them. */
 const pageStartsOf = new WeakMap<DocumentRecord, number[]>();
 
+/** Where a chunk lies in a paged document: the page holding most of its text, its first and last. */
+export interface ChunkPages {
+  page: number;
+  first: number;
+  last: number;
+}
+
+/** The (1-based) pages of the chunk [start, end) of a document whose pages start at `pageStarts`. */
+export function chunkPages(pageStarts: number[], start: number, end: number): ChunkPages {
+  const first = pageAt(pageStarts, start);
+  const last = pageAt(pageStarts, Math.max(start, end - 1));
+  let page = first;
+  let most = 0;
+  for (let p = first; p <= last; p++) {
+    const from = Math.max(start, pageStarts[p - 1]!);
+    const to = Math.min(end, pageStarts[p] ?? Infinity);
+    if (to - from > most) [page, most] = [p, to - from];
+  }
+  return { page, first, last };
+}
+
+/** A chunk's metadata with its pages: `page`, and `pages` when it spans several. */
+export function withPageMetadata(metadata: ChunkRecord["metadata"], { page, first, last }: ChunkPages) {
+  const pages = Array.from({ length: last - first + 1 }, (_, i) => first + i);
+  return { ...metadata, page, ...(pages.length > 1 ? { pages } : {}) };
+}
+
 /**
  * Gives each chunk of a paged document its page: the (1-based) page holding most of its text, and,
  * when it spans several, all of them in `pages`.
  */
 function withPages(chunks: ChunkRecord[], pageStarts: number[] | undefined): ChunkRecord[] {
   if (!pageStarts) return chunks;
-  for (const chunk of chunks) {
-    const first = pageAt(pageStarts, chunk.start);
-    const last = pageAt(pageStarts, Math.max(chunk.start, chunk.end - 1));
-    let page = first;
-    let most = 0;
-    for (let p = first; p <= last; p++) {
-      const from = Math.max(chunk.start, pageStarts[p - 1]!);
-      const to = Math.min(chunk.end, pageStarts[p] ?? Infinity);
-      if (to - from > most) [page, most] = [p, to - from];
-    }
-    const pages = Array.from({ length: last - first + 1 }, (_, i) => first + i);
-    chunk.metadata = { ...chunk.metadata, page, ...(pages.length > 1 ? { pages } : {}) };
-  }
+  for (const chunk of chunks)
+    chunk.metadata = withPageMetadata(chunk.metadata, chunkPages(pageStarts, chunk.start, chunk.end));
   return chunks;
 }
+
+/** The page offsets a paged document's record was made with (normaliseDocuments), if any. */
+export const pageStartsOfRecord = (record: DocumentRecord) => pageStartsOf.get(record);
 
 /** Documents and their chunks, and the engine text of every chunk in that order. */
 export interface ChunkedDocuments {
@@ -68,7 +87,14 @@ export function chunkDocuments(documents: DocumentRecord[], settings: IndexSetti
  * and rejects two different documents claiming one id in the same request.
  */
 export function normaliseDocuments(inputs: DocumentInput[]): DocumentRecord[] {
-  const byId = new Map<string, DocumentRecord>();
+  return [...normalisedById(inputs).values()].map(({ record }) => record);
+}
+
+/** normaliseDocuments, each record with the position of the input it was made from (the last of its id). */
+export function normalisedById(
+  inputs: DocumentInput[],
+): Map<string, { record: DocumentRecord; position: number }> {
+  const byId = new Map<string, { record: DocumentRecord; position: number }>();
   inputs.forEach((input, position) => {
     // Whitespace-only text would be stored as a document with no chunks that no query can find.
     if (input.text.trim() === "") {
@@ -89,14 +115,14 @@ export function normaliseDocuments(inputs: DocumentInput[]): DocumentRecord[] {
       contentHash: input.contentHash ?? null,
     };
     if (input.pageStarts) pageStartsOf.set(record, input.pageStarts);
-    const previous = byId.get(id);
+    const previous = byId.get(id)?.record;
     if (previous && (previous.text !== record.text || input.id !== undefined)) {
       throw badRequest(
         `Document id "${id}" appears more than once in this request (documents[${position}])`,
         [{ path: `/documents/${position}/id`, message: "duplicate id" }],
       );
     }
-    byId.set(id, record);
+    byId.set(id, { record, position });
   });
-  return [...byId.values()];
+  return byId;
 }
