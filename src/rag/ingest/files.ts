@@ -5,12 +5,12 @@
  * skipped); a file of an unsupported type named on its own is a 400. A key confined to one tenant
  * has RAG_FILES_DIR/<tenant> as its root. The bytes are read by safe-open.ts, through one checked
  * descriptor, since a checked path may be swapped before it is read; a file with more than one hard
- * link is refused there unless RAG_FILES_ALLOW_HARD_LINKS (a hard link to a file outside the folder
+ * link is refused there unless RAG_FILES_HARD_LINKS=allow (a hard link to a file outside the folder
  * cannot be told apart from a file inside it).
  *
  * Walks are finite (FolderWalk): each folder is entered once by (device, inode), whatever links lead
  * to it (a link loop or a DAG of links costs one visit per folder), at most RAG_FILES_MAX_ENTRIES
- * entries are looked at, within RAG_FILES_WALK_TIMEOUT_MS, and a walk stops when its client leaves.
+ * entries are looked at, within RAG_FILES_WALK_MS, and a walk stops when its client leaves.
  */
 import type { Stats } from "node:fs";
 import { readdir, realpath, stat } from "node:fs/promises";
@@ -24,7 +24,7 @@ import { readRegularFileInside, within } from "./safe-open.js";
 
 export { within };
 
-/** Bounds of one walk of RAG_FILES_DIR (config: RAG_FILES_MAX_ENTRIES, …_WALK_TIMEOUT_MS, …_ALLOW_HARD_LINKS). */
+/** Bounds of one walk of RAG_FILES_DIR (config: RAG_FILES_MAX_ENTRIES, RAG_FILES_WALK_MS, RAG_FILES_HARD_LINKS). */
 export interface WalkLimits {
   /** Entries (files, folders, links) one walk may look at. */
   maxEntries: number;
@@ -76,8 +76,8 @@ export class FolderWalk {
     if (performance.now() > this.deadline)
       throw new DomainError(
         "unprocessable",
-        `The folder walk took longer than ${this.limits.timeoutMs} ms (RAG_FILES_WALK_TIMEOUT_MS); name subfolders instead`,
-        { details: [{ limit: this.limits.timeoutMs, setting: "RAG_FILES_WALK_TIMEOUT_MS" }] },
+        `The folder walk took longer than ${this.limits.timeoutMs} ms (RAG_FILES_WALK_MS); name subfolders instead`,
+        { details: [{ limit: this.limits.timeoutMs, setting: "RAG_FILES_WALK_MS" }] },
       );
   }
 }

@@ -35,7 +35,7 @@ export interface SafeReadOptions {
   maxBytes: number;
   /** The name errors give (the path relative to the root). */
   name: string;
-  /** Read files with more than one hard link (RAG_FILES_ALLOW_HARD_LINKS); default false. */
+  /** Read files with more than one hard link (RAG_FILES_HARD_LINKS); default false. */
   allowHardLinks?: boolean;
 }
 
@@ -94,7 +94,7 @@ export async function readRegularFileInside(
     }
     if (info.nlink > 1 && !options.allowHardLinks) {
       throw badRequest(
-        `File "${name}" has ${info.nlink} hard links; such files are not read, since a link to a file outside RAG_FILES_DIR looks like one inside (RAG_FILES_ALLOW_HARD_LINKS=true reads them)`,
+        `File "${name}" has ${info.nlink} hard links; such files are not read, since a link to a file outside RAG_FILES_DIR looks like one inside (RAG_FILES_HARD_LINKS=allow reads them)`,
       );
     }
     if (info.size > maxBytes) {
