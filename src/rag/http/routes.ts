@@ -10,6 +10,7 @@ import { ErrorResponse } from "../../textgen/http/schemas.js";
 import { loadResolvedFiles, resolveFiles } from "../ingest/files.js";
 import { defaultOverlap } from "../ingest/chunker.js";
 import { multipartTenant, readMultipart } from "./uploads.js";
+import { parseJsonBody } from "./json-body.js";
 import type { IndexInfo } from "./schemas.js";
 import { syncRoutes } from "./sync-routes.js";
 import {
@@ -130,6 +131,8 @@ export const ragRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps
         fieldSize: 64 * 1024,
       },
     });
+    // Large JSON bodies (builds, appends) are parsed off the event loop.
+    scope.addContentTypeParser("application/json", { parseAs: "buffer" }, parseJsonBody);
     await scope.register(indexRoutes, deps);
     await scope.register(syncRoutes, deps);
     await scope.register(chatRoutes, deps);

@@ -4,7 +4,7 @@
  * decoded (embedding-answer.ts) on a worker thread of its own, which sends the rows back transferred,
  * not copied. Smaller answers (the usual batch: 64 × 1024 floats, about 1.5 MB) are decoded inline.
  */
-import { startWorker } from "../search/indexer/start-worker.js";
+import { startWorker, WorkerSlots } from "../search/indexer/start-worker.js";
 import { decodeEmbeddings, type DecodedEmbeddings, type EmbeddingsFailure } from "./embedding-answer.js";
 
 /** Answers up to this size are parsed on the event loop (a few milliseconds). */
@@ -28,6 +28,13 @@ export function parseAndDecode(bytes: Uint8Array, count: number, known: number |
 /** Decodes inline, or on a worker thread past INLINE_BYTES (the bytes are handed over, not copied). */
 export function decodeAnswer(bytes: Buffer, count: number, known: number | undefined): Promise<DecodeReply> {
   if (bytes.byteLength <= INLINE_BYTES) return Promise.resolve(parseAndDecode(bytes, count, known));
+  return slots.run(() => decodeOffThread(bytes, count, known));
+}
+
+/** Large answers decoded at once (each thread holds its answer and its parse); the others wait. */
+const slots = new WorkerSlots(2);
+
+function decodeOffThread(bytes: Buffer, count: number, known: number | undefined): Promise<DecodeReply> {
   // Handed over, not copied, unless the Buffer shares its memory with others.
   const whole = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
   const owned = whole ? bytes : new Uint8Array(bytes);

@@ -15,7 +15,7 @@ import { DomainError } from "../../core/errors.js";
 import { resolveIndexOptions } from "../search/core/segmented-index.js";
 import type { ScorerParameters } from "../search/scoring.js";
 import { SegmentBuilder, transferablesOf, type BuiltSegment } from "../search/indexer/segment-build.js";
-import { startWorker } from "../search/indexer/start-worker.js";
+import { startWorker, WorkerSlots } from "../search/indexer/start-worker.js";
 import type { AnalyzerOptions } from "../search/types.js";
 import type { ChunkRecord, DocumentRecord, IndexSettings, VectorSpace } from "../store/types.js";
 import { engineOptionsOf } from "./common.js";
@@ -94,8 +94,11 @@ export async function prepareDocuments(
     analysis,
     wantTexts,
   };
-  return recordsOf(inputs, await runOffThread(job));
+  return recordsOf(inputs, await slots.run(() => runOffThread(job)));
 }
+
+/** Large writes prepared at once (each thread holds a copy of its write); the others wait their turn. */
+const slots = new WorkerSlots(2);
 
 /** What the worker thread is given. */
 export interface DocumentsJob {

@@ -16,3 +16,28 @@ export function startWorker(name: string, options: WorkerOptions = {}, near = im
     `return import(${JSON.stringify(workerUrl.href)}); });`;
   return new Worker(bootstrap, { ...options, eval: true });
 }
+
+/**
+ * At most `size` threads of one kind at once, the rest waiting in order: a burst of large requests
+ * must not start a thread each (each holds a copy of its input), only queue for one.
+ */
+export class WorkerSlots {
+  private running = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(readonly size: number) {}
+
+  /** Runs `job` once a slot is free; the slot is given back when it settles. */
+  async run<T>(job: () => Promise<T>): Promise<T> {
+    if (this.running < this.size) this.running++;
+    // The slot is handed over by the one that finishes, so `running` stays counted meanwhile.
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    try {
+      return await job();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.running--;
+    }
+  }
+}
