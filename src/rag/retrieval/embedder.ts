@@ -124,8 +124,9 @@ export interface HttpEmbedderOptions {
 }
 
 /**
- * Dimensions assumed of a model whose answers have not been seen yet, to bound its first answer (the
- * largest models in use have 4,096; OpenAI's text-embedding-3-large 3,072).
+ * The longest vectors read from an embedding server, and the length assumed of a model whose answers
+ * have not been seen yet, to bound its first answer (the largest models in use have 4,096; OpenAI's
+ * text-embedding-3-large 3,072).
  */
 export const MAX_EMBEDDING_DIMENSION = 8192;
 /**
@@ -194,7 +195,7 @@ export class HttpEmbedder implements Embedder {
       signal,
     );
     const fail = (why: string) => malformedAnswer("embedder", url, why);
-    const decoded = await decodeAnswer(bytes, batch.length, this.knownDimension);
+    const decoded = await decodeAnswer(bytes, batch.length, this.knownDimension, MAX_EMBEDDING_DIMENSION);
     if ("notJson" in decoded) throw fail(`not JSON: ${decoded.notJson}`);
     if ("malformed" in decoded) throw fail(decoded.malformed);
     if ("otherDimension" in decoded) throw otherDimension(this.model, decoded.otherDimension, dimension);

@@ -24,12 +24,14 @@ function base64Length(text: string): number | null {
 
 /**
  * The `count` inputs' vectors from `answer`, or why not. `known`: the dimension earlier batches had
- * (a different one is `otherDimension`, checked before anything is built).
+ * (a different one is `otherDimension`, checked before anything is built); none is longer than
+ * `maxDimension`.
  */
 export function decodeEmbeddings(
   answer: unknown,
   count: number,
   known: number | undefined,
+  maxDimension: number,
 ): DecodedEmbeddings | EmbeddingsFailure {
   const malformed = (why: string) => ({ malformed: why });
   if (answer === null || typeof answer !== "object") return malformed("no data list");
@@ -60,6 +62,8 @@ export function decodeEmbeddings(
       return malformed(`vectors of ${length} and ${dimension} dimensions together`);
   }
   if (known !== undefined && dimension !== known) return { otherDimension: dimension };
+  if (dimension > maxDimension)
+    return malformed(`vectors of ${dimension} dimensions; at most ${maxDimension} are read`);
   const rows = new Float32Array(count * dimension);
   for (let row = 0; row < count; row++) {
     const embedding = (data[rowOf[row]!] as { embedding: unknown }).embedding;

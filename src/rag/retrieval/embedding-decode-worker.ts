@@ -2,6 +2,11 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { parseAndDecode } from "./embedding-decode.js";
 
-const { bytes, count, known } = workerData as { bytes: Uint8Array; count: number; known?: number };
-const reply = parseAndDecode(bytes, count, known);
+const { bytes, count, known, maxDimension } = workerData as {
+  bytes: Uint8Array;
+  count: number;
+  known?: number;
+  maxDimension: number;
+};
+const reply = parseAndDecode(bytes, count, known, maxDimension);
 parentPort?.postMessage(reply, "rows" in reply ? [reply.rows.buffer as ArrayBuffer] : []);

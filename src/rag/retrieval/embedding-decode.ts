@@ -14,7 +14,12 @@ export const INLINE_BYTES = 4 * 1024 * 1024;
 export type DecodeReply = DecodedEmbeddings | EmbeddingsFailure | { notJson: string };
 
 /** Parses and decodes (embedding-answer.ts), reporting bytes that are not JSON with their first 80 characters. */
-export function parseAndDecode(bytes: Uint8Array, count: number, known: number | undefined): DecodeReply {
+export function parseAndDecode(
+  bytes: Uint8Array,
+  count: number,
+  known: number | undefined,
+  maxDimension: number,
+): DecodeReply {
   const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
   let answer: unknown;
   try {
@@ -22,26 +27,37 @@ export function parseAndDecode(bytes: Uint8Array, count: number, known: number |
   } catch {
     return { notJson: text.slice(0, 80) };
   }
-  return decodeEmbeddings(answer, count, known);
+  return decodeEmbeddings(answer, count, known, maxDimension);
 }
 
 /** Decodes inline, or on a worker thread past INLINE_BYTES (the bytes are handed over, not copied). */
-export function decodeAnswer(bytes: Buffer, count: number, known: number | undefined): Promise<DecodeReply> {
-  if (bytes.byteLength <= INLINE_BYTES) return Promise.resolve(parseAndDecode(bytes, count, known));
-  return slots.run(() => decodeOffThread(bytes, count, known));
+export function decodeAnswer(
+  bytes: Buffer,
+  count: number,
+  known: number | undefined,
+  maxDimension: number,
+): Promise<DecodeReply> {
+  if (bytes.byteLength <= INLINE_BYTES)
+    return Promise.resolve(parseAndDecode(bytes, count, known, maxDimension));
+  return slots.run(() => decodeOffThread(bytes, count, known, maxDimension));
 }
 
 /** Large answers decoded at once (each thread holds its answer and its parse); the others wait. */
 const slots = new WorkerSlots(2);
 
-function decodeOffThread(bytes: Buffer, count: number, known: number | undefined): Promise<DecodeReply> {
+function decodeOffThread(
+  bytes: Buffer,
+  count: number,
+  known: number | undefined,
+  maxDimension: number,
+): Promise<DecodeReply> {
   // Handed over, not copied, unless the Buffer shares its memory with others.
   const whole = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
   const owned = whole ? bytes : new Uint8Array(bytes);
   const worker = startWorker(
     "embedding-decode-worker",
     {
-      workerData: { bytes: owned, count, known },
+      workerData: { bytes: owned, count, known, maxDimension },
       transferList: [owned.buffer as ArrayBuffer],
       // Parsing takes a few times the answer's size; the answer is at most UPSTREAM_MAX_BODY_BYTES.
       resourceLimits: { maxOldGenerationSizeMb: 1024 },
