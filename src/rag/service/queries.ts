@@ -24,6 +24,8 @@ import type { LoadedIndex, QueryInput, QueryOutput, QueryResult } from "./types.
  * examined (filters.ts).
  */
 const FILTER_OVERFETCH = 4;
+/** Chunks read in one store call: a plain query's all; a filtered query's thousands, in slices. */
+const READ_SLICE = 512;
 
 type Filter = (metadata: Metadata) => boolean;
 
@@ -239,8 +241,9 @@ export class Queries {
   }
 
   /**
-   * Reads into `known` the chunks of the hits it does not hold yet, in one store call; a key the store no
-   * longer has (deleted by a write committed since the search) is recorded as null.
+   * Reads into `known` the chunks of the hits it does not hold yet, READ_SLICE keys a store call, the
+   * event loop free between calls (a filtered query may read thousands); a key the store no longer has
+   * (deleted by a write committed since the search) is recorded as null.
    */
   private async readChunks(
     key: QueryInput["key"],
@@ -248,9 +251,12 @@ export class Queries {
     known: Map<number, ChunkHit | null>,
   ): Promise<void> {
     const unread = hits.filter((hit) => !known.has(hit.key)).map((hit) => hit.key);
-    if (unread.length === 0) return;
-    for (const chunk of await this.store.getChunks(key, unread)) known.set(chunk.engineKey, chunk);
-    for (const missing of unread) if (!known.has(missing)) known.set(missing, null);
+    for (let at = 0; at < unread.length; at += READ_SLICE) {
+      if (at > 0) await new Promise((resolve) => setImmediate(resolve));
+      const slice = unread.slice(at, at + READ_SLICE);
+      for (const chunk of await this.store.getChunks(key, slice)) known.set(chunk.engineKey, chunk);
+      for (const missing of slice) if (!known.has(missing)) known.set(missing, null);
+    }
   }
 }
 
