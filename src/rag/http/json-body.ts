@@ -1,13 +1,17 @@
 /**
  * JSON request bodies of the /rag routes, parsed as Fastify parses them (secure-json-parse: a key
- * that could reach a prototype is a 400) but, past INLINE_BYTES, on a worker thread: parsing costs
- * about 10 ms a megabyte, so a 64 MB build would hold the event loop for most of a second. The parsed
- * body comes back structured-cloned, which for the large strings such bodies hold is a copy, not a
- * parse. At most two bodies are parsed off the loop at once (WorkerSlots); the others wait.
+ * that could reach a prototype is a 400; the route's body limit a 413) but, past INLINE_BYTES, on a
+ * worker thread: parsing costs about 10 ms a megabyte, so a 64 MB build would hold the event loop for
+ * most of a second. A large body streams to the thread as it arrives (the loop never holds it whole,
+ * nor concatenates it) and the parsed value comes back in pieces (search/indexer/pieces.ts), the loop
+ * free between them. At most two bodies are parsed off the loop at once (WorkerSlots); the others wait
+ * unread, which holds their senders back.
  */
+import type { Readable } from "node:stream";
 import type { FastifyRequest } from "fastify";
 import secureJson from "secure-json-parse";
-import { startWorker, WorkerSlots } from "../search/indexer/start-worker.js";
+import { receivePieces } from "../search/indexer/pieces.js";
+import { DATA_THREAD_LIMITS, startWorker, WorkerSlots } from "../search/indexer/start-worker.js";
 
 /** Bodies up to this size are parsed inline (a few milliseconds). */
 export const INLINE_BYTES = 1024 * 1024;
@@ -17,54 +21,81 @@ export const JSON_OPTIONS = { protoAction: "error", constructorAction: "error" }
 
 const slots = new WorkerSlots(2);
 
-/** A malformed body (or one with prototype keys) as Fastify's own parser reports it: a 400. */
-function invalid(): Error {
-  return Object.assign(
+/** The errors Fastify's own JSON parser gives (core/http.ts words them). */
+const fastifyError = (statusCode: number, code: string, message: string, base: Error = new Error(message)) =>
+  Object.assign(base, { statusCode, code });
+const invalid = () =>
+  fastifyError(
+    400,
+    "FST_ERR_CTP_INVALID_JSON_BODY",
+    "",
     new SyntaxError("Body is not valid JSON but content-type is set to 'application/json'"),
-    {
-      statusCode: 400,
-      code: "FST_ERR_CTP_INVALID_JSON_BODY",
-    },
   );
-}
+const empty = () =>
+  fastifyError(
+    400,
+    "FST_ERR_CTP_EMPTY_JSON_BODY",
+    "Body cannot be empty when content-type is set to 'application/json'",
+  );
+const tooLarge = () => fastifyError(413, "FST_ERR_CTP_BODY_TOO_LARGE", "Request body is too large");
 
-/** The content type parser of `application/json` bodies (`parseAs: "buffer"`). */
-export async function parseJsonBody(_request: FastifyRequest, body: Buffer): Promise<unknown> {
-  if (body.byteLength === 0)
-    throw Object.assign(new Error("Body cannot be empty when content-type is set to 'application/json'"), {
-      statusCode: 400,
-      code: "FST_ERR_CTP_EMPTY_JSON_BODY",
-    });
-  if (body.byteLength > INLINE_BYTES) return slots.run(() => parseOffThread(body));
+/** The content type parser of `application/json` bodies (given the raw body stream). */
+export async function parseJsonBody(request: FastifyRequest, payload: Readable): Promise<unknown> {
+  const limit = request.routeOptions.bodyLimit;
+  const declared = Number(request.headers["content-length"]);
+  if (declared > limit) throw tooLarge();
+  const stream = payload[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  const head: Buffer[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await stream.next();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) throw tooLarge();
+    head.push(value);
+    if (size > INLINE_BYTES) return slots.run(() => parseOffThread(head, stream, size, limit));
+  }
+  if (size === 0) throw empty();
   try {
-    return secureJson.parse(body, null, JSON_OPTIONS);
+    return secureJson.parse(Buffer.concat(head, size), null, JSON_OPTIONS);
   } catch {
     throw invalid();
   }
 }
 
-function parseOffThread(body: Buffer): Promise<unknown> {
-  // Handed over, not copied, unless the Buffer shares its memory with others.
-  const whole = body.byteOffset === 0 && body.byteLength === body.buffer.byteLength;
-  const bytes = whole ? body : new Uint8Array(body);
-  const worker = startWorker(
-    "json-body-worker",
-    { workerData: bytes, transferList: [bytes.buffer as ArrayBuffer] },
-    import.meta.url,
-  );
-  return new Promise((resolve, reject) => {
-    let settled = false;
-    worker.once("message", (reply: { value: unknown } | { error: true }) => {
-      settled = true;
-      if ("value" in reply) resolve(reply.value);
-      else reject(invalid());
-    });
-    worker.once("error", (error) => {
-      settled = true;
-      reject(error);
-    });
-    worker.once("exit", (code) => {
-      if (!settled) reject(new Error(`JSON body worker exited with code ${code} before answering`));
-    });
+/** Streams the body (what was read, and the rest) to a thread that parses it, and receives the value. */
+async function parseOffThread(
+  head: Buffer[],
+  rest: AsyncIterator<Buffer>,
+  size: number,
+  limit: number,
+): Promise<unknown> {
+  const worker = startWorker("json-body-worker", { resourceLimits: DATA_THREAD_LIMITS }, import.meta.url);
+  const ended = new Promise<never>((_, reject) => {
+    worker.once("error", reject);
+    worker.once("exit", (code) =>
+      reject(new Error(`JSON body worker exited with code ${code} before answering`)),
+    );
   });
+  ended.catch(() => undefined);
+  try {
+    for (const piece of head.splice(0)) worker.postMessage({ piece });
+    for (;;) {
+      const { done, value } = await rest.next();
+      if (done) break;
+      size += value.byteLength;
+      if (size > limit) throw tooLarge();
+      worker.postMessage({ piece: value });
+    }
+    worker.postMessage({ end: true });
+    return await Promise.race([
+      new Promise((resolve, reject) => {
+        receivePieces(worker, () => reject(invalid())).then(resolve, reject);
+      }),
+      ended,
+    ]);
+  } finally {
+    // Its heap is gone before the body is used (what it held counts in this process's peak).
+    await worker.terminate();
+  }
 }

@@ -4,7 +4,7 @@
  * decoded (embedding-answer.ts) on a worker thread of its own, which sends the rows back transferred,
  * not copied. Smaller answers (the usual batch: 64 × 1024 floats, about 1.5 MB) are decoded inline.
  */
-import { startWorker, WorkerSlots } from "../search/indexer/start-worker.js";
+import { DATA_THREAD_LIMITS, startWorker, WorkerSlots } from "../search/indexer/start-worker.js";
 import { decodeEmbeddings, type DecodedEmbeddings, type EmbeddingsFailure } from "./embedding-answer.js";
 
 /** Answers up to this size are parsed on the event loop (a few milliseconds). */
@@ -60,7 +60,7 @@ function decodeOffThread(
       workerData: { bytes: owned, count, known, maxDimension },
       transferList: [owned.buffer as ArrayBuffer],
       // Parsing takes a few times the answer's size; the answer is at most UPSTREAM_MAX_BODY_BYTES.
-      resourceLimits: { maxOldGenerationSizeMb: 1024 },
+      resourceLimits: { ...DATA_THREAD_LIMITS, maxOldGenerationSizeMb: 1024 },
     },
     import.meta.url,
   );

@@ -2,7 +2,8 @@
  * A write's documents made ready for the engine and the store: normalised (ids, well-formed text),
  * chunked, and their new segment built. Everything here costs in proportion to the text, so above a
  * small size (OFF_THREAD_CHARS of text or OFF_THREAD_DOCUMENTS documents) it runs on a worker thread
- * of its own, as a large write's vectors do (search/indexer/vector-build.ts): the thread normalises,
+ * of its own, as a large write's vectors do (search/indexer/vector-build.ts), the documents sent to it
+ * and the result back in slices that leave the loop free in between: the thread normalises,
  * chunks and analyses (search/indexer/segment-build.ts) and sends back what the event loop cannot
  * rebuild cheaply — ids, chunk bounds, pages and the encoded segment, transferred rather than copied.
  * The loop then makes the records from the request's own strings (a chunk's text is a slice of its
@@ -15,7 +16,8 @@ import { DomainError } from "../../core/errors.js";
 import { resolveIndexOptions } from "../search/core/segmented-index.js";
 import type { ScorerParameters } from "../search/scoring.js";
 import { SegmentBuilder, transferablesOf, type BuiltSegment } from "../search/indexer/segment-build.js";
-import { startWorker, WorkerSlots } from "../search/indexer/start-worker.js";
+import { receivePieces } from "../search/indexer/pieces.js";
+import { DATA_THREAD_LIMITS, startWorker, WorkerSlots } from "../search/indexer/start-worker.js";
 import type { AnalyzerOptions } from "../search/types.js";
 import type { ChunkRecord, DocumentRecord, IndexSettings, VectorSpace } from "../store/types.js";
 import { engineOptionsOf } from "./common.js";
@@ -106,6 +108,8 @@ export interface DocumentsJob {
   chunking: { chunkSize: number; overlap: number };
   analysis: Analysis;
   wantTexts: boolean;
+  /** Let go of each input once it is done (the thread's own copy: its peak memory is the process's). */
+  release?: boolean;
 }
 
 /** What it sends back: enough to make the records from the inputs without redoing the work. */
@@ -137,7 +141,8 @@ export function runDocumentsJob(job: DocumentsJob): DocumentsJobResult {
   let paged = false;
   const engineTexts: string[] | null = wantTexts ? [] : null;
   const builder = new SegmentBuilder(analysis.analyzer, analysis.scorer);
-  kept.forEach(({ record, position }, at) => {
+  kept.forEach((entry, at) => {
+    const { record, position } = entry;
     const input = inputs[position]!;
     positions[at] = position;
     ids.push(record.id);
@@ -156,6 +161,10 @@ export function runDocumentsJob(job: DocumentsJob): DocumentsJobResult {
       const text = engineText(record.title, chunk.text);
       builder.add(text);
       engineTexts?.push(text);
+    }
+    if (job.release) {
+      inputs[position] = undefined as unknown as DocumentInput;
+      (kept as unknown[])[at] = undefined;
     }
   });
   return {
@@ -233,30 +242,55 @@ export function recordsOf(inputs: DocumentInput[], result: DocumentsJobResult): 
   return { documents, chunked, chunkCount: c, engineTexts: result.engineTexts, built: result.built };
 }
 
-/** A worker's answer: the result, or the domain error it threw (a 400 from normalisation). */
-type Reply =
-  | { result: DocumentsJobResult }
-  | { error: { kind: DomainError["kind"]; message: string; details: unknown[] } }
-  | { failure: string };
+/** Documents, and characters of text, one message to the thread carries. */
+const RUN_DOCUMENTS = 2_000;
+const RUN_CHARS = 1024 * 1024;
 
-/** Runs the job on a thread of its own (started for it, gone after it). */
-function runOffThread(job: DocumentsJob): Promise<DocumentsJobResult> {
-  const worker = startWorker("write-prep-worker", { workerData: job }, import.meta.url);
-  return new Promise<DocumentsJobResult>((resolve, reject) => {
-    let settled = false;
-    worker.once("message", (reply: Reply) => {
-      settled = true;
-      if ("result" in reply) resolve(reply.result);
-      else if ("error" in reply)
-        reject(new DomainError(reply.error.kind, reply.error.message, { details: reply.error.details }));
-      else reject(new Error(`preparing a write failed: ${reply.failure}`));
+/** What the thread reports instead of a result: the domain error it threw (a 400), or a failure. */
+type Failure =
+  { error: { kind: DomainError["kind"]; message: string; details: unknown[] } } | { failure: string };
+
+/**
+ * Runs the job on a thread of its own (started for it, gone after it). The documents go to it in runs
+ * and the result comes back in pieces (search/indexer/pieces.ts), the loop free in between: a write's
+ * text copied in one message would hold it as long as parsing it would.
+ */
+async function runOffThread(job: DocumentsJob): Promise<DocumentsJobResult> {
+  const { inputs, ...settings } = job;
+  const worker = startWorker(
+    "write-prep-worker",
+    { workerData: settings, resourceLimits: DATA_THREAD_LIMITS },
+    import.meta.url,
+  );
+  try {
+    return await new Promise<DocumentsJobResult>((resolve, reject) => {
+      worker.once("error", reject);
+      worker.once("exit", (code) =>
+        reject(new Error(`write preparation worker exited with code ${code} before answering`)),
+      );
+      const failed = (message: unknown) => {
+        const reply = message as Failure;
+        if ("error" in reply)
+          reject(new DomainError(reply.error.kind, reply.error.message, { details: reply.error.details }));
+        else reject(new Error(`preparing a write failed: ${reply.failure}`));
+      };
+      const send = async () => {
+        for (let at = 0; at < inputs.length;) {
+          let end = at;
+          let chars = 0;
+          while (end < inputs.length && end - at < RUN_DOCUMENTS && chars < RUN_CHARS)
+            chars += inputs[end++]!.text.length;
+          worker.postMessage({ inputs: inputs.slice(at, end) });
+          at = end;
+          await new Promise((next) => setImmediate(next));
+        }
+        worker.postMessage({ go: true });
+        return receivePieces(worker, failed) as Promise<DocumentsJobResult>;
+      };
+      send().then(resolve, reject);
     });
-    worker.once("error", (error) => {
-      settled = true;
-      reject(error);
-    });
-    worker.once("exit", (code) => {
-      if (!settled) reject(new Error(`write preparation worker exited with code ${code} before answering`));
-    });
-  });
+  } finally {
+    // Its heap is gone before the write goes on to the store (both count in this process's peak).
+    await worker.terminate();
+  }
 }

@@ -6,6 +6,13 @@
  */
 import { Worker, type WorkerOptions } from "node:worker_threads";
 
+/**
+ * The young generation of the threads that turn a request's data into other data (a body parsed, a
+ * write prepared): their garbage is mostly short strings, and V8's default of 16 MB semi-spaces let
+ * it double such a thread's peak memory (a 52 MB write: +141 MB of RSS against +64 MB at 2 MB).
+ */
+export const DATA_THREAD_LIMITS = { maxYoungGenerationSizeMb: 8 } as const;
+
 export function startWorker(name: string, options: WorkerOptions = {}, near = import.meta.url): Worker {
   const underTsx = near.endsWith(".ts");
   const workerUrl = new URL(`./${name}.${underTsx ? "ts" : "js"}`, near);
