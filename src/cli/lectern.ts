@@ -463,6 +463,11 @@ async function indexSync(args: string[], config: Config): Promise<number> {
       // A live count of the files looked at, made once the listing says how many there are.
       let bar: ReturnType<typeof progress> | undefined;
       if (!values.json) await loadProgress();
+      const walk = {
+        maxEntries: config.rag.filesMaxEntries,
+        timeoutMs: config.rag.filesWalkTimeoutMs,
+        allowHardLinks: config.rag.filesAllowHardLinks,
+      };
       let result;
       try {
         result = await syncFolder(service, {
@@ -470,6 +475,7 @@ async function indexSync(args: string[], config: Config): Promise<number> {
           root,
           folder,
           settings,
+          walk,
           onFile: values.json
             ? undefined
             : (done, total, file) => {

@@ -151,6 +151,14 @@ export interface Config {
     dataDir: string;
     databaseUrl: string | null;
     ragFilesDir: string | null;
+    /**
+     * Bounds of one walk of RAG_FILES_DIR (a `files` build, a folder sync): entries looked at, time
+     * taken, and whether files with several hard links are read (off: a hard link made inside the
+     * folder to a file outside it cannot be told apart from the file).
+     */
+    filesMaxEntries: number;
+    filesWalkTimeoutMs: number;
+    filesAllowHardLinks: boolean;
     /** Slack kept beside the SQLite database so deletes still work on a full disk (0: none). */
     diskReserveBytes: number;
     /**
@@ -180,7 +188,10 @@ export interface Config {
   };
   /** Bounds of what one build, append or uploaded file may cost to parse. */
   ingest: {
-    /** Documents one build or append may carry. */
+    /**
+     * Documents one build or append may carry: each costs objects and store rows whatever its size, so
+     * a million tiny ones cost what 64 MB of text does not (the request schema's ceiling is 1,000,000).
+     */
     maxBuildDocuments: number;
     /** Characters of text one build or append may carry in total. */
     maxBuildChars: number;
@@ -526,6 +537,10 @@ export function loadConfig(env: Env = process.env): Config {
       databaseUrl: url(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
       ragFilesDir:
         read(env, "RAG_FILES_DIR") === undefined ? null : path.resolve(read(env, "RAG_FILES_DIR")!),
+      filesMaxEntries: integer(env, "RAG_FILES_MAX_ENTRIES", 200_000, 1, 100_000_000),
+      filesWalkTimeoutMs: integer(env, "RAG_FILES_WALK_MS", 30_000, 100, 3_600_000),
+      filesAllowHardLinks:
+        oneOf(env, "RAG_FILES_HARD_LINKS", "refuse", ["refuse", "allow"] as const) === "allow",
       diskReserveBytes: integer(env, "DISK_RESERVE_BYTES", 8 * mib, 0, 1024 * 1024 * mib),
       vectorSpillDir: vectorSpillDir(env, dataDir),
       embeddingUrl: url(env, "EMBEDDING_URL", ["http:", "https:"]),
@@ -539,7 +554,7 @@ export function loadConfig(env: Env = process.env): Config {
       rerankTimeoutMs: integer(env, "RERANK_TIMEOUT_MS", 30_000, 100, 3_600_000),
     },
     ingest: {
-      maxBuildDocuments: integer(env, "MAX_BUILD_DOCUMENTS", 1_000_000, 1, 100_000_000),
+      maxBuildDocuments: integer(env, "MAX_BUILD_DOCUMENTS", 100_000, 1, 1_000_000),
       maxBuildChars: integer(env, "MAX_BUILD_CHARS", 1_000_000_000, 1, 100_000_000_000),
       // A few times the body limit: real documents compress 2-10x; bombs compress 1000x.
       maxExtractedBytes: integer(env, "MAX_EXTRACTED_BYTES", 4 * largeBody, 1024, 64 * 1024 * mib),

@@ -91,6 +91,11 @@ export async function buildRagApp({ config, store, local = {} }: RagAppDeps) {
     service,
     answerWriter,
     ragFilesDir: config.rag.ragFilesDir,
+    walk: {
+      maxEntries: config.rag.filesMaxEntries,
+      timeoutMs: config.rag.filesWalkTimeoutMs,
+      allowHardLinks: config.rag.filesAllowHardLinks,
+    },
     largeBodyLimit: config.limits.maxBodyBytesLarge,
     maxBuildDocuments: config.ingest.maxBuildDocuments,
     maxBuildChars: config.ingest.maxBuildChars,

@@ -114,6 +114,9 @@ describe("files swapped during a sync", () => {
       RAG_FILES_DIR: root,
       DATA_DIR: makeTempDir("swap-data"),
       MAX_BODY_BYTES: String(8 * MIB),
+      // The swapper puts regular files back as hard links to the copies it holds (an atomic swap);
+      // files with several links are refused by default (test/reliability/hostile-walks.test.ts).
+      RAG_FILES_HARD_LINKS: "allow",
     });
     try {
       await waitHealthy(served);

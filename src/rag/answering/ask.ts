@@ -158,6 +158,7 @@ async function search(
       results: found.results,
       count: found.results.length,
       ...reportedRetrieval(fields, found.retrieval),
+      ...(found.filter && { filter_truncated: found.filter.truncated }),
       elapsed_ms: found.elapsedMs,
     },
     compose: {

@@ -127,6 +127,12 @@ const searchedFields = {
   results: Type.Array(QueryResultSchema),
   count: Type.Integer(),
   retrieval: Type.Optional(RetrievalField),
+  filter_truncated: Type.Optional(
+    Type.Boolean({
+      description:
+        "with a filter: true when the search stopped after testing its 10,000 best candidates (per retriever) with fewer than top_k passing; more matching chunks may lie further down",
+    }),
+  ),
   elapsed_ms: Type.Number(),
 };
 

@@ -13,7 +13,13 @@ import { resolveIndexSettings } from "../service/settings.js";
 import type { RagRouteDeps } from "./route-deps.js";
 import { BuildForm, BuildRequest, BuildResponse } from "./schemas.js";
 import { multipartTenant, readMultipart, uploadRouteOptions } from "./uploads.js";
-import { checkBuildSize, checkDocumentCount, toDocumentInputs } from "./write-requests.js";
+import { replyGoneSignal } from "./answer-http.js";
+import {
+  checkBuildSize,
+  checkDocumentCount,
+  documentCountFirst,
+  toDocumentInputs,
+} from "./write-requests.js";
 
 /** A build's request: JSON, validated against BuildRequest by Fastify; undefined when it is multipart. */
 type BuildRoute = { Body: BuildRequest | undefined };
@@ -22,14 +28,18 @@ export const buildRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, de
   const app = instance.withTypeProvider<TypeBoxTypeProvider>();
   app.post<BuildRoute>(
     "/rag/build",
-    uploadRouteOptions(deps.largeBodyLimit, BuildRequest, {
-      tags: ["indices"],
-      summary: "Build an index from inline documents, files under RAG_FILES_DIR, or uploads (all-or-nothing)",
-      description:
-        "JSON body as below, or multipart/form-data with the same fields as text fields and the files " +
-        `(${SUPPORTED_EXTENSIONS.join(" ")}) in the field \`files\`.`,
-      response: { 201: BuildResponse, ...errorResponses },
-    }),
+    {
+      ...uploadRouteOptions(deps.largeBodyLimit, BuildRequest, {
+        tags: ["indices"],
+        summary:
+          "Build an index from inline documents, files under RAG_FILES_DIR, or uploads (all-or-nothing)",
+        description:
+          "JSON body as below, or multipart/form-data with the same fields as text fields and the files " +
+          `(${SUPPORTED_EXTENSIONS.join(" ")}) in the field \`files\`.`,
+        response: { 201: BuildResponse, ...errorResponses },
+      }),
+      preValidation: documentCountFirst(deps),
+    },
     (request, reply) => build(deps, request, reply),
   );
 };
@@ -41,6 +51,7 @@ export const buildRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, de
 async function buildInput(
   deps: RagRouteDeps,
   request: FastifyRequest<BuildRoute>,
+  reply: FastifyReply,
 ): Promise<{ fields: BuildForm; settings: IndexSettings; documents: DocumentInput[] }> {
   if (request.isMultipart()) {
     const upload = await readMultipart(request, BuildForm, deps.maxBuildDocuments, deps.ingest);
@@ -55,10 +66,14 @@ async function buildInput(
   const documents = toDocumentInputs(inline ?? []);
   checkDocumentCount(deps, documents.length + (files?.length ?? 0));
   if (files?.length) {
-    const resolved = await resolveFiles(deps.ragFilesDir, files, confinedTenant(request));
+    // Walking and reading stop when the client leaves (a large folder takes a while).
+    const signal = replyGoneSignal(reply);
+    const walk = { limits: deps.walk, signal };
+    const resolved = await resolveFiles(deps.ragFilesDir, files, confinedTenant(request), walk);
     checkDocumentCount(deps, documents.length + resolved.files.length);
     const tenant = actingTenant(request, body.tenant_id);
-    documents.push(...(await loadResolvedFiles(resolved.root, resolved.files, deps.ingest, tenant)));
+    const options = { allowHardLinks: deps.walk.allowHardLinks, signal };
+    documents.push(...(await loadResolvedFiles(resolved.root, resolved.files, deps.ingest, tenant, options)));
   }
   return { fields, settings, documents };
 }
@@ -67,7 +82,7 @@ const settingsOf = (fields: BuildForm) =>
   resolveIndexSettings({ chunkSize: fields.chunk_size, overlap: fields.overlap, scorer: fields.scorer });
 
 async function build(deps: RagRouteDeps, request: FastifyRequest<BuildRoute>, reply: FastifyReply) {
-  const { fields, settings, documents } = await buildInput(deps, request);
+  const { fields, settings, documents } = await buildInput(deps, request, reply);
   checkBuildSize(deps, documents);
   const key = { tenantId: actingTenant(request, fields.tenant_id), name: fields.index_name };
   // An append keeps the index as it is (with vectors of its model, or without) unless asked.

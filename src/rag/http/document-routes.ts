@@ -20,7 +20,7 @@ import {
   TenantQuery,
 } from "./schemas.js";
 import { multipartTenant, readMultipart, uploadRouteOptions } from "./uploads.js";
-import { checkBuildSize, toDocumentInputs } from "./write-requests.js";
+import { checkBuildSize, documentCountFirst, toDocumentInputs } from "./write-requests.js";
 
 /** JSON, validated against DocumentsRequest by Fastify; undefined when the body is multipart. */
 type UpsertRoute = { Body: DocumentsRequest | undefined; Params: { index_name: string } };
@@ -29,13 +29,16 @@ export const documentRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance,
   const app = instance.withTypeProvider<TypeBoxTypeProvider>();
   app.post<UpsertRoute>(
     "/rag/indices/:index_name/documents",
-    uploadRouteOptions(deps.largeBodyLimit, DocumentsRequest, {
-      tags: ["documents"],
-      summary: "Add documents to an index, replacing those with the same id",
-      description: "JSON body as below, or multipart/form-data with the files in the field `files`.",
-      params: IndexParams,
-      response: { 200: DocumentsResponse, ...errorResponses },
-    }),
+    {
+      ...uploadRouteOptions(deps.largeBodyLimit, DocumentsRequest, {
+        tags: ["documents"],
+        summary: "Add documents to an index, replacing those with the same id",
+        description: "JSON body as below, or multipart/form-data with the files in the field `files`.",
+        params: IndexParams,
+        response: { 200: DocumentsResponse, ...errorResponses },
+      }),
+      preValidation: documentCountFirst(deps),
+    },
     (request) => upsert(deps, request),
   );
 

@@ -2,12 +2,17 @@
  * OpenAI's vector store search filters over document metadata: comparisons
  * `{type: "eq"|"ne"|"gt"|"gte"|"lt"|"lte"|"in"|"nin", key, value}` and compounds
  * `{type: "and"|"or", filters: [...]}`, compiled once into a predicate. Bounded: at most
- * MAX_FILTER_NODES nodes and MAX_FILTER_DEPTH levels; anything else is a 400 naming where.
+ * MAX_FILTER_NODES nodes and MAX_FILTER_DEPTH levels, `in` / `nin` lists compiled to sets within the
+ * value limits of service/filters.ts; anything else is a 400 naming where.
  */
 import { badRequest } from "../../core/errors.js";
-import type { Metadata } from "../store/types.js";
+import { ListBudget, type MetadataPredicate as Predicate } from "../service/filters.js";
 
-type Predicate = (metadata: Metadata) => boolean;
+/**
+ * Set on a search whose filter stopped at FILTER_MAX_CANDIDATES with fewer than max_num_results
+ * passing (`examined=N; limit=L`): OpenAI's result page has no field to say it.
+ */
+export const FILTER_TRUNCATED_HEADER = "x-lectern-filter-truncated";
 
 const MAX_FILTER_NODES = 256;
 const MAX_FILTER_DEPTH = 16;
@@ -17,11 +22,7 @@ type Scalar = string | number | boolean;
 const isScalar = (value: unknown): value is Scalar =>
   typeof value === "string" || typeof value === "number" || typeof value === "boolean";
 
-function compare(type: string, actual: unknown, expected: Scalar | Scalar[]): boolean {
-  if (type === "in" || type === "nin") {
-    const found = (expected as Scalar[]).some((value) => value === actual);
-    return type === "in" ? found : !found;
-  }
+function compare(type: string, actual: unknown, expected: Scalar): boolean {
   if (type === "eq") return actual === expected;
   if (type === "ne") return actual !== expected;
   // Order only between values of one type (numbers with numbers, strings with strings).
@@ -34,6 +35,7 @@ function compare(type: string, actual: unknown, expected: Scalar | Scalar[]): bo
 
 export function compileFilter(filter: unknown): Predicate {
   let nodes = 0;
+  const lists = new ListBudget();
   const build = (node: unknown, path: string, depth: number): Predicate => {
     if (++nodes > MAX_FILTER_NODES) throw badRequest(`filters has more than ${MAX_FILTER_NODES} filters`);
     if (depth > MAX_FILTER_DEPTH) throw badRequest(`filters nests deeper than ${MAX_FILTER_DEPTH} levels`);
@@ -61,7 +63,15 @@ export function compileFilter(filter: unknown): Predicate {
         `${path}.value must be ${listValued ? "an array of strings, numbers or booleans" : "a string, number or boolean"}`,
         [{ path: `${path}.value` }],
       );
-    const expected = value as Scalar | Scalar[];
+    if (listValued) {
+      lists.take((value as Scalar[]).length, `${path}.value`);
+      // A set's `has` is `===` for these scalars (SameValueZero differs only on NaN, which JSON lacks).
+      const values = new Set(value as Scalar[]);
+      return type === "in"
+        ? (metadata) => values.has(metadata[key] as Scalar)
+        : (metadata) => !values.has(metadata[key] as Scalar);
+    }
+    const expected = value as Scalar;
     return (metadata) => compare(type, metadata[key], expected);
   };
   return build(filter, "filters", 0);

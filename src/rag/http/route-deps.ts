@@ -1,5 +1,6 @@
 /** What the RAG route plugins are given (one module, so the plugins need not import each other). */
 import type { AnsweringDeps } from "../answering/ask.js";
+import type { WalkLimits } from "../ingest/files.js";
 import type { AnswerWriter } from "../answering/generative.js";
 import type { Ingest } from "../ingest/limits.js";
 import type { RagMetrics } from "../metrics.js";
@@ -14,6 +15,8 @@ export interface RagRouteDeps extends AnsweringDeps {
   /** The embedder and reranker (EMBEDDING_URL / RERANK_URL, or the models of this process). */
   retrievers: Retrievers;
   ragFilesDir: string | null;
+  /** Bounds of a walk of RAG_FILES_DIR and the hard-link policy (RAG_FILES_MAX_ENTRIES, …). */
+  walk: WalkLimits;
   /** Body limit of the build and document routes. */
   largeBodyLimit: number;
   /** Documents and characters one build or append may carry (MAX_BUILD_DOCUMENTS, MAX_BUILD_CHARS). */

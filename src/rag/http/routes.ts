@@ -10,6 +10,7 @@ import { rootMessage } from "../../core/http.js";
 import { buildRoutes } from "./build-routes.js";
 import { documentRoutes } from "./document-routes.js";
 import { indexRoutes } from "./index-routes.js";
+import { parseJsonBody } from "./json-body.js";
 import { queryRoutes } from "./query-routes.js";
 import type { RagRouteDeps } from "./route-deps.js";
 import { syncRoutes } from "./sync-routes.js";
@@ -38,6 +39,8 @@ export const ragRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps
         fieldSize: 64 * 1024,
       },
     });
+    // Large JSON bodies (builds, appends) are parsed off the event loop.
+    scope.addContentTypeParser("application/json", parseJsonBody);
     for (const group of [buildRoutes, queryRoutes, indexRoutes, documentRoutes, syncRoutes])
       await scope.register(group, deps);
   });

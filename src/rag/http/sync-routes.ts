@@ -6,6 +6,7 @@ import { errorResponses } from "../../core/error-shapes.js";
 import { resolveFolder } from "../ingest/files.js";
 import { writeEmbedding } from "../retrieval/options.js";
 import { syncFolder } from "../service/sync.js";
+import { replyGoneSignal } from "./answer-http.js";
 import type { RagRouteDeps } from "./route-deps.js";
 import { IndexParams, SyncRequest, SyncResponse } from "./schemas.js";
 
@@ -27,7 +28,7 @@ export const syncRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, dep
         response: { 200: SyncResponse, ...errorResponses },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const body = request.body;
       const key = { tenantId: actingTenant(request, body.tenant_id), name: request.params.index_name };
       const { root, folder } = await resolveFolder(deps.ragFilesDir, body.folder, confinedTenant(request));
@@ -40,6 +41,8 @@ export const syncRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, dep
         ingest: deps.ingest,
         // As a build: a new index gets vectors when an embedder is configured; an existing one stays as it is.
         embeddingFor: (existing) => writeEmbedding(deps.retrievers, undefined, existing),
+        walk: deps.walk,
+        signal: replyGoneSignal(reply),
       });
       // A sync that found nothing to change wrote nothing: it is not a write in the metrics.
       if (result.created || result.added + result.updated + result.deleted > 0) {

@@ -1,9 +1,10 @@
 /**
  * OpenAI's vector stores and files APIs over our indices: a vector store is an index (its id is the
  * index name), a vector store file is a document (its id the file id). Files uploaded with POST
- * /v1/files are parsed at once (the same loaders and limits as /rag/build uploads) and wait as JSON
- * under DATA_DIR/openai-files/<tenant>/ until a vector store takes them; that folder is this
- * replica's own (replicas sharing PostgreSQL do not share uploads waiting there).
+ * /v1/files are parsed at once (the same loaders and limits as /rag/build uploads) and wait, their text
+ * and a small record apart (fileShelf), under DATA_DIR/openai-files/<tenant>/ until a vector store
+ * takes them; that folder is this replica's own (replicas sharing PostgreSQL do not share uploads
+ * waiting there).
  */
 import { randomUUID } from "node:crypto";
 import { mkdir, readFile, readdir, rm, writeFile } from "node:fs/promises";
@@ -14,7 +15,7 @@ import { badRequest, notFound } from "../../core/errors.js";
 import type { TypedApp } from "../../core/http.js";
 import type { FastifyRequest } from "fastify";
 import { checkNestingDepth } from "../../core/validation.js";
-import { compileFilter } from "./openai-filters.js";
+import { compileFilter, FILTER_TRUNCATED_HEADER } from "./openai-filters.js";
 import type { OpenAiRagOptions } from "./route-deps.js";
 import { IndexName } from "./schemas.js";
 import type { IndexKey, IndexMeta, Metadata } from "../store/types.js";
@@ -39,14 +40,18 @@ const ListQuery = Type.Object({
   purpose: Type.Optional(Type.String()),
 });
 
-interface StoredFile {
+/** What a listing needs of an uploaded file: kept apart from its text, so listing reads no text. */
+interface FileRecord {
   id: string;
   filename: string;
   bytes: number;
   created_at: number;
-  text: string;
   title: string | null;
   metadata: Metadata;
+}
+
+interface StoredFile extends FileRecord {
+  text: string;
 }
 
 const seconds = (iso: string) => Math.floor(Date.parse(iso) / 1000);
@@ -103,19 +108,80 @@ function storeKey(request: FastifyRequest & { params: { vector_store_id: string 
   return { tenantId: actingTenant(request, undefined), name: request.params.vector_store_id };
 }
 
-/** Uploaded files waiting for a vector store, per tenant, and adding them to an index. */
+const FILE_ID = /^file-[A-Za-z0-9_-]{1,64}$/;
+const RECORD_SUFFIX = ".meta.json";
+
+/**
+ * Uploaded files waiting for a vector store, per tenant, and adding them to an index. Each file is two
+ * files: `<id>.txt` (its text) and `<id>.meta.json` (its FileRecord), written in that order and
+ * removed in the other, so a record always has its text; listing and retrieving read records only. A
+ * `<id>.json` holding both (written before records were kept apart) is split the first time it is read.
+ */
 function fileShelf(options: OpenAiRagOptions) {
   const filesOf = (tenant: string) => path.join(options.filesDir, tenant);
-  const fileAt = (tenant: string, id: string) => path.join(filesOf(tenant), `${id}.json`);
-  const readStored = async (tenant: string, id: string): Promise<StoredFile> => {
-    if (!/^file-[A-Za-z0-9_-]{1,64}$/.test(id)) throw notFound(`No file "${id}"`);
+  const at = (tenant: string, id: string, suffix: string) => path.join(filesOf(tenant), `${id}${suffix}`);
+  const missing = (id: string) => notFound(`No file "${id}" (upload it with POST /v1/files)`);
+  const store = async (tenant: string, file: StoredFile) => {
+    const { text, ...record } = file;
+    await mkdir(filesOf(tenant), { recursive: true });
     try {
-      return JSON.parse(await readFile(fileAt(tenant, id), "utf8")) as StoredFile;
-    } catch {
-      throw notFound(`No file "${id}" (upload it with POST /v1/files)`);
+      await writeFile(at(tenant, file.id, ".txt"), text);
+      await writeFile(at(tenant, file.id, RECORD_SUFFIX), JSON.stringify(record));
+    } catch (error) {
+      // A write cut short (a full disk: 507) leaves no half file to list.
+      await rm(at(tenant, file.id, RECORD_SUFFIX), { force: true });
+      await rm(at(tenant, file.id, ".txt"), { force: true });
+      throw error;
     }
   };
-  const fileObject = (file: StoredFile) => ({
+  /** A file stored whole as `<id>.json` before records were kept apart, split into text and record. */
+  const splitLegacy = async (tenant: string, id: string): Promise<FileRecord | null> => {
+    const whole = await readFile(at(tenant, id, ".json"), "utf8").catch(() => null);
+    if (whole === null) return null;
+    const file = JSON.parse(whole) as StoredFile;
+    await store(tenant, file);
+    await rm(at(tenant, id, ".json"), { force: true });
+    const { text: _text, ...record } = file;
+    return record;
+  };
+  const readRecord = async (tenant: string, id: string): Promise<FileRecord> => {
+    if (!FILE_ID.test(id)) throw notFound(`No file "${id}"`);
+    try {
+      return JSON.parse(await readFile(at(tenant, id, RECORD_SUFFIX), "utf8")) as FileRecord;
+    } catch {
+      const legacy = await splitLegacy(tenant, id).catch(() => null);
+      if (legacy === null) throw missing(id);
+      return legacy;
+    }
+  };
+  const readStored = async (tenant: string, id: string): Promise<StoredFile> => {
+    const record = await readRecord(tenant, id);
+    const text = await readFile(at(tenant, id, ".txt"), "utf8").catch(() => null);
+    if (text === null) throw missing(id);
+    return { ...record, text };
+  };
+  /** Every file's record, newest first; reads no text. */
+  const listRecords = async (tenant: string): Promise<FileRecord[]> => {
+    const names = await readdir(filesOf(tenant)).catch(() => [] as string[]);
+    const ids = new Set<string>();
+    for (const name of names) {
+      const id = name.endsWith(RECORD_SUFFIX)
+        ? name.slice(0, -RECORD_SUFFIX.length)
+        : name.endsWith(".json")
+          ? name.slice(0, -".json".length)
+          : null;
+      if (id !== null && FILE_ID.test(id)) ids.add(id);
+    }
+    const records = await Promise.all([...ids].map((id) => readRecord(tenant, id).catch(() => null)));
+    const found = records.filter((record): record is FileRecord => record !== null);
+    return found.sort((a, b) => b.created_at - a.created_at || a.id.localeCompare(b.id));
+  };
+  const remove = async (tenant: string, id: string) => {
+    await readRecord(tenant, id);
+    await rm(at(tenant, id, RECORD_SUFFIX), { force: true });
+    await rm(at(tenant, id, ".txt"), { force: true });
+  };
+  const fileObject = (file: FileRecord) => ({
     id: file.id,
     object: "file" as const,
     bytes: file.bytes,
@@ -145,7 +211,7 @@ function fileShelf(options: OpenAiRagOptions) {
     );
   };
 
-  return { filesOf, fileAt, readStored, fileObject, addFiles };
+  return { store, readRecord, readStored, listRecords, remove, fileObject, addFiles };
 }
 type FileShelf = ReturnType<typeof fileShelf>;
 
@@ -159,7 +225,7 @@ export function registerVectorStoreRoutes(app: TypedApp, options: OpenAiRagOptio
 
 /** /v1/files: upload, list, retrieve, delete. */
 function registerFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: FileShelf): void {
-  const { filesOf, fileAt, readStored, fileObject } = shelf;
+  const { store, readRecord, listRecords, remove, fileObject } = shelf;
   app.post(
     "/files",
     {
@@ -186,12 +252,7 @@ function registerFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fil
         title: document.title ?? null,
         metadata: document.metadata ?? {},
       };
-      await mkdir(filesOf(tenant), { recursive: true });
-      // A write cut short (a full disk: 507) leaves no half file to list.
-      await writeFile(fileAt(tenant, stored.id), JSON.stringify(stored)).catch(async (error: unknown) => {
-        await rm(fileAt(tenant, stored.id), { force: true });
-        throw error;
-      });
+      await store(tenant, stored);
       return fileObject(stored);
     },
   );
@@ -201,19 +262,15 @@ function registerFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fil
     { schema: { tags: ["openai"], summary: "Uploaded files", querystring: ListQuery } },
     async (request) => {
       const tenant = listingTenant(request, undefined) ?? actingTenant(request, undefined);
-      const names = await readdir(filesOf(tenant)).catch(() => [] as string[]);
-      const files = await Promise.all(
-        names.filter((n) => n.endsWith(".json")).map((n) => readStored(tenant, n.slice(0, -5))),
-      );
-      files.sort((a, b) => b.created_at - a.created_at || a.id.localeCompare(b.id));
-      return page(files.map(fileObject), request.query.limit, request.query.after);
+      const records = await listRecords(tenant);
+      return page(records.map(fileObject), request.query.limit, request.query.after);
     },
   );
 
   app.get(
     "/files/:file_id",
     { schema: { tags: ["openai"], summary: "One uploaded file", params: Type.Object({ file_id: FileId }) } },
-    async (request) => fileObject(await readStored(actingTenant(request, undefined), request.params.file_id)),
+    async (request) => fileObject(await readRecord(actingTenant(request, undefined), request.params.file_id)),
   );
 
   app.delete(
@@ -226,9 +283,7 @@ function registerFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fil
       },
     },
     async (request) => {
-      const tenant = actingTenant(request, undefined);
-      await readStored(tenant, request.params.file_id);
-      await rm(fileAt(tenant, request.params.file_id), { force: true });
+      await remove(actingTenant(request, undefined), request.params.file_id);
       return { id: request.params.file_id, object: "file", deleted: true };
     },
   );
@@ -414,13 +469,13 @@ function registerSearchRoute(app: TypedApp, options: OpenAiRagOptions): void {
         ),
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const body = request.body;
       const key = storeKey(request);
       checkNestingDepth(body.filters, 40, "filters");
       const predicate = body.filters ? compileFilter(body.filters) : undefined;
       const queries = typeof body.query === "string" ? [body.query] : body.query;
-      const { results } = await service.query({
+      const { results, filter } = await service.query({
         key,
         query: queries.join(" \n"),
         topK: body.max_num_results,
@@ -429,6 +484,9 @@ function registerSearchRoute(app: TypedApp, options: OpenAiRagOptions): void {
         // Hybrid where the store holds vectors, as /rag/query by default.
         ...retrievalInput(options.retrievers, {}),
       });
+      // OpenAI's page has no field for it: a header says the filter was tested on the best N only.
+      if (filter?.truncated)
+        void reply.header(FILTER_TRUNCATED_HEADER, `examined=${filter.examined}; limit=${filter.limit}`);
       return {
         object: "vector_store.search_results.page",
         search_query: queries,

@@ -11,6 +11,8 @@
  *   swapped for a symlink between the check and the open is caught here.
  * - The size comes from `fstat` and is checked before a byte is read; the read stops at the limit
  *   too, so a file growing meanwhile cannot take more.
+ * - A file with more than one hard link (`st_nlink` > 1) is refused unless allowed: a hard link made
+ *   inside the root to a file outside it has a real path inside, and cannot be told apart.
  */
 import { constants } from "node:fs";
 import { open, readlink, type FileHandle } from "node:fs/promises";
@@ -33,6 +35,8 @@ export interface SafeReadOptions {
   maxBytes: number;
   /** The name errors give (the path relative to the root). */
   name: string;
+  /** Read files with more than one hard link (RAG_FILES_HARD_LINKS); default false. */
+  allowHardLinks?: boolean;
 }
 
 function refusal(name: string, code: string | undefined): DomainError {
@@ -87,6 +91,11 @@ export async function readRegularFileInside(
     const real = await descriptorPath(handle);
     if (real !== null && !within(real, root)) {
       throw badRequest(`File "${name}" is outside RAG_FILES_DIR`);
+    }
+    if (info.nlink > 1 && !options.allowHardLinks) {
+      throw badRequest(
+        `File "${name}" has ${info.nlink} hard links; such files are not read, since a link to a file outside RAG_FILES_DIR looks like one inside (RAG_FILES_HARD_LINKS=allow reads them)`,
+      );
     }
     if (info.size > maxBytes) {
       throw fileTooLarge(name, `${info.size} bytes`, "MAX_BODY_BYTES", maxBytes);

@@ -12,7 +12,14 @@
 import type { Config } from "../../core/config.js";
 import { conflict, corrupt, type DomainError } from "../../core/errors.js";
 import type { EmbeddingPort } from "./ports.js";
-import { malformedAnswer, newAgent, postJson, localModelFailure, type UpstreamTarget } from "./upstream.js";
+import { decodeAnswer } from "./embedding-decode.js";
+import {
+  malformedAnswer,
+  newAgent,
+  postForBody,
+  localModelFailure,
+  type UpstreamTarget,
+} from "./upstream.js";
 
 export interface Embedder {
   /** The model's name, as an index records it (known once the first batch is answered, at the latest). */
@@ -80,11 +87,15 @@ function batchDimension(
     for (const value of vector)
       if (!Number.isFinite(value)) throw fail("a value that is not a finite number");
   }
-  if (known !== undefined && dimension !== known)
-    throw conflict(
-      `The embedding model ${model || "(unnamed)"} answered ${dimension} dimensions, then ${known}`,
-    );
+  if (known !== undefined && dimension !== known) throw otherDimension(model, dimension, known);
   return dimension;
+}
+
+/** 409: a model whose answers changed dimension between batches. */
+function otherDimension(model: string, dimension: number, known: number): DomainError {
+  return conflict(
+    `The embedding model ${model || "(unnamed)"} answered ${dimension} dimensions, then ${known}`,
+  );
 }
 
 /** Splits `texts` into batches and embeds them one after another (the caller's signal stops between). */
@@ -112,25 +123,20 @@ export interface HttpEmbedderOptions {
   timeoutMs: number;
 }
 
-interface EmbeddingsAnswer {
-  model?: unknown;
-  data?: Array<{ index?: unknown; embedding?: unknown }>;
-}
-
-/** An embedding as the server sent it: a list of numbers, or base64 of little-endian float32s. */
-function decodeEmbedding(value: unknown): Float32Array | null {
-  if (Array.isArray(value)) {
-    if (!value.every((item) => typeof item === "number")) return null;
-    return Float32Array.from(value as number[]);
-  }
-  if (typeof value === "string") {
-    const bytes = Buffer.from(value, "base64");
-    if (bytes.byteLength % 4 !== 0) return null;
-    const copy = new Uint8Array(bytes); // aligned for the float view
-    return new Float32Array(copy.buffer, 0, copy.byteLength / 4);
-  }
-  return null;
-}
+/**
+ * The longest vectors read from an embedding server, and the length assumed of a model whose answers
+ * have not been seen yet, to bound its first answer (the largest models in use have 4,096; OpenAI's
+ * text-embedding-3-large 3,072).
+ */
+export const MAX_EMBEDDING_DIMENSION = 8192;
+/**
+ * Bytes of JSON one float may take in an answer: 22 characters for a float32 written in full
+ * (`-1.2345678901234567e-05`), a comma, and room for pretty-printed indentation.
+ */
+const BYTES_PER_VALUE = 48;
+/** Bytes of one data item around its numbers, and of the answer around its data (model, usage). */
+const BYTES_PER_ITEM = 1024;
+const ENVELOPE_BYTES = 64 * 1024;
 
 /** The embedder at EMBEDDING_URL. */
 export class HttpEmbedder implements Embedder {
@@ -166,39 +172,39 @@ export class HttpEmbedder implements Embedder {
     return inBatches(texts, this.options.batchSize, (batch) => this.embedBatch(batch, signal), signal);
   }
 
+  /**
+   * One batch: its answer read up to what `batch.length` vectors of the known dimension (or of
+   * MAX_EMBEDDING_DIMENSION before the first answer) can take, their lengths checked before any vector
+   * is built (embedding-answer.ts), decoded off the event loop when large (embedding-decode.ts).
+   */
   private async embedBatch(batch: readonly string[], signal?: AbortSignal): Promise<Float32Array[]> {
     const { url } = this.target;
-    const answer = (await postJson(
+    const dimension = this.knownDimension ?? MAX_EMBEDDING_DIMENSION;
+    const perVector = dimension * BYTES_PER_VALUE + BYTES_PER_ITEM;
+    const bytes = await postForBody(
       this.target,
       {
         input: batch,
         encoding_format: "float",
         ...(this.options.model ? { model: this.options.model } : {}),
       },
+      {
+        maxBytes: ENVELOPE_BYTES + batch.length * perVector,
+        allows: `${batch.length} vectors of ${dimension} dimensions (EMBEDDING_BATCH_SIZE)`,
+      },
       signal,
-    )) as EmbeddingsAnswer;
+    );
     const fail = (why: string) => malformedAnswer("embedder", url, why);
-    if (answer === null || typeof answer !== "object" || !Array.isArray(answer.data))
-      throw fail("no data list");
-    const vectors = new Array<Float32Array | undefined>(batch.length);
-    answer.data.forEach((item, position) => {
-      // OpenAI's order is `index`; a server that leaves it out answers in input order.
-      const index = item?.index ?? position;
-      if (typeof index !== "number" || !Number.isInteger(index) || index < 0 || index >= batch.length)
-        throw fail(`index ${String(index)} is not one of the ${batch.length} inputs`);
-      const vector = decodeEmbedding(item.embedding);
-      if (vector === null) throw fail(`embedding ${index} is neither a list of numbers nor base64`);
-      if (vectors[index] !== undefined) throw fail(`two embeddings for input ${index}`);
-      vectors[index] = vector;
-    });
-    // findIndex visits the holes `new Array(n)` leaves (some and every skip them).
-    if (vectors.findIndex((vector) => vector === undefined) >= 0)
-      throw fail(`${answer.data.length} embeddings for ${batch.length} inputs`);
-    const complete = vectors as Float32Array[];
-    if (this.options.model === null && typeof answer.model === "string" && answer.model !== "")
-      this.answeredModel = answer.model;
-    this.knownDimension = batchDimension(complete, batch.length, this.knownDimension, this.model, fail);
-    return complete;
+    const decoded = await decodeAnswer(bytes, batch.length, this.knownDimension, MAX_EMBEDDING_DIMENSION);
+    if ("notJson" in decoded) throw fail(`not JSON: ${decoded.notJson}`);
+    if ("malformed" in decoded) throw fail(decoded.malformed);
+    if ("otherDimension" in decoded) throw otherDimension(this.model, decoded.otherDimension, dimension);
+    if (this.options.model === null && decoded.model !== null) this.answeredModel = decoded.model;
+    this.knownDimension = decoded.dimension;
+    const { rows } = decoded;
+    return Array.from({ length: batch.length }, (_, i) =>
+      rows.subarray(i * decoded.dimension, (i + 1) * decoded.dimension),
+    );
   }
 
   async close(): Promise<void> {

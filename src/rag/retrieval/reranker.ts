@@ -34,6 +34,14 @@ export function rerankText(title: string | null, text: string): string {
   return space > RERANK_MAX_CHARS / 2 ? cut.slice(0, space) : cut;
 }
 
+/**
+ * Bytes one result of a rerank answer may take: its index and score, and the candidate's text where
+ * the server echoes it (Jina does by default): RERANK_MAX_CHARS characters, JSON-escaped, with room.
+ */
+const RERANK_BYTES_PER_RESULT = 16 * 1024;
+/** Bytes of a rerank answer around its results (model, usage, meta). */
+const RERANK_ENVELOPE_BYTES = 64 * 1024;
+
 export interface HttpRerankerOptions {
   /** Base URL with /v1 (Cohere: /v2): requests go to `${baseUrl}/rerank`. */
   baseUrl: string;
@@ -81,6 +89,10 @@ export class HttpReranker implements Reranker {
         // Every candidate's score is wanted, not only the best ones'.
         top_n: documents.length,
         ...(this.options.model ? { model: this.options.model } : {}),
+      },
+      {
+        maxBytes: RERANK_ENVELOPE_BYTES + documents.length * RERANK_BYTES_PER_RESULT,
+        allows: `scores of ${documents.length} candidates`,
       },
       signal,
     )) as RerankAnswer;

@@ -4,6 +4,10 @@
  * 503 worth retrying ("embedder unavailable: …"); a 429 is its queue being full (429 with its
  * Retry-After); an input it refuses (400, 413, 422) is a 422 carrying its message; any other 4xx (a bad
  * key, an unknown model or path) is a 502, a configuration to fix.
+ *
+ * Bodies are read as they arrive and counted: an answer longer than what was asked for can take (a
+ * BodyLimit, derived by the caller from the batch: texts × dimension for embeddings) is cut off there
+ * and is a 502 naming the server and the limit, so a server answering 700 MB costs at most the limit.
  */
 import { Agent, fetch } from "undici";
 import { DomainError } from "../../core/errors.js";
@@ -54,6 +58,52 @@ export function newAgent(): Agent {
 
 /** Characters of an error body quoted in messages. */
 const QUOTED = 300;
+/** Bytes of an error answer read (its message is quoted from them). */
+const ERROR_BODY_BYTES = 64 * 1024;
+/** Bytes of any answer read, whatever the batch: past it, the batch is too large (lower its setting). */
+export const UPSTREAM_MAX_BODY_BYTES = 64 * 1024 * 1024;
+
+/** The most bytes an answer may have, and what they are for (named in the 502 past them). */
+export interface BodyLimit {
+  maxBytes: number;
+  /** What the limit allows, e.g. "64 vectors of 1024 dimensions (EMBEDDING_BATCH_SIZE)". */
+  allows: string;
+}
+
+/** 502: the answer went past its limit (read no further). */
+function answerTooLong(role: RetrieverRole, url: string, limit: BodyLimit): DomainError {
+  return new DomainError(
+    "upstream",
+    `${role} at ${url} answered more than ${limit.maxBytes} bytes, the most ${limit.allows} take; it was cut off there`,
+    { details: [{ upstream: url, limit: limit.maxBytes }] },
+  );
+}
+
+/**
+ * The body, read piece by piece as it arrives, up to `maxBytes`: `over` when it had more (the rest is
+ * not read: the stream is cancelled, which closes the connection), `bytes` what came before that.
+ */
+async function readAtMost(
+  body: ReadableStream<Uint8Array> | null,
+  maxBytes: number,
+): Promise<{ bytes: Buffer; over: boolean }> {
+  if (body === null) return { bytes: Buffer.alloc(0), over: false };
+  const reader = body.getReader();
+  const pieces: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (total + value.byteLength > maxBytes) {
+      pieces.push(value.subarray(0, maxBytes - total));
+      await reader.cancel().catch(() => undefined);
+      return { bytes: Buffer.concat(pieces, maxBytes), over: true };
+    }
+    total += value.byteLength;
+    pieces.push(value);
+  }
+  return { bytes: Buffer.concat(pieces, total), over: false };
+}
 
 function describe(error: unknown): string {
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
@@ -78,12 +128,16 @@ function upstreamMessage(body: string): string {
   return body.trim().slice(0, QUOTED);
 }
 
-/** POSTs `body` as JSON and returns the parsed answer; every failure as a DomainError (see above). */
-export async function postJson(
+/**
+ * POSTs `body` as JSON and returns the answer's bytes, at most `limit.maxBytes` (capped at
+ * UPSTREAM_MAX_BODY_BYTES); every failure as a DomainError (see above).
+ */
+export async function postForBody(
   target: UpstreamTarget,
   body: unknown,
+  limit: BodyLimit,
   signal?: AbortSignal,
-): Promise<unknown> {
+): Promise<Buffer> {
   const { role, url } = target;
   signal?.throwIfAborted();
   const timeout = AbortSignal.timeout(target.timeoutMs);
@@ -107,33 +161,49 @@ export async function postJson(
     if (timeout.aborted) throw late();
     throw retrieverUnavailable(role, `${url} is unreachable (${describe(error)})`);
   }
-  let text: string;
+  // An error answer's first ERROR_BODY_BYTES are enough to quote its message.
+  const cap = response.ok ? Math.min(limit.maxBytes, UPSTREAM_MAX_BODY_BYTES) : ERROR_BODY_BYTES;
+  let read: { bytes: Buffer; over: boolean };
   try {
-    text = await response.text();
+    read = await readAtMost(response.body, cap);
   } catch (error) {
     if (signal?.aborted) throw signal.reason;
     if (timeout.aborted) throw late();
     throw retrieverUnavailable(role, `${url} broke off its answer (${describe(error)})`);
   }
-  if (!response.ok) {
-    const status = response.status;
-    const message = `${url} answered HTTP ${status}: ${upstreamMessage(text) || response.statusText}`;
-    if (status === 429)
-      throw new DomainError("busy", `${role} busy: ${message}`, {
-        code: "rate_limited",
-        retryAfter: response.headers.get("retry-after") ?? "1",
-      });
-    if (status >= 500) throw retrieverUnavailable(role, message);
-    if (status === 400 || status === 413 || status === 422)
-      throw new DomainError("unprocessable", `${role} refused the input: ${message}`);
-    throw new DomainError(
-      "upstream",
-      `${role} refused the request (check its URL, model and key): ${message}`,
-    );
+  if (response.ok) {
+    if (read.over) throw answerTooLong(role, url, { ...limit, maxBytes: cap });
+    return read.bytes;
   }
+  const status = response.status;
+  const message = `${url} answered HTTP ${status}: ${upstreamMessage(read.bytes.toString("utf8")) || response.statusText}`;
+  if (status === 429)
+    throw new DomainError("busy", `${role} busy: ${message}`, {
+      code: "rate_limited",
+      retryAfter: response.headers.get("retry-after") ?? "1",
+    });
+  if (status >= 500) throw retrieverUnavailable(role, message);
+  if (status === 400 || status === 413 || status === 422)
+    throw new DomainError("unprocessable", `${role} refused the input: ${message}`);
+  throw new DomainError("upstream", `${role} refused the request (check its URL, model and key): ${message}`);
+}
+
+/** The answer's bytes parsed as JSON; a 502 when they are not JSON. */
+export function parseAnswer(target: UpstreamTarget, bytes: Buffer): unknown {
+  const text = bytes.toString("utf8");
   try {
     return JSON.parse(text) as unknown;
   } catch {
-    throw malformedAnswer(role, url, `not JSON: ${text.slice(0, 80)}`);
+    throw malformedAnswer(target.role, target.url, `not JSON: ${text.slice(0, 80)}`);
   }
+}
+
+/** POSTs `body` as JSON and returns the parsed answer (at most `limit.maxBytes` of it; see postForBody). */
+export async function postJson(
+  target: UpstreamTarget,
+  body: unknown,
+  limit: BodyLimit,
+  signal?: AbortSignal,
+): Promise<unknown> {
+  return parseAnswer(target, await postForBody(target, body, limit, signal));
 }

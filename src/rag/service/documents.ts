@@ -20,6 +20,24 @@ const toWellFormed = (text: string) => text.replace(LONE_SURROGATES, "\uFFFD");
 /** Page offsets of paged documents (PDF), beside the record so the store never sees them. */
 const pageStartsOf = new WeakMap<DocumentRecord, number[]>();
 
+/** Where a chunk lies in a paged document (pages.ts): `page` its first page, `first` … `last` every one. */
+export interface ChunkPages {
+  page: number;
+  first: number;
+  last: number;
+}
+
+/** The (1-based) pages of the chunk [start, end) of a document whose pages start at `pageStarts`. */
+export function chunkPages(pageStarts: number[], start: number, end: number): ChunkPages {
+  const { page, pages } = pagesOfSpan(pageStarts, start, end);
+  return { page, first: pages[0]!, last: pages[pages.length - 1]! };
+}
+
+/** A chunk's metadata with its provenance: `page` (its first page) and `pages` (every page it covers). */
+export function withPageMetadata(metadata: ChunkRecord["metadata"], { first, last }: ChunkPages) {
+  return { ...metadata, page: first, pages: Array.from({ length: last - first + 1 }, (_, i) => first + i) };
+}
+
 /**
  * Gives each chunk of a paged document (PDF) its provenance: `page`, the (1-based) page it starts on,
  * and `pages`, every page it covers, in order (`[3]` for a chunk within page 3).
@@ -27,10 +45,13 @@ const pageStartsOf = new WeakMap<DocumentRecord, number[]>();
 function withPages(chunks: ChunkRecord[], pageStarts: number[] | undefined): ChunkRecord[] {
   if (!pageStarts) return chunks;
   for (const chunk of chunks) {
-    chunk.metadata = { ...chunk.metadata, ...pagesOfSpan(pageStarts, chunk.start, chunk.end) };
+    chunk.metadata = withPageMetadata(chunk.metadata, chunkPages(pageStarts, chunk.start, chunk.end));
   }
   return chunks;
 }
+
+/** The page offsets a paged document's record was made with (normaliseDocuments), if any. */
+export const pageStartsOfRecord = (record: DocumentRecord) => pageStartsOf.get(record);
 
 /** Documents and their chunks, and the engine text of every chunk in that order. */
 export interface ChunkedDocuments {
@@ -58,7 +79,14 @@ export function chunkDocuments(documents: DocumentRecord[], settings: IndexSetti
  * and rejects two different documents claiming one id in the same request.
  */
 export function normaliseDocuments(inputs: DocumentInput[]): DocumentRecord[] {
-  const byId = new Map<string, DocumentRecord>();
+  return [...normalisedById(inputs).values()].map(({ record }) => record);
+}
+
+/** normaliseDocuments, each record with the position of the input it was made from (the last of its id). */
+export function normalisedById(
+  inputs: DocumentInput[],
+): Map<string, { record: DocumentRecord; position: number }> {
+  const byId = new Map<string, { record: DocumentRecord; position: number }>();
   inputs.forEach((input, position) => {
     // Whitespace-only text would be stored as a document with no chunks that no query can find.
     if (input.text.trim() === "") {
@@ -79,14 +107,14 @@ export function normaliseDocuments(inputs: DocumentInput[]): DocumentRecord[] {
       contentHash: input.contentHash ?? null,
     };
     if (input.pageStarts) pageStartsOf.set(record, input.pageStarts);
-    const previous = byId.get(id);
+    const previous = byId.get(id)?.record;
     if (previous && (previous.text !== record.text || input.id !== undefined)) {
       throw badRequest(
         `Document id "${id}" appears more than once in this request (documents[${position}])`,
         [{ path: `/documents/${position}/id`, message: "duplicate id" }],
       );
     }
-    byId.set(id, record);
+    byId.set(id, { record, position });
   });
-  return [...byId.values()];
+  return byId;
 }

@@ -12,17 +12,32 @@ import type { SegmentedIndex } from "../search/index.js";
 import type { ChunkHit, IndexStore, Metadata } from "../store/types.js";
 import { round } from "./common.js";
 import { engineText } from "./documents.js";
+import { compileEquality, FILTER_MAX_CANDIDATES, type FilterCut } from "./filters.js";
 import type { ReaderCache } from "./reader-cache.js";
 import type { ServiceStats } from "./stats.js";
 import type { LoadedIndex, QueryInput, QueryOutput, QueryResult } from "./types.js";
 
 /**
  * A filtered query first asks the engine for this many times top_k candidates, then twice as many
- * each round, until top_k pass the filter or the engine has no more.
+ * each round, until top_k pass the filter, the engine has no more, or FILTER_MAX_CANDIDATES were
+ * examined (filters.ts).
  */
 const FILTER_OVERFETCH = 4;
+/** Chunks read in one store call: a plain query's all; a filtered query's thousands, in slices. */
+const READ_SLICE = 512;
 
 type Filter = (metadata: Metadata) => boolean;
+
+/** A query's filter and what it cost: candidates examined, and whether the limit cut the search. */
+class FilterRun {
+  examined = 0;
+  truncated = false;
+  constructor(readonly accept: Filter) {}
+
+  get cut(): FilterCut {
+    return { truncated: this.truncated, examined: this.examined, limit: FILTER_MAX_CANDIDATES };
+  }
+}
 
 /** A search of `n` candidates, best first (the engine's lexical or dense top n). */
 type CandidateSearch = (n: number) => ReadonlyArray<{ key: number; score: number }>;
@@ -54,7 +69,8 @@ export class Queries {
 
   private async queryLoaded(input: QueryInput, loaded: LoadedIndex, started: number): Promise<QueryOutput> {
     const retrieval = retrievalOf(input, loaded.meta);
-    const filter = filterOf(input);
+    const predicate = filterOf(input);
+    const filter = predicate && new FilterRun(predicate);
     // With a reranker, the first stage finds the candidates it rescores, top_n of them.
     const wanted = input.rerank
       ? Math.max(input.topK, input.rerank.topN ?? candidatePool(input.topK))
@@ -82,7 +98,7 @@ export class Queries {
     }));
     const elapsedMs = round(performance.now() - started);
     this.stats.countActivity(input.key.tenantId, "queries", elapsedMs);
-    return { results, elapsedMs, retrieval, loaded };
+    return { results, elapsedMs, retrieval, loaded, ...(filter && { filter: filter.cut }) };
   }
 
   /**
@@ -94,7 +110,7 @@ export class Queries {
     input: QueryInput,
     retrieval: "dense" | "hybrid",
     loaded: LoadedIndex,
-    filter: Filter | undefined,
+    filter: FilterRun | undefined,
     wanted: number,
   ): Promise<Candidate[]> {
     const { engine, meta } = loaded;
@@ -164,7 +180,7 @@ export class Queries {
   private async topChunks(
     input: QueryInput,
     engine: SegmentedIndex,
-    filter: Filter | undefined,
+    filter: FilterRun | undefined,
   ): Promise<Array<{ chunk: ChunkHit; score: number }>> {
     const search = await this.lexicalSearch(input, engine, filter);
     return this.acceptedTop(input.key, input.topK, search, filter);
@@ -177,7 +193,7 @@ export class Queries {
   private async lexicalSearch(
     input: QueryInput,
     engine: SegmentedIndex,
-    filter: Filter | undefined,
+    filter: FilterRun | undefined,
   ): Promise<CandidateSearch> {
     const options = (n: number) => ({ topK: n, minScore: input.minScore });
     if (!input.expand) return (n) => engine.search(input.query, options(n));
@@ -192,33 +208,46 @@ export class Queries {
    * The top k hits of `search` whose chunk the store still holds and that pass the filter, best first.
    * The search is asked for more candidates each round until k are accepted or it has none left: the
    * accepted ones among its top n are then exactly the top k of a search restricted to accepted chunks.
+   * A filtered search stops at FILTER_MAX_CANDIDATES candidates (the filter records that it was cut).
    */
   private async acceptedTop(
     key: QueryInput["key"],
     k: number,
     search: CandidateSearch,
-    filter: Filter | undefined,
+    filter: FilterRun | undefined,
   ): Promise<Array<{ chunk: ChunkHit; score: number }>> {
     const fetched = new Map<number, ChunkHit | null>();
-    let candidates = filter ? k * FILTER_OVERFETCH : k;
+    const limit = Math.max(k, FILTER_MAX_CANDIDATES);
+    let candidates = filter ? Math.min(limit, k * FILTER_OVERFETCH) : k;
     for (;;) {
       const hits = search(candidates);
       await this.readChunks(key, hits, fetched);
       const accepted: Array<{ chunk: ChunkHit; score: number }> = [];
+      let examined = 0;
       for (const hit of hits) {
+        examined++;
         const chunk = fetched.get(hit.key);
-        if (!chunk || (filter && !filter(chunk.metadata))) continue;
+        if (!chunk || (filter && !filter.accept(chunk.metadata))) continue;
         accepted.push({ chunk, score: hit.score });
-        if (accepted.length === k) return accepted;
+        if (accepted.length === k) break;
       }
-      if (hits.length < candidates) return accepted;
-      candidates *= 2;
+      const exhausted = hits.length < candidates;
+      // Without a filter only chunks deleted since the search are skipped: rarely a second round.
+      if (accepted.length === k || exhausted || candidates >= limit) {
+        if (filter) {
+          filter.examined += examined;
+          if (accepted.length < k && !exhausted) filter.truncated = true;
+        }
+        return accepted;
+      }
+      candidates = Math.min(limit, candidates * 2);
     }
   }
 
   /**
-   * Reads into `known` the chunks of the hits it does not hold yet, in one store call; a key the store no
-   * longer has (deleted by a write committed since the search) is recorded as null.
+   * Reads into `known` the chunks of the hits it does not hold yet, READ_SLICE keys a store call, the
+   * event loop free between calls (a filtered query may read thousands); a key the store no longer has
+   * (deleted by a write committed since the search) is recorded as null.
    */
   private async readChunks(
     key: QueryInput["key"],
@@ -226,9 +255,12 @@ export class Queries {
     known: Map<number, ChunkHit | null>,
   ): Promise<void> {
     const unread = hits.filter((hit) => !known.has(hit.key)).map((hit) => hit.key);
-    if (unread.length === 0) return;
-    for (const chunk of await this.store.getChunks(key, unread)) known.set(chunk.engineKey, chunk);
-    for (const missing of unread) if (!known.has(missing)) known.set(missing, null);
+    for (let at = 0; at < unread.length; at += READ_SLICE) {
+      if (at > 0) await new Promise((resolve) => setImmediate(resolve));
+      const slice = unread.slice(at, at + READ_SLICE);
+      for (const chunk of await this.store.getChunks(key, slice)) known.set(chunk.engineKey, chunk);
+      for (const missing of slice) if (!known.has(missing)) known.set(missing, null);
+    }
   }
 }
 
@@ -284,17 +316,7 @@ function roundScores(scores: Candidate["scores"]): Candidate["scores"] {
 /** A query's equality filter and compiled predicate as one filter (both must hold), if any. */
 function filterOf(input: QueryInput): Filter | undefined {
   const equality =
-    input.filter && Object.keys(input.filter).length > 0 ? metadataFilter(input.filter) : undefined;
+    input.filter && Object.keys(input.filter).length > 0 ? compileEquality(input.filter) : undefined;
   const predicate = input.predicate;
   return equality && predicate ? (m: Metadata) => equality(m) && predicate(m) : (equality ?? predicate);
-}
-
-/** Equality on every filter key; values compared as JSON so arrays and objects work too. */
-function metadataFilter(filter: Metadata): Filter {
-  const expected = Object.entries(filter).map(([key, value]) => [key, JSON.stringify(value)] as const);
-  return (metadata) =>
-    expected.every(
-      ([key, value]) =>
-        Object.prototype.hasOwnProperty.call(metadata, key) && JSON.stringify(metadata[key]) === value,
-    );
 }

@@ -12,11 +12,11 @@
  * - A sync into a missing index creates it with the given settings, as a build would.
  */
 import { createHash } from "node:crypto";
-import type { Dirent } from "node:fs";
+import type { Dirent, Stats } from "node:fs";
 import { readdir, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { badRequest, DomainError, tooLarge } from "../../core/errors.js";
-import { within } from "../ingest/files.js";
+import { FolderWalk, stopIfGone, within, type WalkLimits } from "../ingest/files.js";
 import { DEFAULT_INGEST_LIMITS, type Ingest, type IngestLimits } from "../ingest/limits.js";
 import { isSupported } from "../ingest/loaders.js";
 import { parseFileBytes } from "../ingest/parse-pool.js";
@@ -47,6 +47,10 @@ export interface SyncInput {
   embeddingFor?: (existing: IndexMeta | null) => WriteEmbedding | undefined;
   /** Called after each file is looked at (read, and parsed when new or changed): a live count. */
   onFile?: (done: number, total: number, file: string) => void;
+  /** Bounds of the folder walk and the hard-link policy (RAG_FILES_*); the defaults without. */
+  walk?: WalkLimits;
+  /** The client's request: listing and reading stop when it goes away (nothing is written then). */
+  signal?: AbortSignal;
 }
 
 export interface SyncFailure {
@@ -97,12 +101,12 @@ const messageOf = (error: unknown) => (error instanceof Error ? error.message : 
 
 /**
  * The supported files below `folder`, in path order. Hidden entries are skipped, and so are symlinks
- * whose target lies outside the root; a symlink inside is followed, under its own (link) path.
+ * whose target lies outside the root; a symlink inside is followed, under its own (link) path. A
+ * folder reached a second time (a link loop, or two links to one folder) is not entered again, so it
+ * is listed under the first path met; the walk is bounded by `walk` (FolderWalk).
  */
-async function listFolder(root: string, folder: string): Promise<FolderListing> {
+async function listFolder(root: string, folder: string, walk: FolderWalk): Promise<FolderListing> {
   const listing: FolderListing = { files: [], unreadable: [] };
-  // Real paths of the folders being walked: a symlink back to one of them would loop forever.
-  const ancestors = new Set<string>();
   const visit = async (lexical: string, real: string): Promise<void> => {
     let entries: Dirent[];
     try {
@@ -112,30 +116,33 @@ async function listFolder(root: string, folder: string): Promise<FolderListing> 
       return;
     }
     entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    ancestors.add(real);
     for (const entry of entries) {
+      walk.tick();
       if (entry.name.startsWith(".")) continue;
       const entryPath = path.join(lexical, entry.name);
       let target = path.join(real, entry.name);
-      let isDirectory = entry.isDirectory();
       let isFile = entry.isFile();
+      let folderInfo: Stats | null = null;
       if (entry.isSymbolicLink()) {
         const resolved = await realpath(target).catch(() => null);
         if (resolved === null || !within(resolved, root)) continue;
         const info = await stat(resolved).catch(() => null);
         if (info === null) continue;
         target = resolved;
-        isDirectory = info.isDirectory();
         isFile = info.isFile();
+        if (info.isDirectory()) folderInfo = info;
+      } else if (entry.isDirectory()) {
+        folderInfo = await stat(target).catch(() => null);
       }
-      if (isDirectory) {
-        if (!ancestors.has(target)) await visit(entryPath, target);
+      if (folderInfo !== null) {
+        if (walk.enter(folderInfo)) await visit(entryPath, target);
       } else if (isFile && isSupported(entry.name)) {
         listing.files.push({ id: path.relative(root, entryPath), real: target });
       }
     }
-    ancestors.delete(real);
   };
+  const top = await stat(folder).catch(() => null);
+  if (top !== null) walk.enter(top);
   await visit(folder, folder);
   return listing;
 }
@@ -191,7 +198,7 @@ export async function syncFolder(service: RagService, input: SyncInput): Promise
   const { key, root, folder } = input;
   const settings = resolveIndexSettings(input.settings ?? {});
   const folderId = path.relative(root, folder);
-  const listing = await listFolder(root, folder);
+  const listing = await listFolder(root, folder, new FolderWalk(input.walk, input.signal));
   const indexed = await indexedDocuments(service, key);
   const indexedById = new Map((indexed ?? []).map((document) => [document.id, document]));
 
@@ -202,13 +209,19 @@ export async function syncFolder(service: RagService, input: SyncInput): Promise
   let unchanged = 0;
   const present = new Set<string>();
   const maxBytes = (input.ingest?.limits ?? DEFAULT_INGEST_LIMITS).maxFileBytes;
+  const allowHardLinks = input.walk?.allowHardLinks ?? false;
   const parseAll = async () => {
     for (const [index, file] of listing.files.entries()) {
+      stopIfGone(input.signal);
       present.add(file.id);
       if (index > 0) input.onFile?.(index, listing.files.length, listing.files[index - 1]!.id);
       try {
-        // One descriptor, checked (regular, inside the root, size): the listing may be stale.
-        const bytes = await readRegularFileInside(root, file.real, { name: file.id, maxBytes });
+        // One descriptor, checked (regular, one link, inside the root, size): the listing may be stale.
+        const bytes = await readRegularFileInside(root, file.real, {
+          name: file.id,
+          maxBytes,
+          allowHardLinks,
+        });
         const contentHash = sha256(bytes);
         const previous = indexedById.get(file.id);
         if (previous && previous.contentHash === contentHash) {
@@ -225,8 +238,9 @@ export async function syncFolder(service: RagService, input: SyncInput): Promise
     }
   };
   // Parsing is the costly, memory-hungry part: as many syncs parse at once as uploads may.
-  if (input.ingest) await input.ingest.gate.run(parseAll, undefined, key.tenantId);
+  if (input.ingest) await input.ingest.gate.run(parseAll, input.signal, key.tenantId);
   else await parseAll();
+  stopIfGone(input.signal);
   const last = listing.files.at(-1);
   if (last) input.onFile?.(listing.files.length, listing.files.length, last.id);
 

@@ -10,6 +10,7 @@ import type { Embedder } from "../retrieval/embedder.js";
 import type { FusionOptions } from "../retrieval/fusion.js";
 import type { Reranker } from "../retrieval/reranker.js";
 import type { IndexKey, IndexMeta, Metadata, VectorStorage } from "../store/types.js";
+import type { FilterCut } from "./filters.js";
 
 export interface DocumentInput {
   id?: string;
@@ -112,6 +113,8 @@ export interface QueryOutput {
   retrieval?: "lexical" | "dense" | "hybrid";
   /** For answer composition. */
   loaded: LoadedIndex;
+  /** With a filter: the candidates it examined, and whether FILTER_MAX_CANDIDATES cut the search. */
+  filter?: FilterCut;
 }
 
 /**

@@ -16,7 +16,6 @@ import {
   type Directory,
 } from "../search/index.js";
 import type {
-  DocumentRecord,
   IndexKey,
   IndexMeta,
   IndexSettings,
@@ -25,15 +24,25 @@ import type {
   VectorSpace,
 } from "../store/types.js";
 import { engineOptionsOf, engineStateOf, indexNotFound, round, settingsOf, writtenState } from "./common.js";
-import { chunkDocuments, engineText, normaliseDocuments } from "./documents.js";
+import { engineText } from "./documents.js";
 import type { MergeScheduler } from "./merge-scheduler.js";
 import type { ReaderCache } from "./reader-cache.js";
 import { resolveIndexSettings } from "./settings.js";
 import type { ServiceStats } from "./stats.js";
-import type { BuildInput, BuildOutput, DocumentChange, WriteEmbedding } from "./types.js";
+import type { BuildInput, BuildOutput, DocumentChange, DocumentInput, WriteEmbedding } from "./types.js";
 import type { WriteExclusion } from "./write-exclusion.js";
+import { analysisOf, prepareDocuments, type PreparedDocuments } from "./write-prep.js";
 
 type CommitMode = "create" | "replace" | "update";
+
+/** The documents of a write that only deletes. */
+const NO_DOCUMENTS: PreparedDocuments = {
+  documents: [],
+  chunked: [],
+  chunkCount: 0,
+  engineTexts: [],
+  built: null,
+};
 
 /** One write's change, before it is prepared against the index's current version. */
 interface WriteRequest {
@@ -41,12 +50,38 @@ interface WriteRequest {
   mode: CommitMode;
   settings: IndexSettings;
   existing: IndexMeta | undefined;
-  documents: DocumentRecord[];
+  /** Its documents, normalised, chunked and analysed (prepareDocuments). */
+  documents: PreparedDocuments;
   deleteDocumentIds: string[];
   allowEmpty?: boolean;
   embedding?: WriteEmbedding;
   /** Vectors already computed for engine texts (kept across a write's retries: embedding is slow). */
   embedded: Map<string, Float32Array>;
+}
+
+/**
+ * A write's documents prepared once for each chunking they are asked with (a retry of an append after
+ * another writer changed the index's settings prepares them again): preparing a large write is
+ * seconds of a worker thread, kept across the write's retries as its embeddings are.
+ */
+class PreparedOnce {
+  private readonly done = new Map<string, Promise<PreparedDocuments>>();
+
+  constructor(
+    private readonly inputs: DocumentInput[],
+    private readonly wantTexts: boolean,
+  ) {}
+
+  get(settings: IndexSettings): Promise<PreparedDocuments> {
+    const key = `${settings.scorer}/${settings.chunkSize}/${settings.overlap}`;
+    let prepared = this.done.get(key);
+    if (prepared === undefined) {
+      // Analysis depends on the scorer only through its block bounds, which any index of it may use.
+      prepared = prepareDocuments(this.inputs, settings, analysisOf(settings, null), this.wantTexts);
+      this.done.set(key, prepared);
+    }
+    return prepared;
+  }
 }
 
 export interface WriteCoordinatorOptions {
@@ -74,7 +109,7 @@ export class WriteCoordinator {
 
   async build(input: BuildInput): Promise<BuildOutput> {
     const started = performance.now();
-    const documents = normaliseDocuments(input.documents);
+    const documents = new PreparedOnce(input.documents, input.embedding !== undefined);
     const settings: IndexSettings = resolveIndexSettings(input);
     const embedded = new Map<string, Float32Array>();
     const output = await this.options.exclusion.withRetries(input.key, async () => {
@@ -87,12 +122,13 @@ export class WriteCoordinator {
       }
       // An append keeps the index's own chunking and scorer, so old and new chunks rank alike.
       const append = input.mode === "append";
+      const written = append && existing ? settingsOf(existing) : settings;
       return this.commit({
         key: input.key,
         mode: input.mode === "append" ? "update" : input.mode,
-        settings: append && existing ? settingsOf(existing) : settings,
+        settings: written,
         existing,
-        documents,
+        documents: await documents.get(written),
         deleteDocumentIds: [],
         allowEmpty: input.allowEmpty,
         embedding: input.embedding,
@@ -109,13 +145,14 @@ export class WriteCoordinator {
    */
   async applyDocumentChanges(key: IndexKey, change: DocumentChange): Promise<BuildOutput> {
     const started = performance.now();
-    const documents = normaliseDocuments(change.upsert);
-    const upserted = new Set(documents.map((document) => document.id));
-    const deleteIds = [...new Set(change.deleteIds)].filter((id) => !upserted.has(id));
+    const prepared = new PreparedOnce(change.upsert, change.embedding !== undefined);
     const embedded = new Map<string, Float32Array>();
     const output = await this.options.exclusion.withRetries(key, async () => {
       const existing = await this.requireMeta(key);
-      if (documents.length === 0 && deleteIds.length === 0) {
+      const documents = await prepared.get(settingsOf(existing));
+      const upserted = new Set(documents.documents.map((document) => document.id));
+      const deleteIds = [...new Set(change.deleteIds)].filter((id) => !upserted.has(id));
+      if (documents.documents.length === 0 && deleteIds.length === 0) {
         return { meta: existing, documentsCount: 0, chunksCount: 0 };
       }
       return this.commit({
@@ -134,7 +171,7 @@ export class WriteCoordinator {
       if (!(await this.store.hasDocument(key, documentId))) {
         throw notFound(`Document "${documentId}" is not in index "${key.name}"`);
       }
-      return this.commit(this.update(key, existing, [], [documentId]));
+      return this.commit(this.update(key, existing, NO_DOCUMENTS, [documentId]));
     });
     this.options.stats.countActivity(key.tenantId, "documentWrites");
     return output.meta;
@@ -151,7 +188,7 @@ export class WriteCoordinator {
   private update(
     key: IndexKey,
     existing: IndexMeta,
-    documents: DocumentRecord[],
+    documents: PreparedDocuments,
     deleteDocumentIds: string[],
   ): WriteRequest {
     return {
@@ -166,18 +203,19 @@ export class WriteCoordinator {
   }
 
   /**
-   * Chunks the new documents, prepares the engine change (their chunks added as one segment; the
-   * chunks of replaced and deleted documents, read back from the store, subtracted), commits it as one
-   * store write and applies it to the cached index. Its cost grows with the change, not the index.
+   * Prepares the engine change (the new documents' chunks added as one segment, built on a worker
+   * thread for a large write; the chunks of replaced and deleted documents, read back from the store,
+   * subtracted), commits it as one store write and applies it to the cached index. Its cost grows with
+   * the change, not the index.
    */
   private async commit(request: WriteRequest): Promise<Omit<BuildOutput, "buildMs">> {
-    const { key, mode, settings, documents, deleteDocumentIds } = request;
-    const { chunked, engineTexts } = chunkDocuments(documents, settings);
-    if (mode !== "update" && engineTexts.length === 0 && !request.allowEmpty) {
+    const { key, mode, settings, deleteDocumentIds } = request;
+    const { documents, chunked, chunkCount, engineTexts, built } = request.documents;
+    if (mode !== "update" && chunkCount === 0 && !request.allowEmpty) {
       throw badRequest("The documents contain no text to index");
     }
     // Embedded before anything is locked or written: an embedder error leaves the index as it was.
-    const { space, vectors } = await this.embed(request, engineTexts);
+    const { space, vectors } = await this.embed(request, engineTexts ?? [], chunkCount);
     const { readers } = this.options;
     const output = await readers.mutate(key, async () => {
       const validity = readers.validity(key);
@@ -187,7 +225,7 @@ export class WriteCoordinator {
       const offThread =
         space !== null && vectorOptions !== null && buildsGraph(vectorOptions, vectors.length);
       const prepared = new IndexWriter(base.engine).prepare({
-        add: engineTexts,
+        ...(built ? { built } : { add: engineTexts ?? [] }),
         delete: base.deleted,
         ...(offThread
           ? { encodedVectors: await encodeVectorsOffThread(vectorOptions, vectors) }
@@ -219,7 +257,7 @@ export class WriteCoordinator {
         throw error;
       }
       readers.applyCommitted(key, base.engine, prepared, meta, validity);
-      return { meta, documentsCount: documents.length, chunksCount: engineTexts.length };
+      return { meta, documentsCount: documents.length, chunksCount: chunkCount };
     });
     this.options.merges.schedule(key);
     return output;
@@ -237,10 +275,11 @@ export class WriteCoordinator {
     expectedVersion: number | null;
     deleted: Array<{ key: number; text: string }>;
   }> {
-    const { key, mode, settings, existing, documents, deleteDocumentIds } = request;
+    const { key, mode, settings, existing, deleteDocumentIds } = request;
     if (mode === "update" && existing) {
       const base = await this.options.readers.baseLocked(key, existing);
-      const replacedIds = [...new Set([...deleteDocumentIds, ...documents.map((d) => d.id)])];
+      const upserted = request.documents.documents.map((d) => d.id);
+      const replacedIds = [...new Set([...deleteDocumentIds, ...upserted])];
       const replaced = await this.store.getDocumentChunks(key, replacedIds);
       const deleted: Array<{ key: number; text: string }> = [];
       for (const { title, chunks } of replaced.values()) {
@@ -262,16 +301,18 @@ export class WriteCoordinator {
    * The write's embedding space and its new chunks' vectors (see WriteEmbedding in types.ts): an
    * update keeps the index's space and must embed with its model; a create or replace takes the
    * embedder's (or none). Vectors already embedded by an earlier attempt of this write are reused.
+   * `texts`: the `chunkCount` chunks' engine texts (prepared whenever the write has an embedder).
    */
   private async embed(
     request: WriteRequest,
     texts: readonly string[],
+    chunkCount: number,
   ): Promise<{ space: VectorSpace | null; vectors: Float32Array[] }> {
     const { mode, existing, embedding, embedded, key } = request;
     const indexSpace = mode === "update" ? (existing?.vectors ?? null) : null;
     if (mode === "update" && indexSpace === null) return { space: null, vectors: [] };
     if (embedding === undefined) {
-      if (indexSpace !== null && texts.length > 0) {
+      if (indexSpace !== null && chunkCount > 0) {
         throw conflict(
           `Index "${key.name}" holds embeddings of model ${indexSpace.model} (${indexSpace.dimension} dimensions): ` +
             "documents added to it must be embedded with that model, and this write has no embedder",

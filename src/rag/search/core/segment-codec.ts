@@ -280,7 +280,9 @@ export function setSegmentId(bytes: Uint8Array, segmentId: number): void {
  * The arrays of bytes this engine wrote itself (a merge result), as views into them: no copy, no checks,
  * no term strings (the index knows the terms' global ids already). `bytes` must be 4-byte aligned.
  */
-export function viewSegment(bytes: Uint8Array): Omit<SegmentData, "terms"> & { termCount: number } {
+export function viewSegment(
+  bytes: Uint8Array,
+): Omit<SegmentData, "terms"> & { termCount: number; dictionaryText: Uint8Array } {
   if (bytes.byteOffset % 4 !== 0) throw new Error("viewSegment: bytes must be 4-byte aligned");
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const u32 = (i: number): number => view.getUint32(4 * i, true);
@@ -301,6 +303,7 @@ export function viewSegment(bytes: Uint8Array): Omit<SegmentData, "terms"> & { t
   const termOffsets = u32Array(termCount + 1);
   const docIds = u32Array(postingCount);
   const termFreqs = frequenciesOf(bytes.buffer, offset, postingCount, tfBytes);
+  const dictionaryLength = u32(6);
   return {
     keys,
     docLengths,
@@ -309,5 +312,7 @@ export function viewSegment(bytes: Uint8Array): Omit<SegmentData, "terms"> & { t
     termFreqs,
     referenceAverageLength: view.getFloat64(32, true),
     termCount,
+    // The dictionary text ends the segment.
+    dictionaryText: bytes.subarray(bytes.byteLength - dictionaryLength),
   };
 }

@@ -183,6 +183,14 @@ export interface SegmentDerived {
   readonly frontierDl: Uint32Array;
 }
 
+/** The part of {@link SegmentDerived} that depends on the global term ids: the lookup by id. */
+export type TermLookup = Pick<
+  SegmentDerived,
+  "termIds" | "sortedLocalTerms" | "termDirectory" | "directoryShift"
+>;
+/** The part of {@link SegmentDerived} computed from the postings alone (where the segment is built). */
+export type PostingsDerived = Omit<SegmentDerived, keyof TermLookup>;
+
 /**
  * The term lookup by global id, the block bounds at the reference avgdl and the (tf, dl) frontiers over
  * the postings of documents not in `deletedBits`, the last two for long terms only.
@@ -193,6 +201,11 @@ export function deriveSegment(
   scorer: ScorerParameters,
   deletedBits: Uint32Array | null,
 ): SegmentDerived {
+  return { ...deriveLookup(termIds), ...derivePostings(data, scorer, deletedBits) };
+}
+
+/** The lookup of a segment's local terms by global id (sorted ids and their directory). */
+export function deriveLookup(termIds: Uint32Array): TermLookup {
   const termCount = termIds.length;
   // Sorted by global id: (id, local) packed into one float and sorted natively when it fits 53 bits.
   const sortedLocalTerms = new Uint32Array(termCount);
@@ -213,6 +226,19 @@ export function deriveSegment(
   const sortedTermIds = new Uint32Array(termCount);
   for (let i = 0; i < termCount; i++) sortedTermIds[i] = termIds[sortedLocalTerms[i] ?? 0] ?? 0;
   const { directory: termDirectory, shift: directoryShift } = buildTermDirectory(sortedTermIds);
+  return { termIds, sortedLocalTerms, termDirectory, directoryShift };
+}
+
+/**
+ * The block bounds at the reference avgdl and the (tf, dl) frontiers over the postings of documents
+ * not in `deletedBits` (long terms only), and the longest document.
+ */
+export function derivePostings(
+  data: Omit<SegmentData, "terms">,
+  scorer: ScorerParameters,
+  deletedBits: Uint32Array | null,
+): PostingsDerived {
+  const termCount = data.termOffsets.length - 1;
   let maxLength = 0;
   for (const dl of data.docLengths) if (dl > maxLength) maxLength = dl;
 
@@ -275,10 +301,6 @@ export function deriveSegment(
   }
   frontierOffsets[longCount] = outTf.length;
   return {
-    termIds,
-    sortedLocalTerms,
-    termDirectory,
-    directoryShift,
     maxDocumentLength: maxLength,
     longTerms,
     blockStarts,

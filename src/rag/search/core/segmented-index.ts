@@ -44,7 +44,8 @@ import type {
 import { decodeSegmentVectors, resolveVectorOptions, searchDense, vectorStatsOf } from "./dense.js";
 import { prepareMerge, type MergeResult, type PreparedMerge } from "./merge-commit.js";
 import { decodeStoredSegment, type StoredTerms } from "./segment-codec.js";
-import { Segment, type SegmentData } from "./segment.js";
+import { deriveLookup, Segment, type PostingsDerived, type SegmentData } from "./segment.js";
+import { LiveDocs } from "./live-docs.js";
 import { searchSegments, SearchScratch, type QueryTerms, type ResolvedSearchOptions } from "./searcher.js";
 import { TermCache } from "../term-cache.js";
 import { TermDictionary } from "./term-dictionary.js";
@@ -456,6 +457,39 @@ export class SegmentedIndex {
     countStatistics = true,
     knownIds?: Int32Array,
   ): Segment {
+    const termIds = this.acquireTerms(terms, knownIds);
+    const segment = Segment.build(id, data, termIds, this.scorerParameters, deleted, byteLength);
+    segment.vectors = vectors;
+    this.insertSegment(segment, this.segmentList.length, countStatistics);
+    return segment;
+  }
+
+  /**
+   * @internal Adds a segment built apart (indexer/segment-build.ts) with no tombstones: its
+   * postings-derived arrays come with it, only its term lookup is computed here. `knownIds` as above.
+   */
+  attachBuiltSegment(
+    id: number,
+    data: Omit<SegmentData, "terms">,
+    terms: StoredTerms,
+    byteLength: number,
+    knownIds: Int32Array,
+    derived: PostingsDerived,
+    vectors: SegmentVectors | null,
+  ): Segment {
+    const termIds = this.acquireTerms(terms, knownIds);
+    const live = new LiveDocs(data.keys.length);
+    const segment = new Segment(id, data, { ...deriveLookup(termIds), ...derived }, live, byteLength);
+    segment.vectors = vectors;
+    this.insertSegment(segment, this.segmentList.length, true);
+    return segment;
+  }
+
+  /** The dictionary ids of a new segment's terms, each held once more (`knownIds`: looked up already). */
+  private acquireTerms(
+    terms: readonly string[] | StoredTerms,
+    knownIds: Int32Array | undefined,
+  ): Uint32Array {
     const dictionary = this.dictionary;
     let termIds: Uint32Array;
     if (Array.isArray(terms)) {
@@ -470,16 +504,18 @@ export class SegmentedIndex {
       termIds = new Uint32Array(count);
       for (let t = 0, start = 0; t < count; t++) {
         const end = ends[t] ?? 0;
+        const known = knownIds?.[t] ?? -1;
         const term = decoded.get(t);
         termIds[t] =
-          term === undefined ? dictionary.acquireAscii(text, start, end) : dictionary.acquire(term);
+          known >= 0
+            ? dictionary.acquireResolved("", known)
+            : term === undefined
+              ? dictionary.acquireAscii(text, start, end)
+              : dictionary.acquire(term);
         start = end;
       }
     }
-    const segment = Segment.build(id, data, termIds, this.scorerParameters, deleted, byteLength);
-    segment.vectors = vectors;
-    this.insertSegment(segment, this.segmentList.length, countStatistics);
-    return segment;
+    return termIds;
   }
 
   /**

@@ -84,6 +84,9 @@ export class TermDictionary {
   private liveTerms = 0;
   /** Bumped whenever a term is forgotten (its id may then be reused): ids cached elsewhere hold until it changes. */
   forgetEpoch = 0;
+  /** Where the last probeAscii ended, and the hash it computed (fields, so that loading allocates nothing). */
+  private probedSlot = 0;
+  private probedHash = 0;
 
   /** Distinct terms with live df > 0. */
   get vocabularySize(): number {
@@ -152,30 +155,47 @@ export class TermDictionary {
     return known;
   }
 
-  /**
-   * {@link TermDictionary.acquire} of the term whose ASCII characters are bytes[start, end) (a loaded
-   * segment's dictionary text): no string is made.
-   */
-  acquireAscii(bytes: Uint8Array, start: number, end: number): number {
+  /** {@link TermDictionary.idOf} of the term whose ASCII characters are bytes[start, end): no string is made. */
+  idOfAscii(bytes: Uint8Array, start: number, end: number): number | undefined {
+    if (end === start) return this.idOf("");
+    const id = this.probeAscii(bytes, start, end);
+    return id < 0 ? undefined : id;
+  }
+
+  /** The id of the ASCII term bytes[start, end), −1 when absent (probedSlot: the slot it has or would take). */
+  private probeAscii(bytes: Uint8Array, start: number, end: number): number {
     const length = end - start;
-    const hash = hashOfBytes(bytes, start, end);
+    const hash = (this.probedHash = hashOfBytes(bytes, start, end));
     const { table, arena, starts, lengths } = this;
     const mask = table.length - 1;
     let slot = hash & mask;
-    let id = -1;
     for (; ; slot = (slot + 1) & mask) {
       const entry = table[slot] ?? EMPTY;
-      if (entry === EMPTY) break;
+      if (entry === EMPTY) {
+        this.probedSlot = slot;
+        return -1;
+      }
       const candidate = entry - 1;
       if (lengths[candidate] !== length) continue;
       const at = starts[candidate] ?? 0;
       let i = 0;
       while (i < length && arena[at + i] === bytes[start + i]) i++;
       if (i === length) {
-        id = candidate;
-        break;
+        this.probedSlot = slot;
+        return candidate;
       }
     }
+  }
+
+  /**
+   * {@link TermDictionary.acquire} of the term whose ASCII characters are bytes[start, end) (a loaded
+   * segment's dictionary text): no string is made.
+   */
+  acquireAscii(bytes: Uint8Array, start: number, end: number): number {
+    const length = end - start;
+    let id = this.probeAscii(bytes, start, end);
+    let slot = this.probedSlot;
+    const hash = this.probedHash;
     if (id < 0) {
       if (length === 0) return this.acquire("");
       id = this.newId();

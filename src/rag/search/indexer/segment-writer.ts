@@ -215,6 +215,9 @@ export class SegmentWriter {
         termFreqs[slot] = tf === BIG_FREQUENCY ? (bigFrequencies.get(p) ?? tf) : tf;
       }
     }
+    // Its pages are garbage now: let them go before the caller encodes the segment.
+    this.termPages.length = 0;
+    this.freqPages.length = 0;
     return {
       keys,
       docLengths: this.docLengths.toArray(),
