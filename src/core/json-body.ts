@@ -37,7 +37,7 @@ export function depthExceededAt(text: string, maxDepth: number): number {
 }
 
 /** A 400 saying where the body nests too deep and what the limit is. */
-function tooDeep(at: number, maxDepth: number): DomainError {
+export function tooDeep(at: number, maxDepth: number): DomainError {
   return badRequest(
     `Malformed JSON body: it nests arrays and objects deeper than ${maxDepth} levels (at character ${at}; MAX_JSON_DEPTH)`,
   );

@@ -97,6 +97,7 @@ export async function buildRagApp({ config, store, local = {} }: RagAppDeps) {
       allowHardLinks: config.rag.filesAllowHardLinks,
     },
     largeBodyLimit: config.limits.maxBodyBytesLarge,
+    maxJsonDepth: config.limits.maxJsonDepth,
     maxBuildDocuments: config.ingest.maxBuildDocuments,
     maxBuildChars: config.ingest.maxBuildChars,
     ingest: ingestFromConfig(config),

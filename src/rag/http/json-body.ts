@@ -10,6 +10,7 @@
 import type { Readable } from "node:stream";
 import type { FastifyRequest } from "fastify";
 import secureJson from "secure-json-parse";
+import { depthExceededAt, tooDeep } from "../../core/json-body.js";
 import { receivePieces } from "../search/indexer/pieces.js";
 import { DATA_THREAD_LIMITS, startWorker, WorkerSlots } from "../search/indexer/start-worker.js";
 
@@ -39,8 +40,15 @@ const empty = () =>
   );
 const tooLarge = () => fastifyError(413, "FST_ERR_CTP_BODY_TOO_LARGE", "Request body is too large");
 
-/** The content type parser of `application/json` bodies (given the raw body stream). */
-export async function parseJsonBody(request: FastifyRequest, payload: Readable): Promise<unknown> {
+/**
+ * The content type parser of `application/json` bodies (given the raw body stream), with the app's
+ * nesting limit (MAX_JSON_DEPTH) scanned before the value is built, as core/json-body.ts does.
+ */
+export function jsonBodyParser(maxDepth: number) {
+  return (request: FastifyRequest, payload: Readable) => parseJsonBody(request, payload, maxDepth);
+}
+
+async function parseJsonBody(request: FastifyRequest, payload: Readable, maxDepth: number): Promise<unknown> {
   const limit = request.routeOptions.bodyLimit;
   const declared = Number(request.headers["content-length"]);
   if (declared > limit) throw tooLarge();
@@ -53,11 +61,14 @@ export async function parseJsonBody(request: FastifyRequest, payload: Readable):
     size += value.byteLength;
     if (size > limit) throw tooLarge();
     head.push(value);
-    if (size > INLINE_BYTES) return slots.run(() => parseOffThread(head, stream, size, limit));
+    if (size > INLINE_BYTES) return slots.run(() => parseOffThread(head, stream, size, limit, maxDepth));
   }
   if (size === 0) throw empty();
+  const text = Buffer.concat(head, size).toString("utf8");
+  const deep = depthExceededAt(text, maxDepth);
+  if (deep >= 0) throw tooDeep(deep, maxDepth);
   try {
-    return secureJson.parse(Buffer.concat(head, size), null, JSON_OPTIONS);
+    return secureJson.parse(text, null, JSON_OPTIONS);
   } catch {
     throw invalid();
   }
@@ -69,8 +80,13 @@ async function parseOffThread(
   rest: AsyncIterator<Buffer>,
   size: number,
   limit: number,
+  maxDepth: number,
 ): Promise<unknown> {
-  const worker = startWorker("json-body-worker", { resourceLimits: DATA_THREAD_LIMITS }, import.meta.url);
+  const worker = startWorker(
+    "json-body-worker",
+    { resourceLimits: DATA_THREAD_LIMITS, workerData: { maxDepth } },
+    import.meta.url,
+  );
   const ended = new Promise<never>((_, reject) => {
     worker.once("error", reject);
     worker.once("exit", (code) =>
@@ -90,7 +106,10 @@ async function parseOffThread(
     worker.postMessage({ end: true });
     return await Promise.race([
       new Promise((resolve, reject) => {
-        receivePieces(worker, () => reject(invalid())).then(resolve, reject);
+        receivePieces(worker, (message) => {
+          const deepAt = (message as { deepAt?: number }).deepAt;
+          reject(deepAt === undefined ? invalid() : tooDeep(deepAt, maxDepth));
+        }).then(resolve, reject);
       }),
       ended,
     ]);

@@ -19,6 +19,8 @@ export interface RagRouteDeps extends AnsweringDeps {
   walk: WalkLimits;
   /** Body limit of the build and document routes. */
   largeBodyLimit: number;
+  /** Nesting a JSON body may have (MAX_JSON_DEPTH). */
+  maxJsonDepth: number;
   /** Documents and characters one build or append may carry (MAX_BUILD_DOCUMENTS, MAX_BUILD_CHARS). */
   maxBuildDocuments: number;
   maxBuildChars: number;

@@ -10,7 +10,7 @@ import { rootMessage } from "../../core/http.js";
 import { buildRoutes } from "./build-routes.js";
 import { documentRoutes } from "./document-routes.js";
 import { indexRoutes } from "./index-routes.js";
-import { parseJsonBody } from "./json-body.js";
+import { jsonBodyParser } from "./json-body.js";
 import { queryRoutes } from "./query-routes.js";
 import type { RagRouteDeps } from "./route-deps.js";
 import { syncRoutes } from "./sync-routes.js";
@@ -40,7 +40,8 @@ export const ragRoutes: FastifyPluginAsync<RagRouteDeps> = async (instance, deps
       },
     });
     // Large JSON bodies (builds, appends) are parsed off the event loop.
-    scope.addContentTypeParser("application/json", parseJsonBody);
+    scope.removeContentTypeParser("application/json");
+    scope.addContentTypeParser("application/json", jsonBodyParser(deps.maxJsonDepth));
     for (const group of [buildRoutes, queryRoutes, indexRoutes, documentRoutes, syncRoutes])
       await scope.register(group, deps);
   });
