@@ -198,7 +198,9 @@ function registerConversationRoutes(app: TypedApp, store: DurableResponsesStore)
       return { id: request.params.id, object: "conversation.deleted", deleted: true };
     },
   );
+}
 
+function registerConversationItemRoutes(app: TypedApp, store: DurableResponsesStore): void {
   app.post(
     "/conversations/:id/items",
     {
@@ -248,7 +250,7 @@ function registerConversationRoutes(app: TypedApp, store: DurableResponsesStore)
       const { id, item_id: itemId } = request.params;
       const item = await store.conversationItem(request, id, itemId);
       if (item) return item;
-      await existing(request, id);
+      if (!(await store.getConversation(request, id))) throw conversationGone(id);
       throw notFound(`Item with id '${itemId}' not found.`);
     },
   );
@@ -280,5 +282,6 @@ export const storedResponseRoutes = dialectPlugin<StoredResponseRouteOptions>(
   (app, { store }) => {
     registerResponseRoutes(app, store);
     registerConversationRoutes(app, store);
+    registerConversationItemRoutes(app, store);
   },
 );
