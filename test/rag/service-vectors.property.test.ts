@@ -24,7 +24,8 @@ import { createTestDatabase, postgresUnavailable, type TestDatabase } from "../h
 
 const KEY: IndexKey = { tenantId: "default", name: "prop" };
 const DIMENSION = 8;
-const CHUNKING = { chunkSize: 60, overlap: 0 };
+// The smallest chunk size an index allows; texts of up to 30 words still span several chunks.
+const CHUNKING = { chunkSize: 100, overlap: 0 };
 const WORDS = ["apple", "banana", "cherry", "date", "elder", "fig", "grape", "the", "of"];
 const QUERIES = ["apple", "banana cherry", "fig grape", "unknown"];
 
@@ -41,7 +42,7 @@ function openSqlite(): SqliteIndexStore {
 }
 
 const textArbitrary = fc
-  .array(fc.constantFrom(...WORDS), { minLength: 1, maxLength: 14 })
+  .array(fc.constantFrom(...WORDS), { minLength: 1, maxLength: 30 })
   .map((words) => words.join(" "));
 const documentsArbitrary = fc.array(fc.tuple(fc.nat({ max: 7 }), textArbitrary), {
   minLength: 1,
