@@ -160,10 +160,12 @@ describe("hostile parsers (#35): memory counted where the parse runs", { skip: !
     );
 
   for (const spelling of Object.keys(BOMB_SPELLINGS) as BombSpelling[]) {
-    it(`a PDF bomb spelled "${spelling}" (800 MiB decoded) is a 413 at MAX_EXTRACTED_BYTES`, async (t) => {
+    it(`a PDF bomb spelled "${spelling}" (800 MiB decoded) is a 413 at MAX_EXTRACTED_BYTES (or the parse heap)`, async (t) => {
       const pdf = spelledBombPdf(spelling, 800);
       assert.ok(pdf.length < 2.5 * MB, `${pdf.length} bytes`);
-      report(t, await attack(`${spelling}.pdf`, pdf, 413, /MAX_EXTRACTED_BYTES/));
+      // Both limits are counted inside the parse: which one a spelling meets first depends on when
+      // pdf.js decodes the stream (whole, or a piece at a time) and on the garbage collector's timing.
+      report(t, await attack(`${spelling}.pdf`, pdf, 413, /MAX_EXTRACTED_BYTES|MAX_PARSE_HEAP_MB/));
     });
   }
 
