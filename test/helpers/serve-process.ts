@@ -3,7 +3,9 @@
  * small HTTP helpers that see what a client sees (refused connections, resets, cut streams).
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
 import http from "node:http";
+import os from "node:os";
 import path from "node:path";
 import { freePort } from "../../scripts/lib/free-port.js";
 import { repoRoot, testModelPath } from "./env.js";
@@ -16,7 +18,16 @@ export interface ServedProcess {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
   stderr(): string;
   stdout(): string;
+  /**
+   * The longest the server's event loop was held between `from` and now (wall-clock ms, Date.now()),
+   * as the server itself measured it (test/helpers/loop-lag-preload.mjs), in ms.
+   */
+  loopLagSince(from: number): Promise<number>;
 }
+
+const LOOP_LAG_PRELOAD = path.join(repoRoot, "test", "helpers", "loop-lag-preload.mjs");
+/** How often the preload writes a line (ms). */
+const LOOP_LAG_PERIOD_MS = 100;
 
 /** Starts one app of the CLI with the test model on a free port, silent logs, one llama thread. */
 export async function startServe(
@@ -26,10 +37,12 @@ export async function startServe(
   entry: string[] = [path.join(repoRoot, "src", "cli", "serve.ts"), which],
 ): Promise<ServedProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, ["--import", "tsx", ...entry], {
+  const lagFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "lectern-loop-lag-")), "lag.txt");
+  const child = spawn(process.execPath, ["--import", LOOP_LAG_PRELOAD, "--import", "tsx", ...entry], {
     cwd: repoRoot,
     env: {
       ...process.env,
+      LECTERN_TEST_LOOP_LAG_FILE: lagFile,
       HOST: "127.0.0.1",
       MODEL_PATH: testModelPath,
       LLAMA_THREADS: "1",
@@ -57,11 +70,34 @@ export async function startServe(
     exited,
     stderr: () => stderr,
     stdout: () => stdout,
+    loopLagSince: (from) => loopLagSince(lagFile, from),
   };
 }
 
-/** Polls GET /health until it answers 200, or fails after `timeoutMs` (or when the process ends). */
-export async function waitHealthy(served: ServedProcess, timeoutMs = 60_000): Promise<void> {
+async function loopLagSince(file: string, from: number): Promise<number> {
+  // The line covering the last moments is written within a period: wait for it.
+  const until = Date.now();
+  await new Promise((resolve) => setTimeout(resolve, 2.5 * LOOP_LAG_PERIOD_MS));
+  let longest = 0;
+  let lines = 0;
+  for (const line of fs.readFileSync(file, "utf8").split("\n")) {
+    const [at, lag] = line.split(" ").map(Number);
+    if (at === undefined || lag === undefined || !Number.isFinite(lag)) continue;
+    if (at < from || at > until + LOOP_LAG_PERIOD_MS) continue;
+    longest = Math.max(longest, lag);
+    lines++;
+  }
+  // Each line covers one period: a stall longer than the window still ends in a line after it.
+  if (lines === 0) throw new Error("the server wrote no event-loop delay in the window");
+  return longest;
+}
+
+/**
+ * Polls GET /health until it answers 200, or fails after `timeoutMs` (or when the process ends). The
+ * default is a liveness bound, not a speed figure: a start compiles TypeScript (tsx) and loads a model,
+ * which took over a minute on a 2-core machine under a load of 15.
+ */
+export async function waitHealthy(served: ServedProcess, timeoutMs = 180_000): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   let ended = false;
   void served.exited.then(() => (ended = true));

@@ -94,12 +94,12 @@ function suite(store: "SQLite" | "PostgreSQL", options: { skip?: string | false;
       it("a million tiny documents: 413 naming MAX_BUILD_DOCUMENTS, nothing written", async (t) => {
         const { result, slowest, growth } = await whileProbing(served, () => build(served, bodies.tiny));
         t.diagnostic(
-          `${result.status}; slowest /health ${Math.round(slowest)} ms; peak RSS +${Math.round(growth / MB)} MB`,
+          `${result.status}; longest loop stall ${Math.round(slowest)} ms; peak RSS +${Math.round(growth / MB)} MB`,
         );
         assert.equal(result.status, 413, result.body.slice(0, 300));
         assert.match(result.body, /MAX_BUILD_DOCUMENTS/);
         assert.equal((await fetch(`${served.url}/rag/stats/tiny`)).status, 404);
-        assert.ok(slowest < HEALTH_BOUND_MS, `/health took ${Math.round(slowest)} ms`);
+        assert.ok(slowest < HEALTH_BOUND_MS, `the event loop was held ${Math.round(slowest)} ms`);
         assert.ok(growth < RSS_GROWTH_BOUND, `peak RSS grew by ${Math.round(growth / MB)} MB`);
       });
 
@@ -107,7 +107,7 @@ function suite(store: "SQLite" | "PostgreSQL", options: { skip?: string | false;
         const started = performance.now();
         const { result, slowest, growth } = await whileProbing(served, () => build(served, bodies.big));
         t.diagnostic(
-          `${result.status} in ${Math.round(performance.now() - started)} ms; slowest /health ${Math.round(slowest)} ms; peak RSS +${Math.round(growth / MB)} MB`,
+          `${result.status} in ${Math.round(performance.now() - started)} ms; longest loop stall ${Math.round(slowest)} ms; peak RSS +${Math.round(growth / MB)} MB`,
         );
         assert.equal(result.status, 201, result.body.slice(0, 300));
         assert.equal((JSON.parse(result.body) as { documents_count: number }).documents_count, 10);
@@ -117,7 +117,7 @@ function suite(store: "SQLite" | "PostgreSQL", options: { skip?: string | false;
           body: JSON.stringify({ index_name: "big", query: "lantern42 estuary", top_k: 3, answer: "none" }),
         });
         assert.equal(((await query.json()) as { results: unknown[] }).results.length, 3);
-        assert.ok(slowest < HEALTH_BOUND_MS, `/health took ${Math.round(slowest)} ms`);
+        assert.ok(slowest < HEALTH_BOUND_MS, `the event loop was held ${Math.round(slowest)} ms`);
         assert.ok(growth < RSS_GROWTH_BOUND, `peak RSS grew by ${Math.round(growth / MB)} MB`);
       });
     },
