@@ -3,6 +3,7 @@
  * bin/lectern.mjs), driven by the MCP SDK's own client over the store an app wrote (DATA_DIR).
  */
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -85,5 +86,20 @@ describe("lectern mcp (stdio)", () => {
     assert.equal(refused.isError, true);
     assert.match(refused.text, /^not_found/);
     assert.equal(stderr, "", "nothing on stderr");
+  });
+
+  it("a bad --tenant is a usage error (exit 2), before anything is served", () => {
+    const run = spawnSync(
+      process.execPath,
+      [path.join(repoRoot, "bin/lectern.mjs"), "mcp", "--tenant", "../x"],
+      {
+        cwd: repoRoot,
+        input: "",
+        encoding: "utf8",
+      },
+    );
+    assert.equal(run.status, 2, run.stderr);
+    assert.match(run.stderr, /"\.\.\/x" is not a valid tenant id/);
+    assert.equal(run.stdout, "");
   });
 });
