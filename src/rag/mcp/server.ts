@@ -114,7 +114,7 @@ function registerReadTools(server: McpServer, deps: McpDeps, caller: McpCaller, 
       title: "List indices",
       description:
         "The indices (document collections) you can search: name, document and chunk counts, whether it has embeddings (dense retrieval), dates.",
-      inputSchema: { tenant_id: tenantField },
+      inputSchema: z.strictObject({ tenant_id: tenantField }),
       annotations: readOnly,
     },
     (args) =>
@@ -130,12 +130,12 @@ function registerReadTools(server: McpServer, deps: McpDeps, caller: McpCaller, 
       title: "Search an index",
       description:
         "Find the passages of an index that best match a query, best first. Each result has the passage text, score, document_id, chunk_id, title, file, and metadata (a PDF's page or pages among it). Use the words the documents would use; pass a chunk_id to fetch_document to read around a passage.",
-      inputSchema: {
+      inputSchema: z.strictObject({
         index: indexField,
         query: z.string().min(1).max(4096),
         ...retrievalFields,
         tenant_id: tenantField,
-      },
+      }),
       annotations: readOnly,
     },
     ({ index, query, tenant_id, ...fields }, extra) =>
@@ -154,7 +154,7 @@ function registerReadTools(server: McpServer, deps: McpDeps, caller: McpCaller, 
       title: "Answer a question from an index",
       description:
         "Answer a question from an index's passages: written by the configured model citing the passages it used (citations are 1-based result numbers), or, without a model, composed of the passages' best-matching sentences. The results it answered from come with it.",
-      inputSchema: {
+      inputSchema: z.strictObject({
         index: indexField,
         question: z.string().min(1).max(4096),
         ...retrievalFields,
@@ -165,7 +165,7 @@ function registerReadTools(server: McpServer, deps: McpDeps, caller: McpCaller, 
             "generative: written by the model (default when one is configured); extractive: quoted sentences",
           ),
         tenant_id: tenantField,
-      },
+      }),
       annotations: readOnly,
     },
     ({ index, question, tenant_id, ...fields }, extra) =>
@@ -186,7 +186,7 @@ function registerDocumentTools(server: McpServer, deps: McpDeps, caller: McpCall
       title: "Read a document",
       description:
         "A document's text. With chunk_id (from search or ask results): that passage and `window` passages either side. Without: the whole text from `offset`, at most max_chars characters; `next_offset` says where to go on when it was cut.",
-      inputSchema: {
+      inputSchema: z.strictObject({
         index: indexField,
         document_id: z.string().min(1).max(512).describe("the document's id (document_id in search results)"),
         chunk_id: z
@@ -205,7 +205,7 @@ function registerDocumentTools(server: McpServer, deps: McpDeps, caller: McpCall
           .default(20_000)
           .describe("characters, without chunk_id"),
         tenant_id: tenantField,
-      },
+      }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     (args) =>
@@ -226,14 +226,14 @@ function registerDocumentTools(server: McpServer, deps: McpDeps, caller: McpCall
       title: "Add a document to an index",
       description:
         "Add a text document to an existing index (it is chunked and indexed at once), replacing the document with the same id. Needs a key with the write scope.",
-      inputSchema: {
+      inputSchema: z.strictObject({
         index: indexField,
         text: z.string().min(1).describe("the document's text"),
         id: z.string().min(1).max(512).optional().describe("your id; a content hash when left out"),
         title: z.string().max(4096).optional(),
         metadata: z.record(z.string(), z.unknown()).optional().describe("any JSON object, for filters"),
         tenant_id: tenantField,
-      },
+      }),
       annotations: {
         readOnlyHint: false,
         destructiveHint: false,

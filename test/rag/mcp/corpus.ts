@@ -78,6 +78,7 @@ export const checks = {
     }
     const search = tools.find((tool) => tool.name === "search")!;
     assert.deepEqual(search.inputSchema.required?.slice().sort(), ["index", "query"]);
+    assert.equal((search.inputSchema as { additionalProperties?: unknown }).additionalProperties, false);
     const templates = (await client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate);
     assert.deepEqual(templates.sort(), ["lectern://{index}", "lectern://{index}/{document}"]);
     const uris = (await client.listResources()).resources.map((resource) => resource.uri);
@@ -153,6 +154,10 @@ export const checks = {
     const badArgs = await callTool(client, "search", { index: "docs", query: "lantern", top_k: 0 });
     assert.equal(badArgs.isError, true);
     assert.match(badArgs.text, /top_k/);
+    // Arguments are strict, as the /rag routes' bodies: a misspelt one is named, not ignored.
+    const unknownArg = await callTool(client, "search", { index: "docs", query: "lantern", topk: 3 });
+    assert.equal(unknownArg.isError, true);
+    assert.match(unknownArg.text, /topk/);
     const missing = await callTool(client, "fetch_document", { index: "docs" });
     assert.equal(missing.isError, true);
     assert.match(missing.text, /document_id/);
