@@ -132,7 +132,7 @@ function registerReadTools(server: McpServer, deps: McpDeps, caller: McpCaller, 
         "Find the passages of an index that best match a query, best first. Each result has the passage text, score, document_id, chunk_id, title, file, and metadata (a PDF's page or pages among it). Use the words the documents would use; pass a chunk_id to fetch_document to read around a passage.",
       inputSchema: z.strictObject({
         index: indexField,
-        query: z.string().min(1).max(4096),
+        query: z.string().min(1).max(4096).describe("what to look for: keywords or a question"),
         ...retrievalFields,
         tenant_id: tenantField,
       }),
@@ -156,7 +156,7 @@ function registerReadTools(server: McpServer, deps: McpDeps, caller: McpCaller, 
         "Answer a question from an index's passages: written by the configured model citing the passages it used (citations are 1-based result numbers), or, without a model, composed of the passages' best-matching sentences. The results it answered from come with it.",
       inputSchema: z.strictObject({
         index: indexField,
-        question: z.string().min(1).max(4096),
+        question: z.string().min(1).max(4096).describe("the question, standing on its own"),
         ...retrievalFields,
         answer: z
           .enum(["extractive", "generative"])
