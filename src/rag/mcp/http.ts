@@ -57,6 +57,10 @@ async function handOver(
   reply: FastifyReply,
   transport: StreamableHTTPServerTransport,
 ): Promise<void> {
+  // A browser client of an allowed origin (CORS_ORIGINS) must read the session id to send it back.
+  const exposed = reply.getHeader("access-control-expose-headers");
+  if (typeof exposed === "string")
+    void reply.header("access-control-expose-headers", `${exposed}, mcp-session-id, mcp-protocol-version`);
   for (const [name, value] of Object.entries(reply.getHeaders()))
     if (value !== undefined) reply.raw.setHeader(name, value as string | number | string[]);
   reply.hijack();

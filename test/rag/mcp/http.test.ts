@@ -10,6 +10,7 @@ import { after, before, describe, it } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { makeTempDir, openRagApp, removeTempDirs, type RagApp } from "../../helpers/rag-http.js";
+import { startScriptedApp, type ScriptedApp } from "../../helpers/scripted-app.js";
 import { BUILD, callOk, callTool, checks } from "./corpus.js";
 
 const KEY_A = "key-tenant-a-writer-0001";
@@ -208,7 +209,9 @@ describe("MCP over Streamable HTTP with MCP_SESSIONS=on", () => {
   let app: RagApp;
   let url: URL;
 
-  before(async () => ({ app, url } = await startApp({ MCP_SESSIONS: "on" })));
+  before(
+    async () => ({ app, url } = await startApp({ MCP_SESSIONS: "on", CORS_ORIGINS: "http://app.example" })),
+  );
   after(async () => app.close());
 
   it("keeps a session per client, for the key that opened it only", async () => {
@@ -237,8 +240,71 @@ describe("MCP over Streamable HTTP with MCP_SESSIONS=on", () => {
     // Without a session, only initialize opens one.
     assert.equal((await post(auth(KEY_A))).status, 400);
 
+    // A browser page of an allowed origin may read the session id it is given.
+    const initialize = {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "page", version: "1" } },
+    };
+    const fromPage = await fetch(url, {
+      method: "POST",
+      headers: {
+        ...auth(KEY_A),
+        origin: "http://app.example",
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+      },
+      body: JSON.stringify(initialize),
+    });
+    assert.equal(fromPage.status, 200);
+    assert.ok(fromPage.headers.get("mcp-session-id"));
+    assert.equal(fromPage.headers.get("access-control-allow-origin"), "http://app.example");
+    assert.match(fromPage.headers.get("access-control-expose-headers") ?? "", /mcp-session-id/);
+    await fromPage.body?.cancel();
+
     await transport.terminateSession();
     assert.equal((await post({ ...auth(KEY_A), "mcp-session-id": sessionId })).status, 404);
     await a.close();
+  });
+});
+
+describe("MCP ask with a generator (GENERATION_URL)", () => {
+  let textgen: ScriptedApp;
+  let app: RagApp;
+  let client: Client;
+
+  before(async () => {
+    textgen = await startScriptedApp({
+      text: { steps: [{ text: "The keeper trims each wick before storms [1]." }] },
+    });
+    ({ app } = await openRagApp({ GENERATION_URL: `${textgen.url}/v1`, GENERATION_MODEL: "scripted" }));
+    await app.listen({ host: "127.0.0.1", port: 0 });
+    assert.equal((await app.inject({ method: "POST", url: "/rag/build", payload: BUILD })).statusCode, 201);
+    client = await connect(new URL(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp`));
+  });
+  after(async () => {
+    await client?.close();
+    await app?.close();
+    await textgen?.close();
+  });
+
+  it("answers generatively, with citations, as /rag/query does; search still answers nothing", async () => {
+    const question = "When does the keeper trim the wick?";
+    const asked = await callOk(client, "ask", { index: "docs", question });
+    assert.equal(asked.answer_mode, "generative");
+    assert.equal(asked.answer, "The keeper trims each wick before storms [1].");
+    assert.deepEqual(asked.citations, [1]);
+    const res = await app.inject({
+      method: "POST",
+      url: "/rag/query",
+      payload: { index_name: "docs", query: question },
+    });
+    const queried = res.json();
+    assert.equal(queried.answer, asked.answer);
+    assert.deepEqual(queried.results, asked.results);
+    const searched = await callOk(client, "search", { index: "docs", query: question });
+    assert.deepEqual(searched.results, queried.results);
+    assert.equal(searched.answer, undefined);
   });
 });
