@@ -17,6 +17,7 @@ import { badRequest, DomainError, notFound, notReady, type ErrorKind } from "../
 import type { RagService, DocumentInput } from "../rag/service.js";
 import type { IndexSettings } from "../rag/store/types.js";
 import { SCORER_NAMES } from "../rag/search/scoring.js";
+import { NAME_PATTERN } from "../core/validation.js";
 import {
   CHUNK_SIZE_RANGE,
   DEFAULT_CHUNK_SIZE,
@@ -59,6 +60,7 @@ Commands:
   generate "<prompt>"                generate text with the model
   model pull <hf:owner/repo/file>    download a model into MODELS_DIR
   models                             list the models served: role, architecture, size, status
+  mcp                                an MCP server over stdio, for desktop clients (the store here)
 
 models, generate and ask ask the running apps when they answer (LECTERN_URL, default
 http://127.0.0.1:8000; LECTERN_RAG_URL, default http://127.0.0.1:8001; LECTERN_API_KEY when they
@@ -108,6 +110,14 @@ GENERATION_URL set, its model writes the answer from as many results as fit its 
   --tenant ID                       default "default"
   --local                           read the index here, even when the app runs
   --json                            print the whole response as JSON`,
+  mcp: `Usage: lectern mcp [--tenant ID]
+
+An MCP server on stdin and stdout, for clients that start it (Claude Desktop, Claude Code, IDEs):
+tools list_indices, search, ask, fetch_document, add_document, and the indices and documents as
+resources (lectern://{index}/{document}). It reads the store here (DATA_DIR, or DATABASE_URL), as the
+index commands do: no running app and no key needed. Answers are written by GENERATION_URL's model
+when it is set, else extractive. It ends when its client closes stdin.
+  --tenant ID    the tenant whose indices it serves, default "default"`,
   generate: `Usage: lectern generate "<prompt>" [options]
 
 Asks the running text generation app (LECTERN_URL) when it answers, streaming its text; otherwise
@@ -695,6 +705,17 @@ async function askHere(config: Config, input: AskInput): Promise<AskResponse> {
   });
 }
 
+async function mcp(args: string[], config: Config): Promise<number> {
+  const { values, positionals } = options(args, { tenant: { type: "string" } });
+  if (values.help) return help("mcp");
+  if (positionals.length > 0) throw new UsageError("mcp takes no arguments");
+  const tenant = typeof values.tenant === "string" ? values.tenant : "default";
+  if (!new RegExp(NAME_PATTERN).test(tenant)) throw new UsageError(`"${tenant}" is not a valid tenant id`);
+  const { serveMcpStdio } = await import("../rag/mcp/stdio.js");
+  await serveMcpStdio(config, tenant);
+  return EXIT.ok;
+}
+
 /** Generation in this process: the model loads here (seconds to minutes), one sequence. */
 async function generateHere(
   config: Config,
@@ -868,6 +889,8 @@ export async function main(argv: string[]): Promise<number> {
         return await generate(rest, config);
       case "models":
         return await models(rest, config);
+      case "mcp":
+        return await mcp(rest, config);
       case "model": {
         const [sub, ...args] = rest;
         if (sub === undefined || sub === "--help") return help("model pull");

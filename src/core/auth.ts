@@ -300,8 +300,15 @@ export function actingTenant(
   requested: string | undefined,
   fallback = "default",
 ): string {
-  requested = tenantInQuery(request, requested);
-  const principal = request.principal;
+  return principalTenant(request.principal, tenantInQuery(request, requested), fallback);
+}
+
+/** actingTenant's rule for a principal known without a request (the MCP server's tools). */
+export function principalTenant(
+  principal: Principal | null,
+  requested: string | undefined,
+  fallback = "default",
+): string {
   if (!principal) return requested ?? fallback;
   if (requested === undefined || requested === principal.tenant) return principal.tenant;
   if (principal.admin) return requested;
@@ -312,4 +319,22 @@ export function actingTenant(
 export function listingTenant(request: FastifyRequest, requested: string | undefined): string | null {
   if (request.principal?.admin && requested === undefined) return null;
   return actingTenant(request, requested);
+}
+
+/** listingTenant's rule for a principal known without a request. */
+export function principalListingTenant(
+  principal: Principal | null,
+  requested: string | undefined,
+  fallback = "default",
+): string | null {
+  if (principal?.admin && requested === undefined) return null;
+  return principalTenant(principal, requested, fallback);
+}
+
+/**
+ * Whether a principal may write through the MCP server (`add_document`): keys with the `write` or
+ * `admin` scope, and everyone when auth is off (no principal).
+ */
+export function mayWrite(principal: Principal | null): boolean {
+  return principal === null || principal.admin || principal.scopes.has("write");
 }

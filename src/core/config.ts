@@ -162,6 +162,11 @@ export interface Config {
     /** Slack kept beside the SQLite database so deletes still work on a full disk (0: none). */
     diskReserveBytes: number;
     /**
+     * MCP_SESSIONS: "on" keeps an MCP session per client at /mcp (Mcp-Session-Id, server-sent events);
+     * "off" (default) answers each request on its own (stateless), which any replica can serve.
+     */
+    mcpSessions: boolean;
+    /**
      * Where segments whose vectors have an HNSW graph keep their stored codes, on disk rather than in
      * memory (searches walk the graph's own copy); null: in memory.
      */
@@ -542,6 +547,7 @@ export function loadConfig(env: Env = process.env): Config {
       filesAllowHardLinks:
         oneOf(env, "RAG_FILES_HARD_LINKS", "refuse", ["refuse", "allow"] as const) === "allow",
       diskReserveBytes: integer(env, "DISK_RESERVE_BYTES", 8 * mib, 0, 1024 * 1024 * mib),
+      mcpSessions: oneOf(env, "MCP_SESSIONS", "off", ["off", "on"] as const) === "on",
       vectorSpillDir: vectorSpillDir(env, dataDir),
       embeddingUrl: url(env, "EMBEDDING_URL", ["http:", "https:"]),
       embeddingModel: read(env, "EMBEDDING_MODEL") ?? null,

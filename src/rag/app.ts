@@ -18,6 +18,7 @@ import { generationPortFor } from "./answering/upstream-generation.js";
 import { ingestFromConfig } from "./ingest/limits.js";
 import { SUPPORTED_EXTENSIONS } from "./ingest/loaders.js";
 import { openAiRagRoutes } from "./http/openai-routes.js";
+import { mcpRoutes } from "./mcp/http.js";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { registerUploadRoomCheck } from "./http/upload-room.js";
@@ -108,6 +109,8 @@ export async function buildRagApp({ config, store, local = {} }: RagAppDeps) {
     folders: [tmpdir(), config.rag.dataDir],
   });
   await app.register(ragRoutes, routeDeps);
+  // The MCP server (issue #37) over the same service, at /mcp.
+  await app.register(mcpRoutes, { ...routeDeps, sessions: config.rag.mcpSessions });
   // OpenAI's API over the indices (chat completions, models, vector stores, files).
   await app.register(openAiRagRoutes, {
     prefix: "/v1",

@@ -97,6 +97,7 @@ describe("lectern CLI", () => {
       ["ask", "--help"],
       ["generate", "--help"],
       ["model", "pull", "--help"],
+      ["mcp", "--help"],
     ]) {
       const run = lectern(args);
       assert.equal(run.code, 0);

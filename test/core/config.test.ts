@@ -68,6 +68,11 @@ describe("config", () => {
     assert.equal(loadConfig({ RESPONSES_MAX_BYTES: "256M" }).responses.maxBytes, 256 * 1024 ** 2);
   });
 
+  it("MCP_SESSIONS: off (stateless) by default, on when asked", () => {
+    assert.equal(loadConfig({}).rag.mcpSessions, false);
+    assert.equal(loadConfig({ MCP_SESSIONS: "on" }).rag.mcpSessions, true);
+  });
+
   const bad: Array<[string, string]> = [
     ["RESPONSES_TTL", "a month"],
     ["RESPONSES_TTL", "5w"],
@@ -84,6 +89,7 @@ describe("config", () => {
     ["GENERATION_URL", "not a url"],
     ["MAX_BODY_BYTES", "1.5"],
     ["LOG_LEVEL", "loud"],
+    ["MCP_SESSIONS", "yes"],
   ];
   for (const [name, value] of bad) {
     it(`a bad ${name} (${value}) stops start-up with a message naming it`, () => {

@@ -8,7 +8,6 @@ import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { actingTenant } from "../../core/auth.js";
 import { errorResponses } from "../../core/error-shapes.js";
 import { badRequest } from "../../core/errors.js";
-import { writeEmbedding } from "../retrieval/options.js";
 import type { RagRouteDeps } from "./route-deps.js";
 import {
   DeletedResponse,
@@ -20,7 +19,7 @@ import {
   TenantQuery,
 } from "./schemas.js";
 import { multipartTenant, readMultipart, uploadRouteOptions } from "./uploads.js";
-import { checkBuildSize, documentCountFirst, toDocumentInputs } from "./write-requests.js";
+import { addDocuments, documentCountFirst, toDocumentInputs } from "./write-requests.js";
 
 /** JSON, validated against DocumentsRequest by Fastify; undefined when the body is multipart. */
 type UpsertRoute = { Body: DocumentsRequest | undefined; Params: { index_name: string } };
@@ -79,19 +78,5 @@ async function upsertInput(deps: RagRouteDeps, request: FastifyRequest<UpsertRou
 async function upsert(deps: RagRouteDeps, request: FastifyRequest<UpsertRoute>) {
   const { tenant, embeddings, documents } = await upsertInput(deps, request);
   const key = { tenantId: actingTenant(request, tenant), name: request.params.index_name };
-  checkBuildSize(deps, documents);
-  const embedding = writeEmbedding(deps.retrievers, embeddings, await deps.service.requireMeta(key));
-  const written = await deps.service.upsertDocuments(key, documents, embedding);
-  deps.metrics.builds.inc({ kind: "documents" });
-  deps.metrics.buildDuration.observe({ kind: "documents" }, written.buildMs / 1000);
-  return {
-    success: true,
-    index_name: key.name,
-    tenant_id: key.tenantId,
-    documents_count: written.documentsCount,
-    chunks_count: written.chunksCount,
-    index_documents_count: written.meta.documentsCount,
-    index_chunks_count: written.meta.chunksCount,
-    build_ms: written.buildMs,
-  };
+  return addDocuments(deps, key, documents, embeddings);
 }

@@ -6,12 +6,24 @@
 import type { Static } from "typebox";
 import { tooLarge } from "../../core/errors.js";
 import { checkWellFormed } from "../../core/validation.js";
-import type { DocumentInput } from "../service.js";
+import type { RagMetrics } from "../metrics.js";
+import { writeEmbedding } from "../retrieval/options.js";
+import type { EmbeddingsField } from "../retrieval/schemas.js";
+import type { Retrievers } from "../retrieval/retrievers.js";
+import type { DocumentInput, RagService } from "../service.js";
+import type { IndexKey } from "../store/types.js";
 import { checkMetadataDepth } from "../service/settings.js";
 import type { DocumentInput as DocumentInputSchema } from "./schemas.js";
 import type { RagRouteDeps } from "./route-deps.js";
 
 type Limits = Pick<RagRouteDeps, "maxBuildDocuments" | "maxBuildChars">;
+
+/** What adding documents to an index needs: the route's deps, or the MCP server's (no metrics in the CLI). */
+export interface DocumentWriteDeps extends Limits {
+  service: RagService;
+  retrievers: Retrievers;
+  metrics?: Pick<RagMetrics, "builds" | "buildDuration">;
+}
 
 export function toDocumentInputs(documents: Static<typeof DocumentInputSchema>[]): DocumentInput[] {
   return documents.map((doc, index) => {
@@ -52,4 +64,32 @@ export function checkBuildSize(limits: Limits, documents: DocumentInput[]): void
       `${chars} characters of text in one request; the limit is ${limits.maxBuildChars} (MAX_BUILD_CHARS). Split it into appends.`,
     );
   }
+}
+
+/**
+ * Adds documents to an existing index, replacing those with the same id (404 when the index is
+ * missing, 413 past the limits), counted in the metrics: POST /rag/indices/{name}/documents and the
+ * MCP tool `add_document` alike. Returns that route's response.
+ */
+export async function addDocuments(
+  deps: DocumentWriteDeps,
+  key: IndexKey,
+  documents: DocumentInput[],
+  embeddings: EmbeddingsField | undefined,
+) {
+  checkBuildSize(deps, documents);
+  const embedding = writeEmbedding(deps.retrievers, embeddings, await deps.service.requireMeta(key));
+  const written = await deps.service.upsertDocuments(key, documents, embedding);
+  deps.metrics?.builds.inc({ kind: "documents" });
+  deps.metrics?.buildDuration.observe({ kind: "documents" }, written.buildMs / 1000);
+  return {
+    success: true,
+    index_name: key.name,
+    tenant_id: key.tenantId,
+    documents_count: written.documentsCount,
+    chunks_count: written.chunksCount,
+    index_documents_count: written.meta.documentsCount,
+    index_chunks_count: written.meta.chunksCount,
+    build_ms: written.buildMs,
+  };
 }
