@@ -391,6 +391,7 @@ async function readDocuments(
           source: id,
           contentHash: createHash("sha256").update(bytes).digest("hex"),
           pageStarts: loaded.pageStarts,
+          sections: loaded.sections,
         });
       } catch (error) {
         if (strict) throw error;

@@ -9,6 +9,7 @@
 import { StringDecoder } from "node:string_decoder";
 import { createInflateRaw } from "node:zlib";
 import { ContainerError, InflateLimitError, readCentralDirectory, type ZipEntry } from "./inflate-check.js";
+import type { Heading } from "./sections.js";
 
 /** The text passed MAX_FILE_CHARS. */
 export class TextLimitError extends Error {
@@ -119,6 +120,9 @@ class DocumentTextScanner {
   private inText = false;
   private readonly parts: string[] = [];
   private chars = 0;
+  /** The paragraph being read: where its text starts, its outline level (0: body text), its text so far. */
+  private paragraph = { start: 0, level: 0, text: "" };
+  readonly headings: Heading[] = [];
 
   constructor(private readonly maxChars: number) {}
 
@@ -174,13 +178,39 @@ class DocumentTextScanner {
     const selfClosing = body.endsWith("/");
     if (local === "t") this.inText = !closing && !selfClosing;
     else if (closing) {
-      if (local === "p") this.emit("\n\n");
-    } else if (local === "tab") this.emit("\t");
+      if (local === "p") this.endParagraph();
+    } else if (local === "p" && !selfClosing) this.paragraph = { start: this.chars, level: 0, text: "" };
+    else if (local === "pStyle" || local === "outlineLvl") this.outline(local, body);
+    else if (local === "tab") this.emit("\t");
     else if (local === "br" || local === "cr") this.emit("\n");
     else if (local === "p" && selfClosing) this.emit("\n\n");
   }
 
+  /**
+   * A paragraph's outline level, from its style ("Heading1" … "Heading9", as Word names its built-in
+   * heading styles) or its own `w:outlineLvl` (0 … 8).
+   */
+  private outline(local: string, body: string): void {
+    const value = /\bw:val="([^"]*)"/.exec(body)?.[1] ?? "";
+    const level =
+      local === "pStyle"
+        ? Number(/^heading\s*([1-9])$/i.exec(value)?.[1] ?? 0)
+        : /^[0-8]$/.test(value)
+          ? Number(value) + 1
+          : 0;
+    if (level > 0) this.paragraph.level = level;
+  }
+
+  private endParagraph(): void {
+    const { start, level, text } = this.paragraph;
+    if (level > 0 && text.trim() !== "") this.headings.push({ start, level, text });
+    this.paragraph = { start: this.chars + 2, level: 0, text: "" };
+    this.emit("\n\n");
+  }
+
   private emit(text: string): void {
+    // A heading's text is a label: what passes a title's length is not kept (sections.ts cuts it).
+    if (this.paragraph.level > 0 && this.paragraph.text.length < 1024) this.paragraph.text += text;
     this.chars += text.length;
     if (this.chars > this.maxChars) throw new TextLimitError(this.maxChars);
     this.parts.push(text);
@@ -208,10 +238,13 @@ export interface DocxLimits {
 }
 
 /**
- * The raw text of a .docx. Throws ContainerError for something that is not a readable .docx,
+ * The raw text of a .docx, and its headings (paragraphs with an outline level). Throws ContainerError for something that is not a readable .docx,
  * InflateLimitError past MAX_EXTRACTED_BYTES, TextLimitError past MAX_FILE_CHARS.
  */
-export async function extractDocxText(zip: Buffer, limits: DocxLimits): Promise<string> {
+export async function extractDocxText(
+  zip: Buffer,
+  limits: DocxLimits,
+): Promise<{ text: string; headings: Heading[] }> {
   const entries = new Map(readCentralDirectory(zip).map((entry) => [entry.name, entry]));
   let declared = 0;
   for (const entry of entries.values()) declared += entry.declaredSize;
@@ -225,5 +258,5 @@ export async function extractDocxText(zip: Buffer, limits: DocxLimits): Promise<
   const decoder = new StringDecoder("utf8");
   await inflateEntry(zip, main, limits.maxExtractedBytes, (piece) => scanner.feed(decoder.write(piece)));
   scanner.feed(decoder.end());
-  return scanner.finish();
+  return { text: scanner.finish(), headings: scanner.headings };
 }

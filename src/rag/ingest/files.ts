@@ -208,6 +208,7 @@ export async function loadResolvedFile(
     metadata: { ...loaded.metadata, file: relative },
     source: relative,
     pageStarts: loaded.pageStarts,
+    sections: loaded.sections,
   };
 }
 

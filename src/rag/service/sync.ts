@@ -165,6 +165,7 @@ async function documentOf(
     source: id,
     contentHash,
     pageStarts: loaded.pageStarts,
+    sections: loaded.sections,
   };
 }
 
