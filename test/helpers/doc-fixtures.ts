@@ -43,26 +43,30 @@ export interface GrayImage {
 }
 
 /**
- * A PDF with no text layer: one Letter page per image, each image filling its page (a scan).
- * The pixels are stored as a Flate-compressed image XObject.
+ * A PDF with no text layer: one page per image, each image filling its page (a scan): a Letter page,
+ * or with `dpi` a page of the image's size at that resolution. The pixels are stored as a
+ * Flate-compressed image XObject.
  */
-export function makeImagePdf(images: readonly GrayImage[]): Buffer {
+export function makeImagePdf(images: readonly GrayImage[], dpi?: number): Buffer {
   const objects: PdfObject[] = [];
   const add = (body: PdfObject) => objects.push(body);
   const catalog = add("<< /Type /Catalog /Pages 2 0 R >>");
   const pagesIndex = add("");
   const pageIds: number[] = [];
   for (const { width, height, pixels } of images) {
+    const [pageWidth, pageHeight] = dpi ? [(width * 72) / dpi, (height * 72) / dpi] : [612, 792];
     const image = add(
       pdfStream(
         deflateSync(pixels),
         `/Type /XObject /Subtype /Image /Width ${width} /Height ${height} /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode`,
       ),
     );
-    const content = add(pdfStream(Buffer.from("q 612 0 0 792 0 0 cm /Im1 Do Q", "latin1")));
+    const content = add(
+      pdfStream(Buffer.from(`q ${pageWidth} 0 0 ${pageHeight} 0 0 cm /Im1 Do Q`, "latin1")),
+    );
     pageIds.push(
       add(
-        `<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /Im1 ${image} 0 R >> >> /Contents ${content} 0 R >>`,
+        `<< /Type /Page /Parent 2 0 R /MediaBox [0 0 ${pageWidth} ${pageHeight}] /Resources << /XObject << /Im1 ${image} 0 R >> >> /Contents ${content} 0 R >>`,
       ),
     );
   }

@@ -114,7 +114,12 @@ function finished(child: ChildProcess, name: string, options: OcrOptions, collec
     child.stderr!.setEncoding("utf8").on("data", (piece: string) => {
       stderr = (stderr + piece).slice(-STDERR_KEPT);
     });
-    child.on("error", (error) => stop(new OcrError(`${name} could not be started: ${error.message}`)));
+    child.on("error", (error) => {
+      // A tool that could not start may never close: answered here (a second settle is a no-op).
+      clearTimeout(timer);
+      stop(new OcrError(`${name} could not be started: ${error.message}`));
+      reject(failure!);
+    });
     child.on("close", (code, signal) => {
       clearTimeout(timer);
       if (failure) return reject(failure);
