@@ -2,7 +2,9 @@
  * Turns a file's bytes into document text, by extension, after checking the bytes are what the
  * extension says: .txt .md (text in the encoding it is in: text-decoding.ts), .html (html-to-text,
  * navigation/scripts/styles dropped, tables one row a line), .pdf (unpdf, page by page, so chunks can
- * cite pages: pages.ts), .docx (docx.ts, streamed). Anything else, or a file whose content does not
+ * cite pages: pages.ts; a page with no text layer that paints an image is read by OCR: ocr.ts),
+ * .docx (docx.ts, streamed), images (.png .jpg .jpeg .tif .tiff, by OCR). Markdown, HTML and .docx
+ * also give their heading structure (sections.ts). Anything else, or a file whose content does not
  * match, is a 400 naming the file and why. Every step is linear in the file; what a hostile file could
  * still cost is bounded by the parse process it runs in (parse-process.ts) and the limits of
  * limits.ts: a limit passed is a 413 naming the file and the setting.

@@ -22,6 +22,12 @@ import { makeImagePdf, makePdf, readPgm, type GrayImage } from "../../helpers/do
 
 const missing = missingOcrTools();
 const skip = missing.length > 0 ? `OCR is not installed (missing: ${missing.join(", ")})` : false;
+/** CI=true, as CI services set it (test/helpers/browser.ts reads it the same way). */
+const isCi = !["", "false", "0"].includes((process.env.CI ?? "").trim().toLowerCase());
+if (skip && isCi) {
+  // CI installs the tools (.ci/run): there, their absence is a failure, not a reason to skip.
+  it("OCR tools are installed under CI=true", () => assert.fail(`CI=true, but ${skip}`));
+}
 
 /** Three pages of known text, each line a sentence that names its page's topic. */
 const PAGES = [
