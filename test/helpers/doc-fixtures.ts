@@ -140,9 +140,21 @@ export function makeDocx(paragraphs: string[]): Buffer {
   );
 }
 
-/** A minimal Word document whose <w:body> holds `body`, WordprocessingML as given. */
-export function makeDocxFromBody(body: string): Buffer {
+/**
+ * A minimal Word document whose <w:body> holds `body`, WordprocessingML as given, and with `styles`
+ * a styles part (word/styles.xml) whose <w:styles> holds them.
+ */
+export function makeDocxFromBody(body: string, styles?: string): Buffer {
+  const stylesPart: Array<[string, string]> = styles
+    ? [
+        [
+          "word/styles.xml",
+          `<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:styles xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">${styles}</w:styles>`,
+        ],
+      ]
+    : [];
   return makeZip([
+    ...stylesPart,
     [
       "[Content_Types].xml",
       '<?xml version="1.0" encoding="UTF-8" standalone="yes"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>',

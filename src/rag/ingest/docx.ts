@@ -124,7 +124,11 @@ class DocumentTextScanner {
   private paragraph = { start: 0, level: 0, text: "" };
   readonly headings: Heading[] = [];
 
-  constructor(private readonly maxChars: number) {}
+  constructor(
+    private readonly maxChars: number,
+    /** Outline level by paragraph style id, from the styles part (headingStyles); "HeadingN" besides. */
+    private readonly styleLevels: ReadonlyMap<string, number> = new Map(),
+  ) {}
 
   feed(piece: string): void {
     let source = this.pending + piece;
@@ -194,7 +198,7 @@ class DocumentTextScanner {
     const value = /\bw:val="([^"]*)"/.exec(body)?.[1] ?? "";
     const level =
       local === "pStyle"
-        ? Number(/^heading\s*([1-9])$/i.exec(value)?.[1] ?? 0)
+        ? (this.styleLevels.get(value) ?? Number(/^heading\s*([1-9])$/i.exec(value)?.[1] ?? 0))
         : /^[0-8]$/.test(value)
           ? Number(value) + 1
           : 0;
@@ -232,6 +236,31 @@ async function mainPartName(zip: Buffer, entries: Map<string, ZipEntry>, limit: 
   return "word/document.xml";
 }
 
+/** The most bytes of the styles part read for heading styles (real ones are tens of KB). */
+const MAX_STYLES_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Paragraph styles that are headings, by style id: built-in ones are named "heading 1" … "heading 9"
+ * whatever their id (a German Word writes the id "berschrift1"), and any style may set an outline
+ * level. Read with indexOf, one pass: an unclosed <w:style> ends the scan rather than being rescanned.
+ */
+function headingStyles(xml: string): Map<string, number> {
+  const levels = new Map<string, number>();
+  for (let at = xml.indexOf("<w:style "); at >= 0; at = xml.indexOf("<w:style ", at)) {
+    const end = xml.indexOf("</w:style>", at);
+    if (end < 0) break;
+    const style = xml.slice(at, end);
+    at = end;
+    const id = /w:styleId="([^"]*)"/.exec(style)?.[1];
+    if (id === undefined || !/w:type="paragraph"/.test(style.slice(0, style.indexOf(">") + 1))) continue;
+    const named = /<w:name w:val="heading ([1-9])"/i.exec(style)?.[1];
+    const outline = /<w:outlineLvl w:val="([0-8])"/.exec(style)?.[1];
+    const level = named ? Number(named) : outline ? Number(outline) + 1 : 0;
+    if (level > 0) levels.set(decodeEntities(id), level);
+  }
+  return levels;
+}
+
 export interface DocxLimits {
   maxExtractedBytes: number;
   maxFileChars: number;
@@ -254,7 +283,19 @@ export async function extractDocxText(
   const name = await mainPartName(zip, entries, limits.maxExtractedBytes);
   const main = entries.get(name);
   if (main === undefined) throw new ContainerError(`has no main document part ("${name}")`);
-  const scanner = new DocumentTextScanner(limits.maxFileChars);
+  const stylesEntry = entries.get("word/styles.xml");
+  let styles = "";
+  if (stylesEntry) {
+    const decoder = new StringDecoder("utf8");
+    await inflateEntry(zip, stylesEntry, Math.min(limits.maxExtractedBytes, MAX_STYLES_BYTES), (piece) => {
+      styles += decoder.write(piece);
+    }).catch((error: unknown) => {
+      // Styles only name headings: a styles part past its cap is read without them, not refused.
+      if (!(error instanceof InflateLimitError)) throw error;
+      styles = "";
+    });
+  }
+  const scanner = new DocumentTextScanner(limits.maxFileChars, headingStyles(styles));
   const decoder = new StringDecoder("utf8");
   await inflateEntry(zip, main, limits.maxExtractedBytes, (piece) => scanner.feed(decoder.write(piece)));
   scanner.feed(decoder.end());

@@ -217,6 +217,32 @@ describe("structured documents carry their heading path", () => {
     }
   }
 
+  it("a .docx's heading styles are read from its styles part, whatever their id", async () => {
+    const styles =
+      '<w:style w:type="paragraph" w:styleId="berschrift1"><w:name w:val="heading 1"/></w:style>' +
+      '<w:style w:type="paragraph" w:styleId="Kapitel"><w:name w:val="Kapitel"/><w:pPr><w:outlineLvl w:val="1"/></w:pPr></w:style>' +
+      '<w:style w:type="paragraph" w:styleId="Body"><w:name w:val="Body Text"/></w:style>';
+    const paragraph = (style: string, text: string) =>
+      `<w:p><w:pPr><w:pStyle w:val="${style}"/></w:pPr><w:r><w:t>${text}</w:t></w:r></w:p>`;
+    const loaded = await loadFile(
+      "de.docx",
+      makeDocxFromBody(
+        paragraph("berschrift1", "Einleitung") +
+          paragraph("Body", "Erster Absatz.") +
+          paragraph("Kapitel", "Details") +
+          paragraph("Body", "Zweiter Absatz."),
+        styles,
+      ),
+    );
+    assert.deepEqual(
+      loaded.sections!.map(({ start, headings }) => [loaded.text.slice(start, start + 10), headings]),
+      [
+        ["Einleitung", ["Einleitung"]],
+        ["Details\n\nZ", ["Einleitung", "Details"]],
+      ],
+    );
+  });
+
   it("a Markdown fence's '#' lines and setext headings", async () => {
     const loaded = await loadFile(
       "fence.md",
