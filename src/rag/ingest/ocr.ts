@@ -132,7 +132,7 @@ function finished(child: ChildProcess, name: string, options: OcrOptions, collec
   });
 }
 
-/** Tesseract's text of an image given on its stdin, without the form feeds it ends pages with. */
+/** Tesseract reading an image from its stdin and writing its text to its stdout. */
 function tesseract(options: OcrOptions): ChildProcess {
   return start("tesseract", ["stdin", "stdout", "-l", options.languages, "--psm", "3"]);
 }
@@ -163,17 +163,7 @@ export async function recognisePdfPage(
   options: OcrOptions,
 ): Promise<string> {
   const dpi = Math.max(1, Math.min(DPI, Math.floor((MAX_PAGE_PIXELS * 72) / Math.max(1, longSidePoints))));
-  const raster = start("pdftoppm", [
-    "-f",
-    String(page),
-    "-l",
-    String(page),
-    "-r",
-    String(dpi),
-    "-gray",
-    "-png",
-    "-",
-  ]);
+  const raster = start("pdftoppm", ["-f", String(page), "-l", String(page), "-r", String(dpi), "-gray", "-"]);
   const reader = tesseract(options);
   raster.stdout!.pipe(reader.stdin!);
   const rendered = finished(raster, "pdftoppm", options, false).catch((error: unknown) => {
