@@ -58,6 +58,17 @@ export function isSupported(fileName: string): boolean {
   return (SUPPORTED_EXTENSIONS as readonly string[]).includes(path.extname(fileName).toLowerCase());
 }
 
+/**
+ * Whether a folder walk (RAG_FILES_DIR builds, folder sync, the CLI) picks a file up: a supported type
+ * and, for an image, OCR installed. A folder's images are skipped without OCR, as before images were
+ * read, rather than failing the whole folder; an image named on its own is parsed and says why not.
+ */
+export function isIndexable(fileName: string): boolean {
+  if (!isSupported(fileName)) return false;
+  if (!IMAGE_EXTENSIONS.has(path.extname(fileName).toLowerCase())) return true;
+  return !missingOcrTools().some((tool) => tool.startsWith("tesseract"));
+}
+
 const invalid = (fileName: string, why: string) =>
   badRequest(`File "${fileName}": ${why}`, [{ file: fileName, reason: why }]);
 

@@ -12,7 +12,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, describe, it } from "node:test";
 import { DEFAULT_INGEST_LIMITS } from "../../../src/rag/ingest/limits.js";
-import { loadFile, pdfPageTexts } from "../../../src/rag/ingest/loaders.js";
+import { isIndexable, isSupported, loadFile, pdfPageTexts } from "../../../src/rag/ingest/loaders.js";
 import { missingOcrTools, OcrError, recognisePdfPage } from "../../../src/rag/ingest/ocr.js";
 import { parseFileBytes } from "../../../src/rag/ingest/parse-pool.js";
 import { ParseProcess, processLimitsFor } from "../../../src/rag/ingest/parse-process.js";
@@ -110,6 +110,14 @@ describe("without OCR installed", () => {
   }
   // A 64 × 64 gray square: an image, with no text layer, to stand for a scan.
   const square: GrayImage = { width: 64, height: 64, pixels: Buffer.alloc(64 * 64, 0x80) };
+
+  it("folder walks skip images (an image named on its own says why it cannot be read)", () =>
+    withoutTools(async () => {
+      assert.equal(isIndexable("photos/receipt.png"), false);
+      assert.equal(isIndexable("notes.md"), true);
+      assert.equal(isIndexable("scan.pdf"), true, "a PDF's text layer needs no OCR");
+      assert.equal(isSupported("photos/receipt.png"), true);
+    }));
 
   it("a PDF with no text on any page is refused with the reason", () =>
     withoutTools(async () => {
