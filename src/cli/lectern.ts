@@ -218,7 +218,7 @@ interface FileToIndex {
  * whether DIR is written relative or absolute.
  */
 async function collectFiles(paths: string[], filesDir: string | null): Promise<FileToIndex[]> {
-  const { isSupported } = await loaders();
+  const { isIndexable } = await loaders();
   const { resolveFolder, within } = await import("../rag/ingest/files.js");
   const realFilesDir = filesDir ? await realpath(filesDir).catch(() => null) : null;
   const found = new Map<string, FileToIndex>();
@@ -236,7 +236,7 @@ async function collectFiles(paths: string[], filesDir: string | null): Promise<F
     if (info.isDirectory()) {
       const entries = (await readdir(item)).filter((name) => !name.startsWith(".")).sort();
       for (const entry of entries) await visit(path.join(item, entry), root, false);
-    } else if (info.isFile() && (named || isSupported(item))) add(item, path.relative(root, item));
+    } else if (info.isFile() && (named || isIndexable(item))) add(item, path.relative(root, item));
   };
   for (const item of paths) {
     const info = await stat(item).catch(() => null);
@@ -401,6 +401,7 @@ async function readDocuments(
           source: id,
           contentHash: createHash("sha256").update(bytes).digest("hex"),
           pageStarts: loaded.pageStarts,
+          sections: loaded.sections,
         });
       } catch (error) {
         if (strict) throw error;

@@ -221,6 +221,8 @@ export interface Config {
     maxParseMs: number;
     /** JavaScript heap of one parse process, in MB; a parse that needs more is stopped (413). */
     maxParseHeapMb: number;
+    /** Tesseract's languages for OCR (scanned PDF pages, images): names joined with "+". */
+    ocrLanguages: string;
   };
   /**
    * Where the `lectern` command finds running apps: `models`, `generate` and `ask` ask them when they
@@ -279,6 +281,17 @@ type Env = Record<string, string | undefined>;
 function read(env: Env, name: string): string | undefined {
   const value = env[name]?.trim();
   return value === undefined || value === "" ? undefined : value;
+}
+
+/** OCR_LANGUAGES: tesseract language names joined with "+" (checked here: they become its `-l`). */
+function ocrLanguages(env: Env): string {
+  const raw = read(env, "OCR_LANGUAGES") ?? "eng";
+  if (!/^[A-Za-z0-9_]+(\+[A-Za-z0-9_]+)*$/.test(raw)) {
+    throw new ConfigError(
+      `OCR_LANGUAGES must be tesseract language names joined with "+" (e.g. eng+deu), got "${raw}"`,
+    );
+  }
+  return raw;
 }
 
 function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
@@ -575,6 +588,7 @@ export function loadConfig(env: Env = process.env): Config {
       maxParseQueue: integer(env, "MAX_PARSE_QUEUE", 16, 0, 100_000),
       maxParseMs: integer(env, "MAX_PARSE_MS", 60_000, 100, 3_600_000),
       maxParseHeapMb: integer(env, "MAX_PARSE_HEAP_MB", 512, 32, 65_536),
+      ocrLanguages: ocrLanguages(env),
     },
     client: {
       textgenUrl: url(env, "LECTERN_URL", ["http:", "https:"]) ?? localUrl(host, textgenPort),

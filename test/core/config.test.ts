@@ -90,7 +90,16 @@ describe("config", () => {
     ["MAX_BODY_BYTES", "1.5"],
     ["LOG_LEVEL", "loud"],
     ["MCP_SESSIONS", "yes"],
+    // Tesseract's `-l`: names joined with "+", nothing that could be read as another argument.
+    ["OCR_LANGUAGES", "eng deu"],
+    ["OCR_LANGUAGES", "-psm"],
+    ["OCR_LANGUAGES", "eng+"],
   ];
+  it("OCR_LANGUAGES is eng unless set", () => {
+    assert.equal(loadConfig({}).ingest.ocrLanguages, "eng");
+    assert.equal(loadConfig({ OCR_LANGUAGES: "eng+deu" }).ingest.ocrLanguages, "eng+deu");
+  });
+
   for (const [name, value] of bad) {
     it(`a bad ${name} (${value}) stops start-up with a message naming it`, () => {
       assert.throws(

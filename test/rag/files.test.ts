@@ -68,7 +68,7 @@ describe("files builds with RAG_FILES_DIR set", () => {
     assert.equal(top.file, "a.txt");
     assert.equal(top.document_id, "a.txt");
     assert.equal(top.title, "a.txt");
-    assert.deepEqual(top.metadata, { file: "a.txt" });
+    assert.deepEqual(top.metadata, { file: "a.txt", start: 0, end: top.text.length });
   });
 
   it("an absolute path inside the folder is stored under its relative path", async () => {

@@ -154,7 +154,8 @@ describe("RAG API routes", () => {
       assert.ok(top.document_id.length > 0);
       assert.equal(top.file, top.document_id);
       assert.equal(top.title, null);
-      assert.deepEqual(top.metadata, {});
+      // Only the chunk's position: the document has no metadata of its own.
+      assert.deepEqual(top.metadata, { start: 0, end: top.text.length });
     });
 
     it("strings and objects mix in one request", async () => {
@@ -340,7 +341,7 @@ describe("RAG API routes", () => {
       assert.equal(top.file, "solar");
       assert.equal(top.chunk_id, "solar#0");
       assert.equal(top.title, "The Solar System");
-      assert.deepEqual(top.metadata, { topic: "space", year: 2020 });
+      assert.deepEqual(top.metadata, { topic: "space", year: 2020, start: 0, end: top.text.length });
       assert.ok(top.text.includes("Jupiter"));
       assertResults(body.results);
     });
@@ -581,7 +582,9 @@ describe("RAG API routes", () => {
       assert.equal((await rag.indexStats("docs")).json().documents_count, 3);
       const found = (await rag.query({ index_name: "docs", query: "parrots forest" })).json();
       assert.equal(found.results[0].document_id, "d3");
-      assert.deepEqual(found.results[0].metadata, { kind: "bird" });
+      const { start, end, ...own } = found.results[0].metadata;
+      assert.deepEqual(own, { kind: "bird" });
+      assert.equal(end - start, found.results[0].text.length);
     });
 
     it("sending the same id again replaces the document, never duplicates it", async () => {

@@ -160,13 +160,24 @@ export function cardTitle(result) {
   return result.title || result.file || result.document_id;
 }
 
-/** The file (unless it is the title already) and the page or pages a result comes from (PDFs). */
+/**
+ * Where a result comes from: the file (unless it is the title already), the page or pages (PDFs and
+ * scans: "p. 3", "pp. 3–4") and the heading path it sits under (Markdown, HTML, DOCX: "Setup › Linux").
+ * The app serves no document's file, so a citation is a label, not a link.
+ */
 export function describeSource(result) {
   const file = result.file || result.document_id;
   const parts = file && file !== cardTitle(result) ? [file] : [];
-  const { page, pages } = result.metadata ?? {};
-  if (Array.isArray(pages) && pages.length > 1) parts.push(`pages ${pages[0]}–${pages[pages.length - 1]}`);
-  else if (Number.isInteger(page)) parts.push(`page ${page}`);
+  const { page, pages, headings } = result.metadata ?? {};
+  if (Array.isArray(pages) && pages.length > 1) parts.push(`pp. ${pages[0]}–${pages[pages.length - 1]}`);
+  else if (Number.isInteger(page)) parts.push(`p. ${page}`);
+  if (
+    Array.isArray(headings) &&
+    headings.length > 0 &&
+    headings.every((heading) => typeof heading === "string")
+  ) {
+    parts.push(headings.join(" › "));
+  }
   return parts.join(" · ");
 }
 

@@ -186,6 +186,7 @@ async function readSpooled<S extends TSchema>(
           metadata: { ...loaded.metadata, file: name },
           source: name,
           pageStarts: loaded.pageStarts,
+          sections: loaded.sections,
         });
       }
       return parsed;

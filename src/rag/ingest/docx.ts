@@ -9,6 +9,7 @@
 import { StringDecoder } from "node:string_decoder";
 import { createInflateRaw } from "node:zlib";
 import { ContainerError, InflateLimitError, readCentralDirectory, type ZipEntry } from "./inflate-check.js";
+import type { Heading } from "./sections.js";
 
 /** The text passed MAX_FILE_CHARS. */
 export class TextLimitError extends Error {
@@ -119,8 +120,15 @@ class DocumentTextScanner {
   private inText = false;
   private readonly parts: string[] = [];
   private chars = 0;
+  /** The paragraph being read: where its text starts, its outline level (0: body text), its text so far. */
+  private paragraph = { start: 0, level: 0, text: "" };
+  readonly headings: Heading[] = [];
 
-  constructor(private readonly maxChars: number) {}
+  constructor(
+    private readonly maxChars: number,
+    /** Outline level by paragraph style id, from the styles part (headingStyles); "HeadingN" besides. */
+    private readonly styleLevels: ReadonlyMap<string, number> = new Map(),
+  ) {}
 
   feed(piece: string): void {
     let source = this.pending + piece;
@@ -174,13 +182,39 @@ class DocumentTextScanner {
     const selfClosing = body.endsWith("/");
     if (local === "t") this.inText = !closing && !selfClosing;
     else if (closing) {
-      if (local === "p") this.emit("\n\n");
-    } else if (local === "tab") this.emit("\t");
+      if (local === "p") this.endParagraph();
+    } else if (local === "p" && !selfClosing) this.paragraph = { start: this.chars, level: 0, text: "" };
+    else if (local === "pStyle" || local === "outlineLvl") this.outline(local, body);
+    else if (local === "tab") this.emit("\t");
     else if (local === "br" || local === "cr") this.emit("\n");
     else if (local === "p" && selfClosing) this.emit("\n\n");
   }
 
+  /**
+   * A paragraph's outline level, from its style ("Heading1" … "Heading9", as Word names its built-in
+   * heading styles) or its own `w:outlineLvl` (0 … 8).
+   */
+  private outline(local: string, body: string): void {
+    const value = /\bw:val="([^"]*)"/.exec(body)?.[1] ?? "";
+    const level =
+      local === "pStyle"
+        ? (this.styleLevels.get(value) ?? Number(/^heading\s*([1-9])$/i.exec(value)?.[1] ?? 0))
+        : /^[0-8]$/.test(value)
+          ? Number(value) + 1
+          : 0;
+    if (level > 0) this.paragraph.level = level;
+  }
+
+  private endParagraph(): void {
+    const { start, level, text } = this.paragraph;
+    if (level > 0 && text.trim() !== "") this.headings.push({ start, level, text });
+    this.paragraph = { start: this.chars + 2, level: 0, text: "" };
+    this.emit("\n\n");
+  }
+
   private emit(text: string): void {
+    // A heading's text is a label: what passes a title's length is not kept (sections.ts cuts it).
+    if (this.paragraph.level > 0 && this.paragraph.text.length < 1024) this.paragraph.text += text;
     this.chars += text.length;
     if (this.chars > this.maxChars) throw new TextLimitError(this.maxChars);
     this.parts.push(text);
@@ -202,16 +236,44 @@ async function mainPartName(zip: Buffer, entries: Map<string, ZipEntry>, limit: 
   return "word/document.xml";
 }
 
+/** The most bytes of the styles part read for heading styles (real ones are tens of KB). */
+const MAX_STYLES_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Paragraph styles that are headings, by style id: built-in ones are named "heading 1" … "heading 9"
+ * whatever their id (a German Word writes the id "berschrift1"), and any style may set an outline
+ * level. Read with indexOf, one pass: an unclosed <w:style> ends the scan rather than being rescanned.
+ */
+function headingStyles(xml: string): Map<string, number> {
+  const levels = new Map<string, number>();
+  for (let at = xml.indexOf("<w:style "); at >= 0; at = xml.indexOf("<w:style ", at)) {
+    const end = xml.indexOf("</w:style>", at);
+    if (end < 0) break;
+    const style = xml.slice(at, end);
+    at = end;
+    const id = /w:styleId="([^"]*)"/.exec(style)?.[1];
+    if (id === undefined || !/w:type="paragraph"/.test(style.slice(0, style.indexOf(">") + 1))) continue;
+    const named = /<w:name w:val="heading ([1-9])"/i.exec(style)?.[1];
+    const outline = /<w:outlineLvl w:val="([0-8])"/.exec(style)?.[1];
+    const level = named ? Number(named) : outline ? Number(outline) + 1 : 0;
+    if (level > 0) levels.set(decodeEntities(id), level);
+  }
+  return levels;
+}
+
 export interface DocxLimits {
   maxExtractedBytes: number;
   maxFileChars: number;
 }
 
 /**
- * The raw text of a .docx. Throws ContainerError for something that is not a readable .docx,
+ * The raw text of a .docx, and its headings (paragraphs with an outline level). Throws ContainerError for something that is not a readable .docx,
  * InflateLimitError past MAX_EXTRACTED_BYTES, TextLimitError past MAX_FILE_CHARS.
  */
-export async function extractDocxText(zip: Buffer, limits: DocxLimits): Promise<string> {
+export async function extractDocxText(
+  zip: Buffer,
+  limits: DocxLimits,
+): Promise<{ text: string; headings: Heading[] }> {
   const entries = new Map(readCentralDirectory(zip).map((entry) => [entry.name, entry]));
   let declared = 0;
   for (const entry of entries.values()) declared += entry.declaredSize;
@@ -221,9 +283,21 @@ export async function extractDocxText(zip: Buffer, limits: DocxLimits): Promise<
   const name = await mainPartName(zip, entries, limits.maxExtractedBytes);
   const main = entries.get(name);
   if (main === undefined) throw new ContainerError(`has no main document part ("${name}")`);
-  const scanner = new DocumentTextScanner(limits.maxFileChars);
+  const stylesEntry = entries.get("word/styles.xml");
+  let styles = "";
+  if (stylesEntry) {
+    const decoder = new StringDecoder("utf8");
+    await inflateEntry(zip, stylesEntry, Math.min(limits.maxExtractedBytes, MAX_STYLES_BYTES), (piece) => {
+      styles += decoder.write(piece);
+    }).catch((error: unknown) => {
+      // Styles only name headings: a styles part past its cap is read without them, not refused.
+      if (!(error instanceof InflateLimitError)) throw error;
+      styles = "";
+    });
+  }
+  const scanner = new DocumentTextScanner(limits.maxFileChars, headingStyles(styles));
   const decoder = new StringDecoder("utf8");
   await inflateEntry(zip, main, limits.maxExtractedBytes, (piece) => scanner.feed(decoder.write(piece)));
   scanner.feed(decoder.end());
-  return scanner.finish();
+  return { text: scanner.finish(), headings: scanner.headings };
 }

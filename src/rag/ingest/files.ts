@@ -17,7 +17,7 @@ import { readdir, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { badRequest, DomainError, notFound, tooLarge } from "../../core/errors.js";
 import type { DocumentInput } from "../service.js";
-import { isSupported } from "./loaders.js";
+import { isIndexable, isSupported } from "./loaders.js";
 import { parseFileBytes } from "./parse-pool.js";
 import { DEFAULT_INGEST_LIMITS, RequestTextBudget, type Ingest, type IngestLimits } from "./limits.js";
 import { readRegularFileInside, within } from "./safe-open.js";
@@ -149,7 +149,7 @@ async function walk(base: Roots, folder: string, found: string[], budget: Folder
     if (info === null) continue;
     if (info.isDirectory()) {
       if (budget.enter(info)) await walk(base, real, found, budget);
-    } else if (info.isFile() && isSupported(entry.name)) found.push(real);
+    } else if (info.isFile() && isIndexable(entry.name)) found.push(real);
   }
 }
 
@@ -208,6 +208,7 @@ export async function loadResolvedFile(
     metadata: { ...loaded.metadata, file: relative },
     source: relative,
     pageStarts: loaded.pageStarts,
+    sections: loaded.sections,
   };
 }
 

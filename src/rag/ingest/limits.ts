@@ -29,6 +29,11 @@ export interface IngestLimits {
   maxParseHeapMb: number;
   /** Parse processes at once (MAX_CONCURRENT_PARSES). */
   maxConcurrentParses: number;
+  /**
+   * Not a bound, but travels with them to the parse process: tesseract's languages for pages and
+   * images read by OCR (OCR_LANGUAGES, e.g. "eng" or "eng+deu").
+   */
+  ocrLanguages: string;
 }
 
 /** What a route needs to load files: the bounds, and the gate every request's parsing goes through. */
@@ -48,6 +53,7 @@ export const DEFAULT_INGEST_LIMITS: IngestLimits = {
   maxParseMs: 120_000,
   maxParseHeapMb: 1024,
   maxConcurrentParses: 2,
+  ocrLanguages: "eng",
 };
 
 /** 413 naming the file and the variable that bounds it, in the contract's error shape. */
@@ -89,6 +95,7 @@ export function ingestFromConfig(
       maxParseMs: config.ingest.maxParseMs,
       maxParseHeapMb: config.ingest.maxParseHeapMb,
       maxConcurrentParses: config.ingest.maxConcurrentParses,
+      ocrLanguages: config.ingest.ocrLanguages,
     },
     gate: new ParseGate(
       config.ingest.maxConcurrentParses,

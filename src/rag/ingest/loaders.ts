@@ -2,7 +2,9 @@
  * Turns a file's bytes into document text, by extension, after checking the bytes are what the
  * extension says: .txt .md (text in the encoding it is in: text-decoding.ts), .html (html-to-text,
  * navigation/scripts/styles dropped, tables one row a line), .pdf (unpdf, page by page, so chunks can
- * cite pages: pages.ts), .docx (docx.ts, streamed). Anything else, or a file whose content does not
+ * cite pages: pages.ts; a page with no text layer that paints an image is read by OCR: ocr.ts),
+ * .docx (docx.ts, streamed), images (.png .jpg .jpeg .tif .tiff, by OCR). Markdown, HTML and .docx
+ * also give their heading structure (sections.ts). Anything else, or a file whose content does not
  * match, is a 400 naming the file and why. Every step is linear in the file; what a hostile file could
  * still cost is bounded by the parse process it runs in (parse-process.ts) and the limits of
  * limits.ts: a limit passed is a 413 naming the file and the setting.
@@ -11,14 +13,17 @@ import path from "node:path";
 import type { FormatCallback } from "html-to-text";
 import { compile } from "html-to-text";
 import { Parser } from "htmlparser2";
-import { getDocumentProxy } from "unpdf";
-import { badRequest } from "../../core/errors.js";
+import { getDocumentProxy, getResolvedPDFJS } from "unpdf";
+import { badRequest, DomainError } from "../../core/errors.js";
 import type { Metadata } from "../store/types.js";
 import { InflateLimitError, checkPdfInflation } from "./inflate-check.js";
 import { TextLimitError, extractDocxText } from "./docx.js";
 import { DEFAULT_INGEST_LIMITS, fileTooLarge, isAllocationFailure, type IngestLimits } from "./limits.js";
+import { missingOcrTools, OcrError, recogniseImage, recognisePdfPage, type OcrOptions } from "./ocr.js";
 import { joinPages } from "./pages.js";
+import { markdownHeadings, sectionsOf, type Heading, type Section } from "./sections.js";
 import { decodeText } from "./text-decoding.js";
+import { shortTitle } from "./title.js";
 
 export const SUPPORTED_EXTENSIONS = [
   ".txt",
@@ -29,7 +34,15 @@ export const SUPPORTED_EXTENSIONS = [
   ".htm",
   ".pdf",
   ".docx",
+  ".png",
+  ".jpg",
+  ".jpeg",
+  ".tif",
+  ".tiff",
 ] as const;
+
+/** Images, read by OCR (ocr.ts): each a page. */
+const IMAGE_EXTENSIONS = new Set([".png", ".jpg", ".jpeg", ".tif", ".tiff"]);
 
 export interface LoadedFile {
   text: string;
@@ -37,10 +50,23 @@ export interface LoadedFile {
   metadata: Metadata;
   /** For PDFs: where each page starts in `text` (page n starts at pageStarts[n - 1]; pages.ts). */
   pageStarts?: number[];
+  /** For Markdown, HTML and DOCX: where each section starts and its heading path (sections.ts). */
+  sections?: Section[];
 }
 
 export function isSupported(fileName: string): boolean {
   return (SUPPORTED_EXTENSIONS as readonly string[]).includes(path.extname(fileName).toLowerCase());
+}
+
+/**
+ * Whether a folder walk (RAG_FILES_DIR builds, folder sync, the CLI) picks a file up: a supported type
+ * and, for an image, OCR installed. A folder's images are skipped without OCR, as before images were
+ * read, rather than failing the whole folder; an image named on its own is parsed and says why not.
+ */
+export function isIndexable(fileName: string): boolean {
+  if (!isSupported(fileName)) return false;
+  if (!IMAGE_EXTENSIONS.has(path.extname(fileName).toLowerCase())) return true;
+  return !missingOcrTools().some((tool) => tool.startsWith("tesseract"));
 }
 
 const invalid = (fileName: string, why: string) =>
@@ -54,6 +80,8 @@ export interface LoadOptions {
    * uploads rely on byte order marks, HTML's <meta> and the UTF-8-else-Latin-1 rule.)
    */
   contentType?: string;
+  /** When the parse ends (Date.now()), for OCR; default: MAX_PARSE_MS from now. */
+  deadline?: number;
 }
 
 /**
@@ -137,8 +165,68 @@ function loadHtml(
     throw fileTooLarge(fileName, "elements nested too deep", "MAX_HTML_DEPTH", limits.maxHtmlDepth);
   }
   const title = outline.title;
-  const text = htmlToText(html);
-  return { text, title, metadata: {} };
+  const { text, headings } = unmarkHeadings(htmlToText(html.replace(MARKS, "")));
+  return { text, title, metadata: {}, sections: sectionsOf(headings) };
+}
+
+/**
+ * Headings are marked in html-to-text's output (HEADING_OPEN and the level's digit before the
+ * heading's text, HEADING_CLOSE after it), since its builder says nowhere where a block lands in
+ * the text; the marks are private-use characters, removed from the page first (they mean nothing
+ * in a document) so that every one found here is ours.
+ */
+const HEADING_OPEN = "\uE000";
+const HEADING_CLOSE = "\uE001";
+const MARKS = /[\uE000\uE001]/g;
+
+const formatMarkedHeading: FormatCallback = (element, walk, builder, formatOptions) => {
+  builder.openBlock({ leadingLineBreaks: formatOptions.leadingLineBreaks ?? 2 });
+  const upper = formatOptions.uppercase !== false;
+  // The open mark goes on the heading's first word, so the whitespace before it is handled as before.
+  let mark = HEADING_OPEN + (element.name ?? "h1").slice(1);
+  builder.pushWordTransform((word) => {
+    const marked = mark + (upper ? word.toUpperCase() : word);
+    mark = "";
+    return marked;
+  });
+  walk(element.children ?? [], builder);
+  builder.popWordTransform();
+  if (mark === "") builder.addLiteral(HEADING_CLOSE);
+  builder.closeBlock({ trailingLineBreaks: formatOptions.trailingLineBreaks ?? 2 });
+};
+
+/** The text without the heading marks, and the headings they marked (where each starts in that text). */
+function unmarkHeadings(marked: string): { text: string; headings: Heading[] } {
+  const headings: Heading[] = [];
+  const parts: string[] = [];
+  let length = 0;
+  const open: Array<{ start: number; level: number; from: number }> = [];
+  const marks = new RegExp(MARKS.source, "g");
+  let at = 0;
+  for (;;) {
+    marks.lastIndex = at;
+    const found = marks.exec(marked);
+    const end = found ? found.index : marked.length;
+    parts.push(marked.slice(at, end));
+    length += end - at;
+    if (!found) break;
+    if (marked[end] === HEADING_OPEN) {
+      open.push({ start: length, level: Number(marked[end + 1]) || 1, from: parts.length });
+      at = end + 2;
+    } else {
+      const heading = open.pop();
+      if (heading) {
+        headings.push({
+          start: heading.start,
+          level: heading.level,
+          text: parts.slice(heading.from).join(""),
+        });
+      }
+      at = end + 1;
+    }
+  }
+  headings.sort((a, b) => a.start - b.start);
+  return { text: parts.join(""), headings };
 }
 
 type DomNode = Parameters<FormatCallback>[0];
@@ -187,14 +275,23 @@ const htmlToText = compile({
   wordwrap: false,
   // Size is checked before (MAX_FILE_CHARS); html-to-text would otherwise cut long pages silently.
   limits: { maxInputLength: Number.MAX_SAFE_INTEGER },
-  formatters: { tableRows: formatTableRows },
+  formatters: { tableRows: formatTableRows, markedHeading: formatMarkedHeading },
   selectors: [
     ...["nav", "script", "style", "noscript", "aside", "img"].map((selector) => ({
       selector,
       format: "skip",
     })),
     { selector: "a", options: { ignoreHref: true } },
-    ...["h1", "h2", "h3"].map((selector) => ({ selector, options: { uppercase: false } })),
+    ...["h1", "h2", "h3"].map((selector) => ({
+      selector,
+      format: "markedHeading",
+      options: { uppercase: false, leadingLineBreaks: 3, trailingLineBreaks: 2 },
+    })),
+    ...["h4", "h5", "h6"].map((selector) => ({
+      selector,
+      format: "markedHeading",
+      options: { uppercase: true, leadingLineBreaks: 2, trailingLineBreaks: 2 },
+    })),
     { selector: "table", format: "tableRows" },
   ],
 });
@@ -210,6 +307,9 @@ function refusal(fileName: string, error: unknown, limit: number): never {
 /** Text of one PDF page as unpdf joins it: the items' strings, a newline where a line ends. */
 interface PdfPage {
   getTextContent(): Promise<{ items: Array<{ str?: string; hasEOL?: boolean }> }>;
+  /** The page's box in points: [x0, y0, x1, y1]. */
+  view: number[];
+  getOperatorList(): Promise<{ fnArray: number[] }>;
   cleanup(): unknown;
 }
 
@@ -222,6 +322,40 @@ function unreadablePdf(fileName: string, error: unknown): Error {
   return invalid(fileName, `is a corrupt or unreadable PDF (${(error as Error).message})`);
 }
 
+/** pdf.js's operators that paint an image (OPS.paintImageMaskXObject … paintSolidColorImageMask). */
+let imageOperators: Set<number> | undefined;
+
+/**
+ * Whether a page paints an image: a page without a text layer is read by OCR only then (a scan is
+ * an image), so blank pages cost no OCR.
+ */
+async function drawsImage(page: PdfPage): Promise<boolean> {
+  if (!imageOperators) {
+    const { OPS } = await getResolvedPDFJS();
+    imageOperators = new Set(
+      Object.entries(OPS as Record<string, number>)
+        .filter(([name]) => /^paint.*Image/.test(name))
+        .map(([, code]) => code),
+    );
+  }
+  const { fnArray } = await page.getOperatorList();
+  return fnArray.some((code) => imageOperators!.has(code));
+}
+
+/** A PDF's pages: the text layer of each, and the pages with none that paint an image (with their longer side, in points). */
+export interface PdfText {
+  pages: string[];
+  blank: Array<{ page: number; longSide: number }>;
+}
+
+const tooMuchText = (fileName: string, limits: IngestLimits) =>
+  fileTooLarge(
+    fileName,
+    `yields more than ${limits.maxFileChars} characters of text`,
+    "MAX_FILE_CHARS",
+    limits.maxFileChars,
+  );
+
 /**
  * The text of each page of a PDF, in order. The text pre-check (checkPdfInflation) is a fast path
  * only: it refuses the bombs a reading of the file's text finds before pdf.js starts; what pdf.js
@@ -231,7 +365,7 @@ export async function pdfPageTexts(
   fileName: string,
   bytes: Uint8Array,
   limits: IngestLimits,
-): Promise<string[]> {
+): Promise<PdfText> {
   if (new TextDecoder().decode(bytes.subarray(0, 5)) !== "%PDF-") throw invalid(fileName, "is not a PDF");
   await checkPdfInflation(bytes, limits.maxExtractedBytes).catch((error: unknown) =>
     refusal(fileName, error, limits.maxExtractedBytes),
@@ -244,6 +378,7 @@ export async function pdfPageTexts(
     throw unreadablePdf(fileName, error);
   }
   const pages: string[] = [];
+  const blank: PdfText["blank"] = [];
   try {
     if (pdf.numPages > limits.maxPdfPages) {
       throw fileTooLarge(fileName, `${pdf.numPages} pages`, "MAX_PDF_PAGES", limits.maxPdfPages);
@@ -256,38 +391,137 @@ export async function pdfPageTexts(
         const page = (await pdf.getPage(number)) as unknown as PdfPage;
         const content = await page.getTextContent();
         text = content.items.map((item) => (item.str ?? "") + (item.hasEOL ? "\n" : "")).join("");
+        if (text.trim() === "" && (await drawsImage(page))) {
+          const [x0 = 0, y0 = 0, x1 = 612, y1 = 792] = page.view;
+          blank.push({ page: number, longSide: Math.max(Math.abs(x1 - x0), Math.abs(y1 - y0)) });
+        }
         page.cleanup();
       } catch (error) {
         throw unreadablePdf(fileName, error);
       }
       chars += text.length;
-      if (chars > limits.maxFileChars) {
-        throw fileTooLarge(
-          fileName,
-          `yields more than ${limits.maxFileChars} characters of text`,
-          "MAX_FILE_CHARS",
-          limits.maxFileChars,
-        );
-      }
+      if (chars > limits.maxFileChars) throw tooMuchText(fileName, limits);
       pages.push(text);
     }
   } finally {
     await pdf.destroy();
   }
-  return pages;
+  return { pages, blank };
 }
 
-async function loadPdf(fileName: string, bytes: Uint8Array, limits: IngestLimits): Promise<LoadedFile> {
-  const pages = await pdfPageTexts(fileName, bytes, limits);
+/** What reading text by OCR takes in this parse: the languages, the deadline, the text cap. */
+function ocrOptions(limits: IngestLimits, options: LoadOptions): OcrOptions {
+  return {
+    languages: limits.ocrLanguages,
+    deadline: options.deadline ?? Date.now() + limits.maxParseMs,
+    maxChars: limits.maxFileChars,
+  };
+}
+
+/** An OCR tool's failure: past the deadline a 422 naming MAX_PARSE_MS, else a 400 naming the file. */
+function ocrFailure(fileName: string, error: unknown, limits: IngestLimits): never {
+  if (error instanceof OcrError) {
+    if (error.timedOut) {
+      throw new DomainError(
+        "unprocessable",
+        `File "${fileName}": recognising its text (OCR) took longer than ${limits.maxParseMs} ms; the limit is ${limits.maxParseMs} (MAX_PARSE_MS)`,
+        {
+          details: [
+            {
+              file: fileName,
+              reason: "OCR time limit passed",
+              limit: limits.maxParseMs,
+              setting: "MAX_PARSE_MS",
+            },
+          ],
+        },
+      );
+    }
+    throw invalid(fileName, `its text could not be recognised (OCR): ${error.message}`);
+  }
+  throw error;
+}
+
+const ocrMissing = (missing: string[]) => `OCR is not installed (missing: ${missing.join(", ")})`;
+
+/**
+ * A PDF's text, page by page; pages without a text layer (scans) are read by OCR when its tools are
+ * installed. Without them such pages stay empty and the document says which (`pages_without_text`,
+ * `ocr: "not installed"`); a PDF with no text at all is then a 400 that says why.
+ */
+async function loadPdf(
+  fileName: string,
+  bytes: Uint8Array,
+  limits: IngestLimits,
+  options: LoadOptions,
+): Promise<LoadedFile> {
+  const { pages, blank } = await pdfPageTexts(fileName, bytes, limits);
+  const metadata: Metadata = { page_count: pages.length };
+  if (blank.length > 0) {
+    const missing = missingOcrTools();
+    const numbers = blank.map(({ page }) => page);
+    if (missing.length > 0) {
+      if (blank.length === pages.length) {
+        throw invalid(fileName, `has no text layer on any page (a scan?) and ${ocrMissing(missing)}`);
+      }
+      Object.assign(metadata, { pages_without_text: numbers, ocr: "not installed" });
+    } else {
+      const ocr = ocrOptions(limits, options);
+      let chars = pages.reduce((sum, page) => sum + page.length, 0);
+      for (const { page, longSide } of blank) {
+        const text = await recognisePdfPage(bytes, page, longSide, ocr).catch((error: unknown) =>
+          ocrFailure(fileName, error, limits),
+        );
+        chars += text.length;
+        if (chars > limits.maxFileChars) throw tooMuchText(fileName, limits);
+        pages[page - 1] = text;
+      }
+      metadata.ocr_pages = numbers;
+    }
+  }
   const { text, pageStarts } = joinPages(pages);
-  return { text, title: null, metadata: { page_count: pages.length }, pageStarts };
+  return { text, title: null, metadata, pageStarts };
+}
+
+/** Whether the bytes start as the image format the extension names (PNG, JPEG, TIFF). */
+function isImage(extension: string, bytes: Uint8Array): boolean {
+  const starts = (...prefix: number[]) => prefix.every((byte, i) => bytes[i] === byte);
+  if (extension === ".png") return starts(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a);
+  if (extension === ".jpg" || extension === ".jpeg") return starts(0xff, 0xd8, 0xff);
+  return starts(0x49, 0x49, 0x2a, 0x00) || starts(0x4d, 0x4d, 0x00, 0x2a);
+}
+
+/** An image's text by OCR: each of its pages (a TIFF may have several) a page of the document. */
+async function loadImage(
+  fileName: string,
+  extension: string,
+  bytes: Uint8Array,
+  limits: IngestLimits,
+  options: LoadOptions,
+): Promise<LoadedFile> {
+  if (!isImage(extension, bytes))
+    throw invalid(fileName, `is not a ${extension.slice(1).toUpperCase()} image`);
+  const missing = missingOcrTools().filter((tool) => tool.startsWith("tesseract"));
+  if (missing.length > 0)
+    throw invalid(fileName, `is an image, whose text needs OCR, and ${ocrMissing(missing)}`);
+  const pages = await recogniseImage(bytes, ocrOptions(limits, options)).catch((error: unknown) =>
+    ocrFailure(fileName, error, limits),
+  );
+  const { text, pageStarts } = joinPages(pages);
+  return {
+    text,
+    title: null,
+    metadata: { page_count: pages.length, ocr_pages: pages.map((_, i) => i + 1) },
+    pageStarts,
+  };
 }
 
 async function loadDocx(fileName: string, bytes: Uint8Array, limits: IngestLimits): Promise<LoadedFile> {
   if (bytes[0] !== 0x50 || bytes[1] !== 0x4b) throw invalid(fileName, "is not a .docx (not a ZIP container)");
   const zip = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   try {
-    return { text: await extractDocxText(zip, limits), title: null, metadata: {} };
+    const { text, headings } = await extractDocxText(zip, limits);
+    return { text, title: null, metadata: {}, sections: sectionsOf(headings) };
   } catch (error) {
     if (error instanceof TextLimitError) {
       throw fileTooLarge(fileName, error.message, "MAX_FILE_CHARS", limits.maxFileChars);
@@ -314,7 +548,12 @@ export async function loadFile(
     case ".md":
     case ".markdown": {
       const text = decodeText(fileName, bytes, "text", options.contentType);
-      loaded = { text, title: markdownTitle(text), metadata: {} };
+      loaded = {
+        text,
+        title: markdownTitle(text),
+        metadata: {},
+        sections: sectionsOf(markdownHeadings(text)),
+      };
       break;
     }
     case ".html":
@@ -322,12 +561,16 @@ export async function loadFile(
       loaded = loadHtml(fileName, bytes, limits, options);
       break;
     case ".pdf":
-      loaded = await loadPdf(fileName, bytes, limits);
+      loaded = await loadPdf(fileName, bytes, limits, options);
       break;
     case ".docx":
       loaded = await loadDocx(fileName, bytes, limits);
       break;
     default:
+      if (IMAGE_EXTENSIONS.has(extension)) {
+        loaded = await loadImage(fileName, extension, bytes, limits, options);
+        break;
+      }
       throw invalid(
         fileName,
         `unsupported type "${extension || "(none)"}"; supported: ${SUPPORTED_EXTENSIONS.join(" ")}`,
@@ -345,19 +588,4 @@ export async function loadFile(
   return { ...loaded, title: shortTitle(loaded.title ?? path.basename(fileName)) };
 }
 
-/** The most characters a title keeps (its full text stays in the document's text). */
-export const MAX_TITLE_CHARS = 256;
-
-/**
- * A title is a label, and the engine indexes it with every chunk of its document: a 150 KB heading
- * would be indexed once per chunk (150 chunks: 22 MB). Past MAX_TITLE_CHARS it is cut at the last
- * space before the limit (or at the limit, never inside a surrogate pair) and ends with "…".
- */
-export function shortTitle(title: string): string {
-  if (title.length <= MAX_TITLE_CHARS) return title;
-  let cut = title.lastIndexOf(" ", MAX_TITLE_CHARS - 1);
-  if (cut < MAX_TITLE_CHARS / 2) cut = MAX_TITLE_CHARS - 1;
-  const code = title.charCodeAt(cut - 1);
-  if (code >= 0xd800 && code <= 0xdbff) cut--;
-  return `${title.slice(0, cut).trimEnd()}…`;
-}
+export { MAX_TITLE_CHARS, shortTitle } from "./title.js";

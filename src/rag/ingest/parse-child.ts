@@ -12,6 +12,7 @@ import { getResolvedPDFJS } from "unpdf";
 import { DomainError } from "../../core/errors.js";
 import { fileTooLarge, isAllocationFailure, type IngestLimits } from "./limits.js";
 import { loadFile } from "./loaders.js";
+import { killOcrTools } from "./ocr.js";
 
 export interface ParseJob {
   id: number;
@@ -98,9 +99,11 @@ function refusalOf(job: ParseJob, error: unknown) {
 process.on("message", (job: ParseJob) => {
   void (async () => {
     allocationRefused = false;
+    // The parent stops the job at MAX_PARSE_MS from now; OCR tools are given no longer.
+    const deadline = Date.now() + job.limits.maxParseMs;
     try {
       const bytes = job.bytes ?? (await readFile(job.path!));
-      const loaded = await loadFile(job.name, bytes, job.limits);
+      const loaded = await loadFile(job.name, bytes, job.limits, { deadline });
       if (allocationRefused) throw new RangeError("Array buffer allocation failed");
       send({ id: job.id, loaded, memory: memory() });
     } catch (error) {
@@ -110,6 +113,9 @@ process.on("message", (job: ParseJob) => {
 });
 // The parent going away (the server ended, even by SIGKILL) closes the channel: nothing is left running.
 process.on("disconnect", () => process.exit(0));
+// OCR tools (ocr.ts) die with this process: killed here on an orderly exit, and with the process
+// group when the parent kills it (parse-process.ts).
+process.on("exit", killOcrTools);
 
 // The parsers are loaded (pdf.js, which unpdf loads on first use, too): the time limit of the first
 // job starts after this, not while modules compile.

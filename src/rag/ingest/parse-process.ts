@@ -176,9 +176,18 @@ export class ParseProcess {
     );
   }
 
-  /** Ends the process at once (SIGKILL): a runaway parse gives nothing back by being asked. */
+  /**
+   * Ends the process at once (SIGKILL): a runaway parse gives nothing back by being asked. Its whole
+   * process group goes, so the OCR tools it runs (ocr.ts) end with it.
+   */
   kill(): void {
-    if (!this.exited) this.child.kill("SIGKILL");
+    if (this.exited) return;
+    try {
+      if (this.child.pid !== undefined) process.kill(-this.child.pid, "SIGKILL");
+    } catch {
+      // No group (the spawn failed): the process alone.
+    }
+    this.child.kill("SIGKILL");
   }
 
   /** Resolves once the process has ended (after kill). */
@@ -232,6 +241,7 @@ function startChild({ heapMb, dataBytes }: ProcessMemoryLimits): ChildProcess {
       process.execPath,
       ...nodeArgs,
     ],
-    { stdio: ["ignore", "ignore", "pipe", "ipc"], serialization: "advanced" },
+    // A process group of its own (detached), which kill() ends whole: the child and its OCR tools.
+    { stdio: ["ignore", "ignore", "pipe", "ipc"], serialization: "advanced", detached: true },
   );
 }

@@ -1,13 +1,14 @@
 /**
  * Document normalisation: what a request's documents become before they are indexed (ids, well-formed
- * text, one record per id), their chunks (with pages for paged sources), and the text the engine
+ * text, one record per id), their chunks (with their provenance: offsets, pages, headings), and the text the engine
  * indexes for each chunk. Pure: no store, no engine.
  */
 import { createHash } from "node:crypto";
 import { badRequest } from "../../core/errors.js";
 import { chunkDocument } from "../ingest/chunker.js";
 import { pagesOfSpan } from "../ingest/pages.js";
-import type { ChunkRecord, DocumentRecord, IndexSettings } from "../store/types.js";
+import { headingsAt, type Section } from "../ingest/sections.js";
+import type { ChunkRecord, DocumentRecord, IndexSettings, Metadata } from "../store/types.js";
 import type { DocumentInput } from "./types.js";
 
 /** What the engine indexes for a chunk: the title with every chunk, as it is often its best summary. */
@@ -19,6 +20,8 @@ const toWellFormed = (text: string) => text.replace(LONE_SURROGATES, "\uFFFD");
 
 /** Page offsets of paged documents (PDF), beside the record so the store never sees them. */
 const pageStartsOf = new WeakMap<DocumentRecord, number[]>();
+/** Heading structure of structured documents (Markdown, HTML, DOCX), likewise. */
+const sectionsOf = new WeakMap<DocumentRecord, Section[]>();
 
 /** Where a chunk lies in a paged document (pages.ts): `page` its first page, `first` … `last` every one. */
 export interface ChunkPages {
@@ -33,19 +36,41 @@ export function chunkPages(pageStarts: number[], start: number, end: number): Ch
   return { page, first: pages[0]!, last: pages[pages.length - 1]! };
 }
 
-/** A chunk's metadata with its provenance: `page` (its first page) and `pages` (every page it covers). */
-export function withPageMetadata(metadata: ChunkRecord["metadata"], { first, last }: ChunkPages) {
-  return { ...metadata, page: first, pages: Array.from({ length: last - first + 1 }, (_, i) => first + i) };
+/**
+ * A chunk's metadata: its document's, then where it came from: `start` and `end`, its offsets in
+ * the document's text (the chunk's text is text.slice(start, end)); for a paged document (PDF)
+ * `page`, the page it starts on, and `pages`, every page it covers, in order (`[3]` for a chunk
+ * within page 3); for a document with headings (Markdown, HTML, DOCX) `headings`, the heading path
+ * in force where it starts, outermost first. These names win over the document's own metadata.
+ */
+export function chunkMetadata(
+  metadata: Metadata,
+  start: number,
+  end: number,
+  pages: ChunkPages | null,
+  sections: readonly Section[] | undefined,
+): Metadata {
+  return {
+    ...metadata,
+    start,
+    end,
+    ...(pages && {
+      page: pages.first,
+      pages: Array.from({ length: pages.last - pages.first + 1 }, (_, i) => pages.first + i),
+    }),
+    ...(sections && { headings: headingsAt(sections, start) }),
+  };
 }
 
-/**
- * Gives each chunk of a paged document (PDF) its provenance: `page`, the (1-based) page it starts on,
- * and `pages`, every page it covers, in order (`[3]` for a chunk within page 3).
- */
-function withPages(chunks: ChunkRecord[], pageStarts: number[] | undefined): ChunkRecord[] {
-  if (!pageStarts) return chunks;
+/** Gives each chunk its provenance (chunkMetadata). */
+function withProvenance(
+  chunks: ChunkRecord[],
+  pageStarts: number[] | undefined,
+  sections: readonly Section[] | undefined,
+): ChunkRecord[] {
   for (const chunk of chunks) {
-    chunk.metadata = withPageMetadata(chunk.metadata, chunkPages(pageStarts, chunk.start, chunk.end));
+    const pages = pageStarts ? chunkPages(pageStarts, chunk.start, chunk.end) : null;
+    chunk.metadata = chunkMetadata(chunk.metadata, chunk.start, chunk.end, pages, sections);
   }
   return chunks;
 }
@@ -63,9 +88,10 @@ export interface ChunkedDocuments {
 export function chunkDocuments(documents: DocumentRecord[], settings: IndexSettings): ChunkedDocuments {
   const chunked = documents.map((document) => ({
     document,
-    chunks: withPages(
+    chunks: withProvenance(
       chunkDocument(document, { chunkSize: settings.chunkSize, overlap: settings.overlap }),
       pageStartsOf.get(document),
+      sectionsOf.get(document),
     ),
   }));
   const engineTexts = chunked.flatMap(({ document, chunks }) =>
@@ -107,6 +133,7 @@ export function normalisedById(
       contentHash: input.contentHash ?? null,
     };
     if (input.pageStarts) pageStartsOf.set(record, input.pageStarts);
+    if (input.sections) sectionsOf.set(record, input.sections);
     const previous = byId.get(id)?.record;
     if (previous && (previous.text !== record.text || input.id !== undefined)) {
       throw badRequest(

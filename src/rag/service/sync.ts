@@ -18,7 +18,7 @@ import path from "node:path";
 import { badRequest, DomainError, tooLarge } from "../../core/errors.js";
 import { FolderWalk, stopIfGone, within, type WalkLimits } from "../ingest/files.js";
 import { DEFAULT_INGEST_LIMITS, type Ingest, type IngestLimits } from "../ingest/limits.js";
-import { isSupported } from "../ingest/loaders.js";
+import { isIndexable } from "../ingest/loaders.js";
 import { parseFileBytes } from "../ingest/parse-pool.js";
 import { readRegularFileInside } from "../ingest/safe-open.js";
 import type { BuildOutput, DocumentInput, RagService, WriteEmbedding } from "../service.js";
@@ -136,7 +136,7 @@ async function listFolder(root: string, folder: string, walk: FolderWalk): Promi
       }
       if (folderInfo !== null) {
         if (walk.enter(folderInfo)) await visit(entryPath, target);
-      } else if (isFile && isSupported(entry.name)) {
+      } else if (isFile && isIndexable(entry.name)) {
         listing.files.push({ id: path.relative(root, entryPath), real: target });
       }
     }
@@ -165,6 +165,7 @@ async function documentOf(
     source: id,
     contentHash,
     pageStarts: loaded.pageStarts,
+    sections: loaded.sections,
   };
 }
 

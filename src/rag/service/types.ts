@@ -10,6 +10,7 @@ import type { Embedder } from "../retrieval/embedder.js";
 import type { FusionOptions } from "../retrieval/fusion.js";
 import type { Reranker } from "../retrieval/reranker.js";
 import type { IndexKey, IndexMeta, Metadata, VectorStorage } from "../store/types.js";
+import type { Section } from "../ingest/sections.js";
 import type { FilterCut } from "./filters.js";
 
 export interface DocumentInput {
@@ -22,6 +23,8 @@ export interface DocumentInput {
   contentHash?: string | null;
   /** For paged sources (PDF): where each page starts in `text`, so chunks can carry their page. */
   pageStarts?: number[];
+  /** For structured sources (Markdown, HTML, DOCX): where each section starts and its heading path. */
+  sections?: Section[];
 }
 
 /**

@@ -27,8 +27,8 @@ import {
   engineText,
   normaliseDocuments,
   normalisedById,
+  chunkMetadata,
   pageStartsOfRecord,
-  withPageMetadata,
 } from "./documents.js";
 import { chunkDocument } from "../ingest/chunker.js";
 import type { DocumentInput } from "./types.js";
@@ -219,6 +219,7 @@ export function recordsOf(inputs: DocumentInput[], result: DocumentsJobResult): 
       const start = bounds[2 * c]!;
       const end = bounds[2 * c + 1]!;
       const page = pages?.[3 * c] ?? 0;
+      const pagesOfChunk = page > 0 ? { page, first: pages![3 * c + 1]!, last: pages![3 * c + 2]! } : null;
       chunks.push({
         chunkId: `${id}#${seq}`,
         documentId: id,
@@ -226,14 +227,8 @@ export function recordsOf(inputs: DocumentInput[], result: DocumentsJobResult): 
         text: document.text.slice(start, end),
         start,
         end,
-        metadata:
-          page > 0
-            ? withPageMetadata(document.metadata, {
-                page,
-                first: pages![3 * c + 1]!,
-                last: pages![3 * c + 2]!,
-              })
-            : { ...document.metadata },
+        // The sections travel with the input, not through the thread: they are read here.
+        metadata: chunkMetadata(document.metadata, start, end, pagesOfChunk, input.sections),
       });
     }
     documents.push(document);
