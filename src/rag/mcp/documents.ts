@@ -10,7 +10,7 @@ import type { RagService } from "../service.js";
 import type { ChunkHit, IndexKey, Metadata } from "../store/types.js";
 
 /** Facts of a chunk that say where it lies, not what the document is. */
-const CHUNK_FACTS = new Set(["page", "pages"]);
+const CHUNK_FACTS = new Set(["page", "pages", "start", "end", "headings"]);
 
 export interface StoredDocument {
   id: string;

@@ -129,7 +129,7 @@ function registerReadTools(server: McpServer, deps: McpDeps, caller: McpCaller, 
     {
       title: "Search an index",
       description:
-        "Find the passages of an index that best match a query, best first. Each result has the passage text, score, document_id, chunk_id, title, file, and metadata (a PDF's page or pages among it). Use the words the documents would use; pass a chunk_id to fetch_document to read around a passage.",
+        "Find the passages of an index that best match a query, best first. Each result has the passage text, score, document_id, chunk_id, title, file, and metadata (where it lies: a PDF's page or pages, start and end offsets in the document's text, a heading path). Use the words the documents would use; pass a chunk_id to fetch_document to read around a passage.",
       inputSchema: z.strictObject({
         index: indexField,
         query: z.string().min(1).max(4096).describe("what to look for: keywords or a question"),
