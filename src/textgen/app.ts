@@ -13,7 +13,7 @@ import { contextTokensOf } from "./engine/context-plan.js";
 import { catalogueSources } from "./engine/presets.js";
 import { locateModel } from "./engine/model-source.js";
 import { registerRerankRoutes } from "./http/rerank-routes.js";
-import { registerModelRoutes } from "./http/models-routes.js";
+import { registerLoraRoutes, registerModelRoutes } from "./http/models-routes.js";
 import { registerKeepAliveCheck } from "./http/model-access.js";
 import { LlamaGenerator } from "./engine/llama-generator.js";
 import { anthropicRoutes } from "./http/dialects/anthropic.js";
@@ -103,6 +103,7 @@ export async function buildTextgenApp({ config, generator, ...deps }: TextgenApp
   registerTextgenRoutes(app, { service, limits: config.limits });
   registerRerankRoutes(app, service);
   registerModelRoutes(app, service);
+  registerLoraRoutes(app, service);
   const responsesStore =
     deps.responsesStore === undefined
       ? responsesStoreOf(config, app.log)

@@ -12,6 +12,7 @@
  */
 import { badRequest } from "../../core/errors.js";
 import type {
+  CacheHint,
   ChatMessage,
   GenerationRequest,
   OutputConstraint,
@@ -75,6 +76,10 @@ export interface DecodedRequest {
   n?: number;
   truncate?: boolean;
   cachePrompt?: boolean;
+  /** What the client asked to keep cached (`prompt_cache_key`, `cache_control` breakpoints). */
+  cacheHint?: CacheHint;
+  /** llama.cpp server's per-request adapter scales (the engine judges the ids: GET /lora-adapters). */
+  lora?: { id: number; scale: number }[];
 }
 
 /** The canonical field names a profile may rename for error messages (`/options/num_predict`). */
@@ -188,6 +193,8 @@ export function validateRequest(
     logprobs: inRange("logprobs", integer("logprobs", decoded.logprobs), 0, 20),
     truncate: decoded.truncate,
     cachePrompt: decoded.cachePrompt,
+    cacheHint: cacheHintOf(decoded.cacheHint),
+    lora: decoded.lora,
   };
   const n = inRange("n", integer("n", decoded.n), 1, MAX_CHOICES) ?? 1;
   if (decoded.messages === undefined) {
@@ -213,6 +220,17 @@ export function validateRequest(
 }
 
 type Fail = (name: FieldName, message: string) => never;
+
+/** Anthropic allows 4 breakpoints (and so does the engine): the first 4 distinct ones are used. */
+const MAX_CACHE_PREFIXES = 4;
+
+function cacheHintOf(hint: CacheHint | undefined): CacheHint | undefined {
+  if (hint === undefined) return undefined;
+  const prefixes = [...new Set(hint.prefixes ?? [])].sort((a, b) => a - b).slice(0, MAX_CACHE_PREFIXES);
+  const key = hint.key === "" ? undefined : hint.key;
+  if (key === undefined && prefixes.length === 0) return undefined;
+  return { ...(key !== undefined && { key }), ...(prefixes.length > 0 && { prefixes }) };
+}
 
 function clampedMaxTokens(
   requested: number | undefined,

@@ -153,3 +153,31 @@ function loadSchema(summary: string) {
     response: { 200: Success, "4xx": ErrorResponse, "5xx": ErrorResponse },
   };
 }
+
+const LoraAdapter = Type.Object({
+  id: Type.Integer(),
+  path: Type.String(),
+  scale: Type.Number({
+    description: "the scale a request that names no adapters gets (0: loaded, not applied)",
+  }),
+});
+
+/**
+ * GET /lora-adapters, llama.cpp server's: the adapters a request's `lora` can name by id (a preset's
+ * `lora`); an empty list for a model without any. `?model=` names another model than the default.
+ */
+export function registerLoraRoutes(app: TypedApp, service: TextgenService): void {
+  app.get<{ Querystring: { model?: string } }>(
+    "/lora-adapters",
+    {
+      schema: {
+        tags: ["models"],
+        summary: "The model's LoRA adapters, ids as a request's `lora` names them (llama.cpp server's shape)",
+        querystring: Type.Object({ model: Type.Optional(Type.String({ minLength: 1 })) }),
+        response: { 200: Type.Array(LoraAdapter), "4xx": ErrorResponse },
+      },
+    },
+    async (request) =>
+      service.loraAdapters(request.query.model).map(({ id, path, scale }) => ({ id, path, scale })),
+  );
+}

@@ -216,7 +216,7 @@ describe("dialect fields on the scripted generator", () => {
     assert.equal(reference.body.error.param, "input.0");
   });
 
-  it("Ollama: top-level fields the AI SDK's provider sends and unknown options are ignored and named", async () => {
+  it("Ollama: top-level fields the AI SDK's provider sends are read (options win); unknown options are named", async () => {
     const { status, ignored } = await post("/api/chat", {
       model: "m",
       messages: [{ role: "user", content: "script:text" }],
@@ -227,9 +227,18 @@ describe("dialect fields on the scripted generator", () => {
       options: { num_predict: 5, made_up: 1, mirostat: 1 },
     });
     assert.equal(status, 200);
-    assert.equal(ignored, "temperature, max_output_tokens, options.made_up");
+    assert.equal(ignored, "options.made_up");
     assert.equal(lastRequest().thinking, false);
     assert.equal(lastRequest().maxTokens, 5);
+    assert.equal(lastRequest().temperature, 0.2);
+    const topLevel = await post("/api/chat", {
+      model: "m",
+      messages: [{ role: "user", content: "script:text" }],
+      stream: false,
+      max_output_tokens: 7,
+    });
+    assert.equal(topLevel.status, 200);
+    assert.equal(lastRequest().maxTokens, 7);
   });
 
   it("an empty body with content-type application/json is read as no body", async () => {

@@ -362,16 +362,28 @@ describe("dialect contract over a scripted generator", () => {
     it("OpenAI Responses", async () => {
       const request = { model: "m", input: "script:fail" };
       await assert.rejects(openai.responses.create(request), (error: Loose) => error.status === 502);
-      // OpenAI's stream reports a failure as events, which the client yields: error, then response.failed.
+      // OpenAI's stream reports a failure as an `error` event (then response.failed); openai 7 throws
+      // at the error event, after yielding what came before it.
       const events: Loose[] = [];
-      for await (const event of await openai.responses.create({ ...request, stream: true }))
-        events.push(event);
+      const stream = await openai.responses.create({ ...request, stream: true });
+      await assert.rejects(
+        (async () => {
+          for await (const event of stream) events.push(event);
+        })(),
+        /scripted model failed/,
+      );
       assert.equal(events[0].type, "response.created");
       assert.ok(events.some((event) => event.type === "response.output_text.delta"));
-      const error = events.find((event) => event.type === "error");
-      assert.match(error.message, /scripted model failed/);
-      assert.equal(events.at(-1).type, "response.failed");
-      assert.equal(events.at(-1).response.status, "failed");
+      // On the wire: the error event, then response.failed.
+      const response = await fetch(`${app.url}/v1/responses`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ ...request, stream: true }),
+      });
+      const wire = (await response.text()).split("\n").filter((line) => line.startsWith("event: "));
+      const errorAt = wire.indexOf("event: error");
+      assert.ok(errorAt > 0, wire.join(" "));
+      assert.equal(wire.at(-1), "event: response.failed");
     });
 
     it("Ollama chat and /predict", async () => {

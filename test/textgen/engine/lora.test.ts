@@ -42,6 +42,7 @@ function assertSameLogits(a: CompletionResult, b: CompletionResult): void {
 
 describe("LoRA adapters", () => {
   let service: TextgenService;
+  let app: Awaited<ReturnType<typeof buildTextgenApp>>;
   let close: () => Promise<void>;
   let merged: CompletionResult;
 
@@ -78,7 +79,7 @@ describe("LoRA adapters", () => {
       MODELS_DIR: dir,
       MAX_CONCURRENT: "2",
     });
-    const app = await buildTextgenApp({ config, generator: createGenerator(config) });
+    app = await buildTextgenApp({ config, generator: createGenerator(config) });
     service = app.textgenService;
     close = () => app.close();
   });
@@ -131,5 +132,54 @@ describe("LoRA adapters", () => {
     assertSameLogits(results[1]!, plain);
     assertSameLogits(results[2]!, merged);
     assertSameLogits(results[3]!, plain);
+  });
+
+  it("over HTTP: GET /lora-adapters lists them; a chat or completion's lora picks them; an unknown id is a 400", async () => {
+    const listed = await app.inject({ method: "GET", url: "/lora-adapters?model=base" });
+    assert.equal(listed.statusCode, 200, listed.body);
+    const adapters = listed.json() as { id: number; path: string; scale: number }[];
+    assert.deepEqual(
+      adapters.map(({ id, scale }) => ({ id, scale })),
+      [{ id: 0, scale: 0 }],
+    );
+    assert.match(adapters[0]!.path, /\.gguf$/);
+    // The first token's top log probabilities, as /v1/completions reports them.
+    const topOver = async (lora?: { id: number; scale: number }[]) => {
+      const response = await app.inject({
+        method: "POST",
+        url: "/v1/completions",
+        payload: {
+          model: "base",
+          prompt: "Once upon a time",
+          max_tokens: 1,
+          temperature: 0,
+          logprobs: 8,
+          lora,
+        },
+      });
+      assert.equal(response.statusCode, 200, response.body);
+      return (response.json() as { choices: { logprobs: { top_logprobs: Record<string, number>[] } }[] })
+        .choices[0]!.logprobs.top_logprobs[0]!;
+    };
+    const adapted = await topOver([{ id: 0, scale: SCALE }]);
+    for (const [text, logprob] of topOf(merged))
+      assert.ok(Math.abs(adapted[text]! - logprob) < 1e-3, `${text}: ${adapted[text]} vs ${logprob}`);
+    const plain = await topOver();
+    assert.ok(
+      Object.entries(plain).some(([text, logprob]) => Math.abs((adapted[text] ?? -99) - logprob) > 0.01),
+      "the adapter changed nothing over HTTP",
+    );
+    const unknown = await app.inject({
+      method: "POST",
+      url: "/v1/chat/completions",
+      payload: {
+        model: "base",
+        messages: [{ role: "user", content: "Hi" }],
+        max_tokens: 1,
+        lora: [{ id: 5, scale: 1 }],
+      },
+    });
+    assert.equal(unknown.statusCode, 400, unknown.body);
+    assert.match(unknown.body, /no adapter 5/);
   });
 });

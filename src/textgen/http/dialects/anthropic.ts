@@ -50,7 +50,14 @@ export function anthropicErrorBody(error: ApiError) {
 export const anthropicDialect: Dialect = { errorShape: anthropicErrorBody, tolerant: true, notFound: false };
 
 const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
-const cacheControl = { cache_control: Type.Optional(Type.Unknown(noEffect("prompt caching is automatic"))) };
+const cacheControl = {
+  cache_control: Type.Optional(
+    Type.Unknown({ description: "a breakpoint: the prompt up to here is kept cached ahead of others" }),
+  ),
+};
+/** Whether a block, tool or body carries a `cache_control` breakpoint. */
+const marked = (value: unknown) =>
+  typeof value === "object" && value !== null && (value as { cache_control?: unknown }).cache_control != null;
 
 const TextBlock = Type.Object({
   type: Type.Literal("text"),
@@ -218,7 +225,10 @@ export interface AnthropicDecoding {
 
 export function decodeMessages(body: PromptBody & Partial<MessagesBody>): AnthropicDecoding {
   const ignored: string[] = [];
-  let messages = decodeConversation(body, ignored);
+  const breakpoints: number[] = (body.tools ?? []).some(marked) ? [0] : [];
+  let messages = decodeConversation(body, ignored, breakpoints);
+  // A top-level cache_control (Anthropic's automatic caching) marks the whole conversation.
+  if (marked(body)) breakpoints.push(messages.length);
   let clearedThinkingTurns: number | undefined;
   for (const [i, edit] of (body.context_management?.edits ?? []).entries()) {
     if (edit.type.startsWith("clear_thinking")) {
@@ -259,6 +269,7 @@ export function decodeMessages(body: PromptBody & Partial<MessagesBody>): Anthro
       toolChoice: toolChoiceOf(body.tool_choice),
       outputs: format?.type === "json_schema" ? [{ type: "json_schema", schema: format.schema }] : [],
       reasoning: reasoningOf(body),
+      cacheHint: { prefixes: breakpoints },
     },
     ignored,
     clearedThinkingTurns,
@@ -266,59 +277,75 @@ export function decodeMessages(body: PromptBody & Partial<MessagesBody>): Anthro
   };
 }
 
-/** `system` and the messages' blocks as chat messages: tool results answer the calls of the turn before. */
-function decodeConversation(body: PromptBody, ignored: string[]): ChatMessage[] {
+/**
+ * `system` and the messages' blocks as chat messages: tool results answer the calls of the turn before.
+ * `breakpoints` gets, for each system or message with a `cache_control` block, the number of chat
+ * messages up to and including it (the engine's prefix hints count messages).
+ */
+function decodeConversation(body: PromptBody, ignored: string[], breakpoints: number[]): ChatMessage[] {
   const messages: ChatMessage[] = [];
   const system = body.system === undefined ? "" : textOf(body.system);
   if (system !== "") messages.push({ role: "system", content: system });
+  if (Array.isArray(body.system) && body.system.some(marked)) breakpoints.push(messages.length);
   body.messages.forEach((message, index) => {
-    if (typeof message.content === "string") {
-      messages.push({ role: message.role, content: message.content });
-      return;
-    }
-    let text = "";
-    let reasoning = "";
-    const calls: NonNullable<ChatMessage["toolCalls"]> = [];
-    (message.content as BlockValue[]).forEach((block, at) => {
-      const path = `/messages/${index}/content/${at}`;
-      switch (block.type) {
-        case "text":
-          text += (block as { text: string }).text;
-          return;
-        case "tool_use": {
-          const use = block as Static<typeof ToolUseBlock>;
-          calls.push({ id: use.id, name: use.name, arguments: JSON.stringify(use.input ?? {}) });
-          return;
-        }
-        case "tool_result": {
-          const result = block as Static<typeof ToolResultBlock>;
-          messages.push({ role: "tool", content: textOf(result.content), toolCallId: result.tool_use_id });
-          return;
-        }
-        case "thinking":
-          if (message.role === "assistant") reasoning += (block as { thinking: string }).thinking;
-          return;
-        case "redacted_thinking":
-          return;
-        case "image":
-        case "document":
-          throw badRequest(`${block.type} blocks are not supported: the served model reads text only`, [
-            { path },
-          ]);
-        default:
-          ignored.push(`${path.slice(1).replace(/\//g, ".")} (${block.type})`);
-      }
-    });
-    if (message.role === "assistant")
-      messages.push({
-        role: "assistant",
-        content: text,
-        ...(calls.length > 0 && { toolCalls: calls }),
-        ...(reasoning !== "" && { reasoning }),
-      });
-    else if (text !== "") messages.push({ role: message.role, content: text });
+    decodeMessage(message, index, messages, ignored);
+    if (Array.isArray(message.content) && message.content.some(marked)) breakpoints.push(messages.length);
   });
   return messages;
+}
+
+/** One wire message's blocks appended to `messages` (a tool result is a message of its own). */
+function decodeMessage(
+  message: PromptBody["messages"][number],
+  index: number,
+  messages: ChatMessage[],
+  ignored: string[],
+): void {
+  if (typeof message.content === "string") {
+    messages.push({ role: message.role, content: message.content });
+    return;
+  }
+  let text = "";
+  let reasoning = "";
+  const calls: NonNullable<ChatMessage["toolCalls"]> = [];
+  (message.content as BlockValue[]).forEach((block, at) => {
+    const path = `/messages/${index}/content/${at}`;
+    switch (block.type) {
+      case "text":
+        text += (block as { text: string }).text;
+        return;
+      case "tool_use": {
+        const use = block as Static<typeof ToolUseBlock>;
+        calls.push({ id: use.id, name: use.name, arguments: JSON.stringify(use.input ?? {}) });
+        return;
+      }
+      case "tool_result": {
+        const result = block as Static<typeof ToolResultBlock>;
+        messages.push({ role: "tool", content: textOf(result.content), toolCallId: result.tool_use_id });
+        return;
+      }
+      case "thinking":
+        if (message.role === "assistant") reasoning += (block as { thinking: string }).thinking;
+        return;
+      case "redacted_thinking":
+        return;
+      case "image":
+      case "document":
+        throw badRequest(`${block.type} blocks are not supported: the served model reads text only`, [
+          { path },
+        ]);
+      default:
+        ignored.push(`${path.slice(1).replace(/\//g, ".")} (${block.type})`);
+    }
+  });
+  if (message.role === "assistant")
+    messages.push({
+      role: "assistant",
+      content: text,
+      ...(calls.length > 0 && { toolCalls: calls }),
+      ...(reasoning !== "" && { reasoning }),
+    });
+  else if (text !== "") messages.push({ role: message.role, content: text });
 }
 
 function textOf(content: string | { text?: string }[] | undefined): string {

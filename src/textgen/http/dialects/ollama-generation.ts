@@ -111,7 +111,23 @@ const generationFields = {
   think: Think,
   logprobs: Type.Optional(Type.Boolean(noEffect("logprobs on Ollama's API"))),
   top_logprobs: Type.Optional(Type.Integer(noEffect("logprobs on Ollama's API"))),
+  // The AI SDK's Ollama provider (ollama-ai-provider-v2) sends these beside `options`, not in it.
+  temperature: Type.Optional(Type.Number({ description: "options.temperature, when options has none" })),
+  top_p: Type.Optional(Type.Number({ description: "options.top_p, when options has none" })),
+  top_k: Type.Optional(Type.Integer({ description: "options.top_k, when options has none" })),
+  seed: Type.Optional(Type.Integer({ description: "options.seed, when options has none" })),
+  max_output_tokens: Type.Optional(
+    Type.Integer({ description: "options.num_predict, when options has none" }),
+  ),
 };
+/** The sampling fields ollama-ai-provider-v2 sends at the top level. */
+interface TopLevelControls {
+  temperature?: number;
+  top_p?: number;
+  top_k?: number;
+  seed?: number;
+  max_output_tokens?: number;
+}
 export const ChatBody = Type.Object({
   ...generationFields,
   messages: Type.Array(Message, { maxItems: 1000 }),
@@ -130,13 +146,14 @@ export const GenerateBody = Type.Object({
 type ChatBodyValue = Static<typeof ChatBody>;
 type GenerateBodyValue = Static<typeof GenerateBody>;
 
-/** Ollama's `options`, `format` and `think` in canonical names. */
+/** Ollama's `options`, `format` and `think` in canonical names (`options` ahead of `top`). */
 function decodeControls(
   options: OptionsValue | undefined,
   format: unknown,
   think: boolean | string | undefined,
+  top: TopLevelControls = {},
 ): DecodedRequest {
-  const predict = options?.num_predict;
+  const predict = options?.num_predict ?? top.max_output_tokens;
   const effort =
     typeof think === "string" && ["low", "medium", "high"].includes(think)
       ? (think as ReasoningEffort)
@@ -145,11 +162,11 @@ function decodeControls(
     // -1 (infinite) and -2 (fill the context) mean "as much as allowed": the limit then clamps it.
     maxTokens:
       predict === undefined ? undefined : predict < 0 ? Number.MAX_SAFE_INTEGER : Math.max(predict, 1),
-    temperature: options?.temperature,
-    topK: options?.top_k,
-    topP: options?.top_p,
+    temperature: options?.temperature ?? top.temperature,
+    topK: options?.top_k ?? top.top_k,
+    topP: options?.top_p ?? top.top_p,
     minP: options?.min_p,
-    seed: options?.seed,
+    seed: options?.seed ?? top.seed,
     stop: options?.stop,
     repeatPenalty: options?.repeat_penalty,
     presencePenalty: options?.presence_penalty,
@@ -199,14 +216,14 @@ function decodeMessages(messages: ChatBodyValue["messages"]): ChatMessage[] {
 
 export function decodeChat(body: ChatBodyValue): DecodedRequest {
   return {
-    ...decodeControls(body.options, body.format, body.think),
+    ...decodeControls(body.options, body.format, body.think, body),
     messages: decodeMessages(body.messages),
     tools: body.tools?.map((tool) => tool.function),
   };
 }
 
 export function decodeGenerate(body: GenerateBodyValue): DecodedRequest {
-  const controls = decodeControls(body.options, body.format, body.think);
+  const controls = decodeControls(body.options, body.format, body.think, body);
   if (body.raw) return { ...controls, prompt: body.prompt, reasoning: undefined };
   return {
     ...controls,

@@ -126,7 +126,9 @@ export const ChatRequestSchema = Type.Object({
   verbosity: Type.Optional(Type.String(noEffect("verbosity"))),
   service_tier: Type.Optional(Type.String(noEffect("service tier"))),
   web_search_options: Type.Optional(Type.Unknown(noEffect("web search (no hosted tools here)"))),
-  prompt_cache_key: Type.Optional(Type.String(noEffect("prompt caching is automatic"))),
+  prompt_cache_key: Type.Optional(
+    Type.String({ description: "requests with a key keep their prompt's cache entries ahead of others" }),
+  ),
   prompt_cache_retention: Type.Optional(Type.String(noEffect("prompt caching is automatic"))),
   prompt_cache_options: Type.Optional(Type.Unknown(noEffect("prompt caching is automatic"))),
   safety_identifier: Type.Optional(Type.String(noEffect("an end-user id"))),
@@ -154,6 +156,7 @@ export function decodeChat(body: ChatBody): { decoded: DecodedRequest; ignored: 
       tools,
       toolChoice,
       logprobs: body.logprobs === true ? (body.top_logprobs ?? 0) : undefined,
+      cacheHint: { key: body.prompt_cache_key },
       reasoning: {
         format: body.reasoning_format === "none" ? "none" : "split",
         ...(thinkingOff && { enabled: false }),

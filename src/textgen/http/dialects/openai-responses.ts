@@ -158,7 +158,9 @@ export const ResponsesRequestSchema = Type.Object({
   metadata: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "echoed back" })),
   include: Type.Optional(Type.Array(Type.String(), noEffect("extra output data"))),
   top_logprobs: Type.Optional(Type.Integer(noEffect("logprobs in Responses"))),
-  prompt_cache_key: Type.Optional(Type.String(noEffect("prompt caching is automatic"))),
+  prompt_cache_key: Type.Optional(
+    Type.String({ description: "requests with a key keep their prompt's cache entries ahead of others" }),
+  ),
   prompt_cache_retention: Type.Optional(Type.String(noEffect("prompt caching is automatic"))),
   prompt_cache_options: Type.Optional(Type.Unknown(noEffect("prompt caching is automatic"))),
   client_metadata: Type.Optional(Type.Unknown(noEffect("client metadata"))),
@@ -383,6 +385,8 @@ export function decodeResponses(
       ],
       reasoning: effort ? { effort } : undefined,
       truncate: body.truncation === "auto" ? true : sampling.truncate,
+      // A conversation's turns share their prefix, so its id is as good a key as one the client names.
+      cacheHint: { key: body.prompt_cache_key ?? conversationIdOf(body) },
     },
     ignored,
     names,

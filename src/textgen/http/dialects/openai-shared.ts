@@ -65,6 +65,12 @@ export const samplingFields = {
     }),
   ),
   n: Type.Optional(Type.Integer({ description: "answers to generate, 1…16" })),
+  lora: Type.Optional(
+    Type.Array(Type.Object({ id: Type.Integer(), scale: Type.Number() }), {
+      description:
+        "llama.cpp's per-request LoRA scales by adapter id (GET /lora-adapters); adapters not named get 0",
+    }),
+  ),
   stream_options: Type.Optional(
     Type.Object({
       include_usage: Type.Optional(Type.Boolean()),
@@ -93,6 +99,7 @@ interface SamplingBody {
   truncate?: boolean;
   cache_prompt?: boolean;
   n?: number;
+  lora?: { id: number; scale: number }[];
   json_schema?: Record<string, unknown>;
   grammar?: string;
 }
@@ -113,6 +120,7 @@ export function decodeSampling(body: SamplingBody): DecodedRequest {
     stop: body.stop,
     truncate: body.truncate,
     cachePrompt: body.cache_prompt,
+    lora: body.lora,
     n: body.n,
     outputs: [
       ...(body.json_schema !== undefined ? [{ type: "json_schema" as const, schema: body.json_schema }] : []),
