@@ -11,6 +11,7 @@ import Fastify, {
   type FastifyHttpOptions,
   type FastifyInstance,
   type FastifyReply,
+  type RouteOptions,
 } from "fastify";
 import type { DestinationStream } from "pino";
 import swagger from "@fastify/swagger";
@@ -66,6 +67,8 @@ export interface HttpAppOptions {
   tags?: Array<{ name: string; description: string }>;
   /** Where log lines go instead of stdout (tests read them). */
   logStream?: DestinationStream;
+  /** Told of every route as it is registered, hidden ones too (the fuzz suites check they cover all). */
+  onRoute?: (route: RouteOptions) => void;
 }
 
 const codeByStatus: Record<number, ErrorCode> = {
@@ -209,6 +212,8 @@ export async function createHttpApp(options: HttpAppOptions) {
   const app = Fastify(
     fastifyOptions(options, lifecycle, hosts, logStream),
   ).withTypeProvider<TypeBoxTypeProvider>();
+  // Before any route, so that it sees them all (plugins registered later inherit the hook).
+  if (options.onRoute) app.addHook("onRoute", options.onRoute);
 
   // First, so no other check answers in its place (a refused Host is a 403 that says why).
   hosts.registerRefusal(app);

@@ -2,7 +2,7 @@
  * Starts a worker thread from a module beside the caller: `new URL("./x.js", import.meta.url)`.
  * Compiled, the worker is the `.js` file; under tsx (tests, `npm start`) it is the `.ts` file, and
  * since Node 20's workers do not run the parent's `--import` hooks, a bootstrap registers tsx in the
- * worker first (as src/rag/search/indexer/start-worker.ts does for the indexer's workers).
+ * worker first. (The RAG app's workers are started by name through src/rag/search/indexer/start-worker.ts.)
  */
 import { Worker, type WorkerOptions } from "node:worker_threads";
 

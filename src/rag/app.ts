@@ -5,7 +5,7 @@
  */
 import type { Config } from "../core/config.js";
 import { ConfigError } from "../core/errors.js";
-import { createHttpApp } from "../core/http.js";
+import { createHttpApp, type HttpAppOptions } from "../core/http.js";
 import { RAG_SERVICE_NAME, ragRoutes } from "./http/routes.js";
 import { registerMetrics } from "../core/metrics.js";
 import { createRagMetrics } from "./metrics.js";
@@ -36,6 +36,8 @@ export interface RagAppDeps {
    * and RERANK_URL are not.
    */
   local?: LocalModelPorts & { generation?: GenerationPort };
+  /** Told of every route as it is registered (HttpAppOptions.onRoute). */
+  onRoute?: HttpAppOptions["onRoute"];
 }
 
 /** The start-up line saying how answers are written. */
@@ -56,8 +58,9 @@ function spillDirectory(dir: string | null): FsDirectory | undefined {
   }
 }
 
-export async function buildRagApp({ config, store, local = {} }: RagAppDeps) {
+export async function buildRagApp({ config, store, local = {}, onRoute }: RagAppDeps) {
   const app = await createHttpApp({
+    onRoute,
     service: RAG_SERVICE_NAME,
     description:
       "Build TF-IDF/BM25 indices (with embeddings, for dense and hybrid retrieval) from documents and answer questions from them, offline. Errors are JSON: {error:{code,message,details}}.",

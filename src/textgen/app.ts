@@ -1,6 +1,6 @@
 /** Builds the text generation app without listening; `app.inject()` drives it in tests. */
 import type { Config } from "../core/config.js";
-import { createHttpApp } from "../core/http.js";
+import { createHttpApp, type HttpAppOptions } from "../core/http.js";
 import type { Generator } from "./engine/generator.js";
 import { registerTextgenRoutes, SERVICE_NAME } from "./http/routes.js";
 import { registerMetrics } from "../core/metrics.js";
@@ -29,10 +29,13 @@ export interface TextgenAppDeps {
   generator: Generator;
   /** Where Responses are kept; by default the configuration's (store/open.ts); null: nothing is kept. */
   responsesStore?: DurableResponsesStore | null;
+  /** Told of every route as it is registered (HttpAppOptions.onRoute). */
+  onRoute?: HttpAppOptions["onRoute"];
 }
 
 export async function buildTextgenApp({ config, generator, ...deps }: TextgenAppDeps) {
   const app = await createHttpApp({
+    onRoute: deps.onRoute,
     service: SERVICE_NAME,
     description:
       "Generate text with local GGUF models (llama.cpp). Errors are JSON: {error:{code,message,details}}.",

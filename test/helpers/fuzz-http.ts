@@ -4,7 +4,8 @@
  * random content types, query strings and path segments), and the invariants every reply must keep.
  *
  * FUZZ_SEED fixes the seed (default fixed; "random" draws one, printed by the suite); FUZZ_RUNS sets
- * the requests per route (default 5,000). A failing property prints its seed and counterexample path.
+ * the requests per route (by default each suite shares a fixed budget among its routes, see
+ * fuzz-routes.ts). A failing property prints its seed and counterexample path.
  */
 import assert from "node:assert/strict";
 import http from "node:http";
@@ -22,6 +23,8 @@ function intFromEnv(name: string, fallback: number): number {
 
 export const FUZZ_SEED = intFromEnv("FUZZ_SEED", 0x1ec7e5);
 export const FUZZ_RUNS = intFromEnv("FUZZ_RUNS", 5000);
+/** Whether FUZZ_RUNS was given: then every route gets that many, else a suite shares its budget. */
+export const FUZZ_RUNS_SET = (process.env.FUZZ_RUNS ?? "") !== "";
 
 /** fast-check parameters of one route's property: its own seed derived from FUZZ_SEED. */
 export function fuzzParameters(routeIndex: number, numRuns = FUZZ_RUNS): fc.Parameters<unknown> {
@@ -521,10 +524,21 @@ export interface RouteSpec {
   /** The largest body the route accepts; huge bodies go a bit past it. */
   bodyLimit?: number;
   /** The error shape of this route. */
-  shape: "contract" | "openai";
+  shape: ErrorShape;
   /** Weight of the valid body among the payload kinds (default 30). */
   validWeight?: number;
+  /** multipart/form-data bodies the route takes besides JSON (fuzz-routes.ts makes them). */
+  multipart?: fc.Arbitrary<MultipartBody>;
 }
+
+/** A multipart/form-data body and its content type (with the boundary). */
+export interface MultipartBody {
+  payload: Buffer;
+  contentType: string;
+  kind: string;
+}
+
+export type ErrorShape = "contract" | "openai" | "anthropic" | "ollama";
 
 const OTHER_METHODS: Method[] = ["GET", "POST", "DELETE", "PUT", "PATCH", "OPTIONS", "HEAD"];
 
@@ -534,6 +548,8 @@ interface Payload {
   deep?: { path: string; depth: number };
   /** Content type to send when none is drawn at random. */
   json: boolean;
+  /** Its own content type (multipart's, with the boundary), when none is drawn at random. */
+  contentType?: string;
 }
 
 function payloadArbitrary(spec: RouteSpec): fc.Arbitrary<Payload> {
@@ -658,12 +674,35 @@ function payloadArbitrary(spec: RouteSpec): fc.Arbitrary<Payload> {
         })),
     },
   ];
+  if (spec.multipart) {
+    const multipart = spec.multipart.map((form): Payload => ({
+      payload: form.payload,
+      kind: form.kind,
+      json: false,
+      contentType: form.contentType,
+    }));
+    // A route with no JSON body (an upload) gets mostly forms; one with both, some.
+    kinds.push({ weight: spec.body === undefined ? 60 : 10, arbitrary: multipart });
+  }
   return fc.oneof(...kinds);
+}
+
+/** Whether the request has the route's method (HEAD goes to a GET route): else it misses the route. */
+export function hitsRoute(spec: RouteSpec, request: FuzzRequest): boolean {
+  return request.method === spec.method || (request.method === "HEAD" && spec.method === "GET");
+}
+
+/**
+ * The error shapes a reply to `request` may have: the route's own, or when the request has another
+ * method (and so misses the route) also the app-wide 404's (contract or OpenAI's under /v1).
+ */
+export function shapesFor(spec: RouteSpec, request: FuzzRequest): ErrorShape[] {
+  return hitsRoute(spec, request) ? [spec.shape] : [spec.shape, "contract", "openai"];
 }
 
 /** Requests to one route: mostly its method and path, with every kind of payload and header. */
 export function requestArbitrary(spec: RouteSpec): fc.Arbitrary<FuzzRequest> {
-  const takesBody = spec.body !== undefined;
+  const takesBody = spec.body !== undefined || spec.multipart !== undefined;
   const payload: fc.Arbitrary<Payload> = takesBody
     ? payloadArbitrary(spec)
     : fc.oneof(
@@ -688,6 +727,7 @@ export function requestArbitrary(spec: RouteSpec): fc.Arbitrary<FuzzRequest> {
     .map(({ method, path, query, payload, contentType, headers }) => {
       const all: Record<string, string> = { ...headers };
       if (contentType !== null) all["content-type"] = contentType;
+      else if (payload.contentType !== undefined) all["content-type"] = payload.contentType;
       else if (payload.payload !== undefined && payload.json) all["content-type"] = "application/json";
       const request: FuzzRequest = { method, url: path + query, headers: all, kind: payload.kind };
       if (payload.payload !== undefined) request.payload = payload.payload;
@@ -741,8 +781,21 @@ function describeRequest(request: FuzzRequest): string {
 }
 
 export interface CheckOptions {
-  /** The error shape 4xx replies must have. "either" when the request missed the route. */
-  shape: "contract" | "openai" | "either";
+  /** The error shape 4xx replies must have (any of them, given several); "either": contract or OpenAI. */
+  shape: ErrorShape | "either" | ErrorShape[];
+  /** A 503 the route may rightly answer (e.g. a model the app is not configured with), matched on its body. */
+  unavailable?: RegExp;
+}
+
+/**
+ * A URL refused before routing (a bad percent-escape, a path too long): no route, so no dialect, was
+ * chosen, and the app-wide handler answers in the contract's shape even under /v1.
+ */
+function refusedBeforeRouting(reply: FuzzReply): boolean {
+  return (
+    reply.statusCode === 414 ||
+    (reply.statusCode === 400 && reply.body.includes("is not a valid url component"))
+  );
 }
 
 function isContractError(body: unknown): boolean {
@@ -773,6 +826,33 @@ function isOpenAiError(body: unknown): boolean {
   );
 }
 
+/** Anthropic's `{type:"error", error:{type, message}}`. */
+function isAnthropicError(body: unknown): boolean {
+  const { type, error } = (body ?? {}) as { type?: unknown; error?: Record<string, unknown> };
+  return (
+    type === "error" &&
+    !!error &&
+    typeof error.type === "string" &&
+    error.type.length > 0 &&
+    typeof error.message === "string" &&
+    error.message.length > 0
+  );
+}
+
+/** Ollama's `{error: "message"}`. */
+function isOllamaError(body: unknown): boolean {
+  const error = (body as { error?: unknown } | null)?.error;
+  return typeof error === "string" && error.length > 0;
+}
+
+const SHAPES: Record<ErrorShape | "either", (body: unknown) => boolean> = {
+  contract: isContractError,
+  openai: isOpenAiError,
+  anthropic: isAnthropicError,
+  ollama: isOllamaError,
+  either: (body) => isContractError(body) || isOpenAiError(body),
+};
+
 /**
  * The invariants of every reply: never a 5xx; a 4xx is JSON of the route's error shape; a 2xx is
  * JSON or a well-formed event stream; nothing in any body that the client did not send itself and
@@ -780,7 +860,8 @@ function isOpenAiError(body: unknown): boolean {
  */
 export function checkReply(request: FuzzRequest, reply: FuzzReply, options: CheckOptions): void {
   const where = () => `${describeRequest(request)}\n→ ${reply.statusCode} ${reply.body.slice(0, 600)}`;
-  assert.ok(reply.statusCode < 500, `5xx reply: ${where()}`);
+  const unavailable = reply.statusCode === 503 && options.unavailable?.test(reply.body) === true;
+  assert.ok(reply.statusCode < 500 || unavailable, `5xx reply: ${where()}`);
   assert.ok(reply.statusCode >= 200, `odd status: ${where()}`);
   for (const leak of LEAKS) {
     const match = leak.exec(reply.body);
@@ -790,6 +871,8 @@ export function checkReply(request: FuzzRequest, reply: FuzzReply, options: Chec
   if (request.method === "HEAD") return;
   const type = String(reply.headers["content-type"] ?? "");
   if (reply.statusCode >= 400) {
+    const shape = refusedBeforeRouting(reply) ? "either" : options.shape;
+    const shapes = Array.isArray(shape) ? shape : [shape];
     assert.match(type, /^application\/json/, `4xx without a JSON content type: ${where()}`);
     let body: unknown;
     try {
@@ -797,13 +880,10 @@ export function checkReply(request: FuzzRequest, reply: FuzzReply, options: Chec
     } catch {
       assert.fail(`4xx body is not JSON: ${where()}`);
     }
-    const ok =
-      options.shape === "contract"
-        ? isContractError(body)
-        : options.shape === "openai"
-          ? isOpenAiError(body)
-          : isContractError(body) || isOpenAiError(body);
-    assert.ok(ok, `4xx body is not the ${options.shape} error shape: ${where()}`);
+    assert.ok(
+      shapes.some((one) => SHAPES[one](body)),
+      `4xx body is not the ${shapes.join(" or ")} error shape: ${where()}`,
+    );
     if (reply.statusCode === 429) {
       assert.ok(
         reply.headers["retry-after"] !== undefined,
@@ -872,8 +952,11 @@ export async function injectRequest(
     ) => Promise<{ statusCode: number; headers: Record<string, unknown>; body: string }>;
   },
   request: FuzzRequest,
+  /** The client's address ("192.0.2.7": a client on another machine); the loopback one by default. */
+  remoteAddress?: string,
 ): Promise<FuzzReply> {
   const options = {
+    ...(remoteAddress === undefined ? {} : { remoteAddress }),
     method: request.method,
     url: request.url,
     headers: request.headers,

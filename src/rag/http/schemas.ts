@@ -160,7 +160,11 @@ export const IndexInfo = Type.Object({
   created_at: Type.String(),
   updated_at: Type.String(),
   size_bytes: Type.Integer(),
-  version: Type.Integer(),
+  version: Type.Integer({
+    description:
+      "rises with every committed write to the index (build, append, document add, update or delete, " +
+      "a background merge); never reused, kept across restarts: a changed version means a changed index",
+  }),
   embeddings: Type.Union(
     [
       Type.Object({

@@ -68,16 +68,31 @@ export class StorageReserve {
    * watermark: writes stop before the disk is full, as Elasticsearch's flood stage does).
    */
   guardWrite<T>(run: () => T): T {
-    if (!this.ensure()) throw storageFull("the slack kept for deletes cannot be put back");
-    if (this.bytes > 0 && this.freeBytes() < this.bytes) {
-      this.tight = true;
-      throw storageFull(`less than DISK_RESERVE_BYTES (${this.bytes}) free`);
-    }
+    this.checkRoom();
     try {
       return run();
     } catch (error) {
       if (isStorageFull(error)) this.tight = true;
       throw error;
+    }
+  }
+
+  /** guardWrite for a write that completes later (one committed on another thread). */
+  async guardWriteAsync<T>(run: () => Promise<T>): Promise<T> {
+    this.checkRoom();
+    try {
+      return await run();
+    } catch (error) {
+      if (isStorageFull(error)) this.tight = true;
+      throw error;
+    }
+  }
+
+  private checkRoom(): void {
+    if (!this.ensure()) throw storageFull("the slack kept for deletes cannot be put back");
+    if (this.bytes > 0 && this.freeBytes() < this.bytes) {
+      this.tight = true;
+      throw storageFull(`less than DISK_RESERVE_BYTES (${this.bytes}) free`);
     }
   }
 

@@ -22,7 +22,9 @@ import path from "node:path";
 
 import Database from "better-sqlite3";
 
-import { storageFull } from "../../core/errors.js";
+import type { Worker } from "node:worker_threads";
+import { DomainError, storageFull, type DomainErrorOptions } from "../../core/errors.js";
+import { startWorker } from "../search/indexer/start-worker.js";
 import { toParts } from "../search/vectors/vector-codec.js";
 import {
   asBuffer,
@@ -31,6 +33,7 @@ import {
   label,
   validateMerge,
   validateWrite,
+  StaleVersionError,
   type ChunkHitRow,
   type SegmentRow,
   type TombstoneRow,
@@ -495,12 +498,135 @@ function translated<T>(work: () => T, key?: IndexKey): T {
   }
 }
 
+/** Characters of text (documents and chunks) above which a write commits on a worker thread. */
+export const OFF_THREAD_WRITE_CHARS = 4 * 1024 * 1024;
+/** Characters of text sent to the worker per message. */
+const OFF_THREAD_RUN_CHARS = 1024 * 1024;
+
+function upsertChars({ document, chunks }: IndexWrite["upsert"][number]): number {
+  let chars = document.text.length;
+  for (const chunk of chunks) chars += chunk.text.length;
+  return chars;
+}
+
+/**
+ * An upsert entry without the chunk texts that are slices of its document's text (all of them, as
+ * the service chunks): the worker slices them again (withSlicedTexts) instead of receiving a copy.
+ */
+function withoutSlicedTexts(entry: IndexWrite["upsert"][number]): IndexWrite["upsert"][number] {
+  const text = entry.document.text;
+  const chunks = entry.chunks.map((chunk) =>
+    chunk.text === text.slice(chunk.start, chunk.end) ? { ...chunk, text: null as unknown as string } : chunk,
+  );
+  return { document: entry.document, chunks };
+}
+
+/** The inverse of withoutSlicedTexts. */
+export function withSlicedTexts(entry: IndexWrite["upsert"][number]): IndexWrite["upsert"][number] {
+  const text = entry.document.text;
+  for (const chunk of entry.chunks)
+    if ((chunk.text as string | null) === null) chunk.text = text.slice(chunk.start, chunk.end);
+  return entry;
+}
+
+/** Whether `change` is large enough that its inserts would hold the event loop (tens of ms or more). */
+function writesOffThread(change: IndexWrite): boolean {
+  let chars = change.segment?.bytes.byteLength ?? 0;
+  for (const entry of change.upsert) {
+    chars += upsertChars(entry);
+    if (chars > OFF_THREAD_WRITE_CHARS) return true;
+  }
+  return chars > OFF_THREAD_WRITE_CHARS;
+}
+
+/** The worker's messages in order, one `next()` each; an exit or error of the thread rejects. */
+function messagesOf(worker: Worker) {
+  const queued: unknown[] = [];
+  const waiting: Array<{ resolve: (value: unknown) => void; reject: (error: Error) => void }> = [];
+  let failed: Error | null = null;
+  const fail = (error: Error) => {
+    failed = error;
+    for (const waiter of waiting.splice(0)) waiter.reject(error);
+  };
+  worker.on("message", (message: unknown) => {
+    const waiter = waiting.shift();
+    if (waiter) waiter.resolve(message);
+    else queued.push(message);
+  });
+  worker.on("error", fail);
+  worker.on("exit", (code) => fail(new Error(`the SQLite write thread exited (${code})`)));
+  return {
+    next: () =>
+      new Promise<unknown>((resolve, reject) => {
+        if (queued.length > 0) resolve(queued.shift());
+        else if (failed) reject(failed);
+        else waiting.push({ resolve, reject });
+      }),
+  };
+}
+
+/** What a write's failure on the worker thread is sent back as (an Error's class does not cross threads). */
+export type WriteFailure =
+  | { domain: { kind: DomainError["kind"]; message: string; name: string; options: DomainErrorOptions } }
+  | { sqlite: { code: string; message: string } }
+  | { failure: string };
+
+/** The error the worker's write failed with, as the store throws it inline (translated). */
+function rebuiltFailure(failure: WriteFailure, key: IndexKey): Error {
+  if ("domain" in failure) {
+    const { kind, message, name, options } = failure.domain;
+    // The writers' retry of a stale base (write-exclusion.ts) knows the conflict by its class.
+    const error =
+      name === "StaleVersionError"
+        ? new StaleVersionError(key, undefined, 0)
+        : new DomainError(kind, message, options);
+    error.message = message;
+    return error;
+  }
+  if ("sqlite" in failure) return new Database.SqliteError(failure.sqlite.message, failure.sqlite.code);
+  return internal(`the SQLite write thread failed: ${failure.failure}`);
+}
+
+/**
+ * A connection to `file` as the store uses one: WAL journal (checked), fsync at every commit, foreign
+ * keys, a busy timeout for another writer's lock. `before` runs first (the store's own pragmas).
+ */
+export function openConnection(file: string, before?: (db: Database.Database) => void): Database.Database {
+  const db = new Database(file);
+  try {
+    before?.(db);
+    const mode = db.pragma("journal_mode = WAL", { simple: true });
+    if (mode !== "wal") {
+      throw new Error(`could not switch ${file} to WAL journal mode (got ${String(mode)})`);
+    }
+    db.pragma("synchronous = FULL");
+    db.pragma("foreign_keys = ON");
+    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    // Truncate the WAL after checkpoints so that a big build does not leave a big file behind.
+    db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
+    db.pragma("cache_size = -16000");
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
+
+/** A write's transaction on `db` (BEGIN IMMEDIATE), its errors as the store's (translated). */
+export function sqliteWriter(db: Database.Database): (change: IndexWrite) => IndexMeta {
+  const port = new SqlitePort(prepareStatements(db));
+  const transaction = db.transaction((change: IndexWrite) => runSync(applyWrite(port, change)));
+  return (change) => translated(() => transaction.immediate(change), change.key);
+}
+
 export class SqliteIndexStore implements IndexStore {
   readonly kind = "sqlite" as const;
   readonly path: string;
   private readonly db: Database.Database;
   private readonly stmt: Statements;
-  private readonly writeTransaction: Database.Transaction<(change: IndexWrite) => IndexMeta>;
+  private readonly writeInline: (change: IndexWrite) => IndexMeta;
+  /** The large write committing on a worker thread, if one is (writeOffThread); writes wait for it. */
+  private offThread: Promise<unknown> | null = null;
   private readonly mergeTransaction: Database.Transaction<(change: MergeWrite) => IndexMeta>;
   private readonly deleteTransaction: Database.Transaction<(key: IndexKey) => boolean>;
   private readonly loadTransaction: Database.Transaction<(key: IndexKey) => StoredIndex | undefined>;
@@ -514,22 +640,13 @@ export class SqliteIndexStore implements IndexStore {
   private constructor(file: string, reserveBytes: number) {
     this.path = file;
     this.reserve = new StorageReserve(`${file}.reserve`, reserveBytes);
-    const db = new Database(file);
-    this.db = db;
-    try {
+    const db = openConnection(file, (connection) => {
       // New databases give freed pages back to the file system on request (after a delete on a full
       // disk, so the slack can return); no effect on a database that already has tables.
-      db.pragma("auto_vacuum = INCREMENTAL");
-      const mode = db.pragma("journal_mode = WAL", { simple: true });
-      if (mode !== "wal") {
-        throw new Error(`could not switch ${file} to WAL journal mode (got ${String(mode)})`);
-      }
-      db.pragma("synchronous = FULL");
-      db.pragma("foreign_keys = ON");
-      db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-      // Truncate the WAL after checkpoints so that a big build does not leave a big file behind.
-      db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
-      db.pragma("cache_size = -16000");
+      connection.pragma("auto_vacuum = INCREMENTAL");
+    });
+    this.db = db;
+    try {
       migrate(db);
     } catch (error) {
       db.close();
@@ -539,7 +656,7 @@ export class SqliteIndexStore implements IndexStore {
     this.stmt = prepareStatements(db);
 
     const port = new SqlitePort(this.stmt);
-    this.writeTransaction = db.transaction((change: IndexWrite) => runSync(applyWrite(port, change)));
+    this.writeInline = sqliteWriter(db);
     this.mergeTransaction = db.transaction((change: MergeWrite) => runSync(applyMerge(port, change)));
     this.deleteTransaction = db.transaction((key: IndexKey) => runSync(dropIndex(port, key)));
     this.loadTransaction = db.transaction((key: IndexKey) => runSync(loadIndex(port, key)));
@@ -616,21 +733,64 @@ export class SqliteIndexStore implements IndexStore {
 
   async write(change: IndexWrite): Promise<IndexMeta> {
     validateWrite(change);
-    const run = () => translated(() => this.writeTransaction.immediate(change), change.key);
+    await this.afterOffThread();
     // A write that only deletes may use the slack on a full disk; one that adds data needs it in place.
     if (change.upsert.length === 0 && change.segment === null)
-      return this.reserve.guardDelete(run, this.reclaim);
-    return this.reserve.guardWrite(run);
+      return this.reserve.guardDelete(() => this.writeInline(change), this.reclaim);
+    if (!writesOffThread(change)) return this.reserve.guardWrite(() => this.writeInline(change));
+    const committing = this.reserve.guardWriteAsync(() => this.writeOnWorker(change));
+    this.offThread = committing;
+    try {
+      return await committing;
+    } finally {
+      this.offThread = null;
+    }
+  }
+
+  /**
+   * Waits while a large write commits on its worker thread: this connection's own writes would
+   * otherwise wait for its lock in busy_timeout, holding the event loop. Reads need not wait (WAL).
+   */
+  private async afterOffThread(): Promise<void> {
+    while (this.offThread !== null) await this.offThread.catch(() => undefined);
+  }
+
+  /** Commits `change` on a worker thread of its own (sqlite-write-worker.ts), sent in runs. */
+  private async writeOnWorker(change: IndexWrite): Promise<IndexMeta> {
+    const worker = startWorker("sqlite-write-worker", { workerData: { file: this.path } }, import.meta.url);
+    try {
+      const replies = messagesOf(worker);
+      const { upsert, ...rest } = change;
+      for (let at = 0; at < upsert.length;) {
+        // Runs of about OFF_THREAD_RUN_CHARS: each copied while the loop waits, the loop free between.
+        let chars = 0;
+        const run: IndexWrite["upsert"] = [];
+        while (at < upsert.length && (run.length === 0 || chars < OFF_THREAD_RUN_CHARS)) {
+          chars += upsertChars(upsert[at]!);
+          run.push(upsert[at++]!);
+        }
+        worker.postMessage({ upsert: run.map(withoutSlicedTexts) });
+        await replies.next();
+      }
+      worker.postMessage({ rest });
+      const reply = (await replies.next()) as { meta?: IndexMeta; error?: WriteFailure };
+      if (reply.meta) return reply.meta;
+      throw rebuiltFailure(reply.error!, change.key);
+    } finally {
+      void worker.terminate();
+    }
   }
 
   async commitMerge(change: MergeWrite): Promise<IndexMeta> {
     validateMerge(change);
+    await this.afterOffThread();
     return this.reserve.guardWrite(() =>
       translated(() => this.mergeTransaction.immediate(change), change.key),
     );
   }
 
   async deleteIndex(key: IndexKey): Promise<boolean> {
+    await this.afterOffThread();
     return this.reserve.guardDelete(
       () => translated(() => this.deleteTransaction.immediate(key)),
       this.reclaim,
@@ -660,6 +820,7 @@ export class SqliteIndexStore implements IndexStore {
   }
 
   async close(): Promise<void> {
+    await this.afterOffThread();
     if (this.db.open) this.db.close();
   }
 

@@ -12,6 +12,9 @@ import {
   SqliteIndexStore,
 } from "../../../src/rag/store/sqlite-store.js";
 import { IndexModel, makeEntries, makeWrite } from "../../helpers/store-fixtures.js";
+import { StaleVersionError } from "../../../src/rag/store/common.js";
+import { toApiError } from "../../../src/core/http.js";
+import { HEALTH_BOUND_MS } from "../../helpers/liveness.js";
 import { storeContract } from "./store-contract.js";
 
 const tempDirs: string[] = [];
@@ -222,5 +225,69 @@ describe("SqliteIndexStore", () => {
     assert.equal(store.integrityCheck(), "ok");
     await store.close();
     t.diagnostic(`${meta.chunksCount} chunks, then an append of ${appended.change.upsert.length} documents`);
+  });
+});
+
+describe("SqliteIndexStore: a large write commits on a worker thread (#35)", () => {
+  const KEY = { tenantId: "default", name: "large" };
+  // Above OFF_THREAD_WRITE_CHARS: 12 documents of 600,000 characters, chunks of 2,000.
+  const settings = { scorer: "bm25" as const, chunkSize: 2000, overlap: 100 };
+  const big = () => makeEntries(12, { prefix: "big-", length: 600_000, settings });
+
+  it("leaves the loop free, reads see the state before until it commits, then all of it", async (t) => {
+    const store = SqliteIndexStore.open(tempDir());
+    const model = new IndexModel();
+    const created = model.prepare(KEY, "create", makeEntries(3, { settings }));
+    const first = await store.write(created.change);
+    created.apply();
+    const entries = big();
+    const prepared = model.prepare(KEY, "update", entries, { expectedVersion: first.version });
+    let slowest = 0;
+    let last = performance.now();
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      slowest = Math.max(slowest, now - last);
+      last = now;
+    }, 10);
+    let settled = false;
+    const writing = store.write(prepared.change).finally(() => (settled = true));
+    let meta: Awaited<typeof writing>;
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      // The loop ran while the write went on, and a read in the meantime sees the index before it.
+      assert.equal(settled, false, "the write was over before the loop could run");
+      assert.equal((await store.getMeta(KEY))!.version, first.version);
+    } finally {
+      meta = await writing;
+      clearInterval(ticker);
+    }
+    t.diagnostic(`slowest timer gap during the write: ${Math.round(slowest)} ms`);
+    assert.ok(slowest < HEALTH_BOUND_MS, `the loop stalled ${Math.round(slowest)} ms`);
+    assert.ok(meta.version > first.version);
+    assert.equal(meta.documentsCount, 3 + entries.length);
+    // The chunk texts the worker sliced again are the ones written.
+    const stored = await store.getDocumentChunks(KEY, ["big-4"]);
+    assert.deepEqual(
+      stored.get("big-4")!.chunks.map((chunk) => chunk.text),
+      entries[4]!.chunks.map((chunk) => chunk.text),
+    );
+    assert.equal(store.integrityCheck(), "ok");
+    await store.close();
+  });
+
+  it("fails as an inline write would: a stale version is a StaleVersionError, nothing written", async () => {
+    const store = SqliteIndexStore.open(tempDir());
+    const model = new IndexModel();
+    const created = model.prepare(KEY, "create", makeEntries(2, { settings }));
+    const first = await store.write(created.change);
+    created.apply();
+    const stale = model.prepare(KEY, "update", big(), { expectedVersion: first.version + 1000 }).change;
+    await assert.rejects(store.write(stale), (error: unknown) => error instanceof StaleVersionError);
+    const exists = makeWrite(KEY, "create", big().slice(0, 8), { settings });
+    await assert.rejects(store.write(exists), (error: unknown) => toApiError(error).statusCode === 409);
+    const meta = (await store.getMeta(KEY))!;
+    assert.equal(meta.version, first.version);
+    assert.equal(meta.documentsCount, 2);
+    await store.close();
   });
 });

@@ -560,6 +560,14 @@ export function storeContract(name: string, makeHarness: () => Promise<StoreHarn
       assert.equal(afterMerge!.bytesLoaded, merged.change.segment.bytes.byteLength);
     });
 
+    it("never reuses a version after delete, reopen and re-create (the counter is stored)", async () => {
+      const first = await store.write(makeWrite(KEY, "create", makeEntries(1)));
+      assert.equal(await store.deleteIndex(KEY), true);
+      await reopen();
+      const again = await store.write(makeWrite(KEY, "create", makeEntries(1)));
+      assert.ok(again.version > first.version, `${again.version} after ${first.version}`);
+    });
+
     it("keeps everything across close and reopen", async () => {
       const model = new IndexModel();
       await write(model, "create", makeEntries(10));

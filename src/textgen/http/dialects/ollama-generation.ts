@@ -4,6 +4,7 @@
  * fields and unknown `options` are ignored (and named in the ignored-fields header).
  */
 import { Type, type Static } from "typebox";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import type { TypedApp } from "../../../core/http.js";
 import type { GenerationEvent } from "../../engine/events.js";
 import type { ChatMessage, CompletionResult } from "../../engine/generator.js";
@@ -361,6 +362,35 @@ function wholeGenerate(model: string, result: CompletionResult, started: number)
   };
 }
 
+/** A decoded request validated and answered: an NDJSON stream unless `stream` is false, as Ollama's. */
+function answer(
+  call: {
+    request: FastifyRequest;
+    reply: FastifyReply;
+    target: ServedModel;
+    limits: ValidationLimits;
+    started: number;
+  },
+  kind: "chat" | "generate",
+  decoded: DecodedRequest,
+  stream: boolean | undefined,
+) {
+  const { request, reply, target, started } = call;
+  const validated = validateRequest(decoded, profile, call.limits);
+  noteUnenforced(reply, validated.unenforced);
+  const whole = kind === "chat" ? wholeChat : wholeGenerate;
+  return respond({
+    request,
+    reply,
+    model: target,
+    validated,
+    stream: stream !== false,
+    transport: "ndjson",
+    encoder: () => new OllamaEncoder(kind, target.name, started),
+    whole: ([result]) => whole(target.name, result!, started),
+  });
+}
+
 export function registerGeneration(
   app: TypedApp,
   service: TextgenService,
@@ -383,18 +413,7 @@ export function registerGeneration(
           done: true,
           done_reason: await target.preload(),
         };
-      const validated = validateRequest(decodeChat(body), profile, limits);
-      noteUnenforced(reply, validated.unenforced);
-      return respond({
-        request,
-        reply,
-        model: target,
-        validated,
-        stream: body.stream !== false,
-        transport: "ndjson",
-        encoder: () => new OllamaEncoder("chat", target.name, started),
-        whole: ([result]) => wholeChat(target.name, result!, started),
-      });
+      return answer({ request, reply, target, limits, started }, "chat", decodeChat(body), body.stream);
     },
   );
 
@@ -420,18 +439,12 @@ export function registerGeneration(
           done: true,
           done_reason: await target.preload(),
         };
-      const validated = validateRequest(decodeGenerate(body), profile, limits);
-      noteUnenforced(reply, validated.unenforced);
-      return respond({
-        request,
-        reply,
-        model: target,
-        validated,
-        stream: body.stream !== false,
-        transport: "ndjson",
-        encoder: () => new OllamaEncoder("generate", target.name, started),
-        whole: ([result]) => wholeGenerate(target.name, result!, started),
-      });
+      return answer(
+        { request, reply, target, limits, started },
+        "generate",
+        decodeGenerate(body),
+        body.stream,
+      );
     },
   );
 }
