@@ -129,6 +129,11 @@ export interface BatcherOptions {
   speculator?: Speculator;
   /** Guesses per sequence and step at most. */
   maxDraftTokens?: number;
+  /**
+   * The threads of this context's next decode, asked before each one (contexts of one model share
+   * the cores: llama-generator.ts); the context's own setting when absent.
+   */
+  threads?: () => number;
 }
 
 /** One llama.cpp sequence and the tokens its KV cells hold (kept after a request, for reuse). */
@@ -211,11 +216,13 @@ export class ContinuousBatcher {
   /** Adapters of the last decode (what the context applies now), and the group it served. */
   private appliedAdapters = "";
   private lastGroup: string | undefined;
+  /** Threads of the last decode (0: the context's own setting, never changed). */
+  private appliedThreads = 0;
 
   constructor(
     private readonly native: NativeContext,
     private readonly model: BatcherModel,
-    sequences: number,
+    private readonly sequences: number,
     private readonly batchSize: number,
     private readonly options: BatcherOptions = {},
   ) {
@@ -231,6 +238,16 @@ export class ContinuousBatcher {
   /** Requests running or waiting for a sequence. */
   get load(): number {
     return this.running.length + this.waiting.length;
+  }
+
+  /** Sequences this context runs at once. */
+  get capacity(): number {
+    return this.sequences;
+  }
+
+  /** Whether a request runs or waits here (its decodes then share the cores with other contexts'). */
+  get busy(): boolean {
+    return this.running.length > 0 || this.waiting.length > 0;
   }
 
   /**
@@ -343,6 +360,7 @@ export class ContinuousBatcher {
       if (logits > 0) inBatch.push(sequence);
     }
     this.applyAdapters(members[0]!.job.adapters);
+    this.applyThreads();
     return { decoding: this.native.decodeBatch().then(() => inBatch) };
   }
 
@@ -366,6 +384,13 @@ export class ContinuousBatcher {
     if (key === this.appliedAdapters) return;
     this.native.setLoras(adapters?.adapters ?? [], adapters?.scales ?? []);
     this.appliedAdapters = key;
+  }
+
+  private applyThreads(): void {
+    const threads = this.options.threads?.();
+    if (threads === undefined || threads === this.appliedThreads) return;
+    this.native.setThreads(threads);
+    this.appliedThreads = threads;
   }
 
   /** Guesses for the generating members (speculation.ts); failures mean no guesses, never a failed step. */

@@ -166,6 +166,8 @@ interface Loaded {
   model: LlamaModel;
   contexts: LlamaContext[];
   batchers: ContinuousBatcher[];
+  /** The contexts share threads: requests fill one before the next (see pickBatcher). */
+  fillFirst: boolean;
   chatWrapper: ChatWrapper;
   prefixCache?: PrefixCache;
   draft?: DraftModel;
@@ -306,6 +308,7 @@ export class LlamaGenerator implements Generator {
     );
     const contexts: LlamaContext[] = [];
     const batchers: ContinuousBatcher[] = [];
+    const sharing = threadSharing(this.options.threads, contextCount, os.availableParallelism(), batchers);
     const batcherModel = {
       isEogToken: (token: Token) => model.isEogToken(token),
       createSampler: () => createNativeSampler(llama, model),
@@ -337,12 +340,21 @@ export class LlamaGenerator implements Generator {
           },
           speculator,
           maxDraftTokens: this.options.speculation?.maxTokens,
+          threads: sharing?.threads,
         }),
       );
     }
     // The model's own chat template (from the GGUF), or node-llama-cpp's best match for the model.
     const chatWrapper = resolveChatWrapper(model);
-    this.loaded = { llama, model, contexts, batchers, chatWrapper, ...extras };
+    this.loaded = {
+      llama,
+      model,
+      contexts,
+      batchers,
+      chatWrapper,
+      fillFirst: sharing !== undefined,
+      ...extras,
+    };
     this.state = { state: "ready" };
   }
 
@@ -647,7 +659,7 @@ export class LlamaGenerator implements Generator {
   }
 
   async generate(request: GenerationRequest, listener?: EventListener): Promise<CompletionResult> {
-    const { model, batchers, chatWrapper, adapters } = this.requireReady();
+    const { model, batchers, chatWrapper, adapters, fillFirst } = this.requireReady();
     const prepared = await this.prepare(request);
     const adapterSet = adapterSetFor(adapters, request.lora);
     const promptTokens = prepared.tokens.length;
@@ -730,7 +742,7 @@ export class LlamaGenerator implements Generator {
       },
     });
     const adapterKey = adapterSet?.key ?? "";
-    const batcher = pickBatcher(batchers, prepared.tokens, adapterKey);
+    const batcher = batchers[pickBatcher(batchers, prepared.tokens, adapterKey, fillFirst)]!;
     const first = request.signal ? AbortSignal.any([request.signal, budget.signal]) : budget.signal;
     let result = await batcher.run(job(prepared.tokens, maxTokens, first));
     const { cachedTokens } = result;
@@ -741,7 +753,7 @@ export class LlamaGenerator implements Generator {
     if (budgetSpent && tokensGenerated < maxTokens) {
       // The prompt and the thought so far are in the sequence's cells: only the close is evaluated.
       const continued = [...prepared.tokens, ...model.tokenize(result.text + answer.closeReasoning(), true)];
-      result = await pickBatcher(batchers, continued, adapterKey).run(
+      result = await batchers[pickBatcher(batchers, continued, adapterKey, fillFirst)]!.run(
         job(continued, maxTokens - tokensGenerated, request.signal),
       );
       tokensGenerated += result.tokensGenerated;
@@ -836,23 +848,52 @@ function describeLoadError(error: unknown, reference: string): string {
 /**
  * The context whose free sequence already holds the longest prefix of the prompt (prompt cache);
  * without one, the least loaded, ties to the first, so a lone request always runs on the same one.
+ * With `fillFirst` (contexts sharing threads), the most loaded that has a free sequence instead: a
+ * context decoding alone gets every thread, so requests batch in one until it is full.
  */
-function pickBatcher(
-  batchers: ContinuousBatcher[],
+export function pickBatcher(
+  batchers: readonly Pick<ContinuousBatcher, "cachedPrefixLength" | "load" | "capacity">[],
   tokens: readonly Token[],
   adapterKey: string,
-): ContinuousBatcher {
-  let best = batchers[0]!;
+  fillFirst = false,
+): number {
+  const rank = (candidate: (typeof batchers)[number]) =>
+    fillFirst && candidate.load < candidate.capacity ? candidate.capacity + candidate.load : -candidate.load;
+  let best = 0;
   let bestPrefix = -1;
-  for (const candidate of batchers) {
+  batchers.forEach((candidate, index) => {
     // A prefix worth reusing wins; otherwise load decides.
     const prefix = candidate.cachedPrefixLength(tokens, adapterKey);
-    if (prefix > bestPrefix || (prefix === bestPrefix && candidate.load < best.load)) {
-      best = candidate;
+    if (prefix > bestPrefix || (prefix === bestPrefix && rank(candidate) > rank(batchers[best]!))) {
+      best = index;
       bestPrefix = prefix;
     }
-  }
+  });
   return best;
+}
+
+/**
+ * How contexts share the cores when there are more of them than `threads` each would fill: each
+ * decode takes an equal share of the threads among the contexts that have work (at least 1, at most
+ * `threads`), so one request alone decodes on all of them, and two contexts at work split them rather
+ * than run twice the threads the cores have. Separate contexts need no barrier between their threads
+ * at every step of the graph (a thread waiting for a descheduled peer on a shared CPU), and one
+ * context samples while the other decodes. Undefined when every context can have `threads` of its own.
+ */
+export function threadSharing(
+  threads: number,
+  contexts: number,
+  cores: number,
+  batchers: readonly Pick<ContinuousBatcher, "busy">[],
+): { threads: () => number } | undefined {
+  const budget = Math.max(threads, cores);
+  if (contexts <= 1 || threads * contexts <= budget) return undefined;
+  return {
+    threads: () => {
+      const active = batchers.reduce((count, batcher) => count + (batcher.busy ? 1 : 0), 0);
+      return Math.min(threads, Math.max(1, Math.floor(budget / Math.max(1, active))));
+    },
+  };
 }
 
 function grammarStopStrings(grammar: LlamaGrammar | undefined): string[] {

@@ -67,6 +67,8 @@ export interface NativeContext {
   restoreCheckpoint(checkpoint: NativeCheckpoint, maxPosition: number): Promise<boolean>;
   /** The LoRA adapters every following decode applies, with their scales (llama_set_adapters_lora). */
   setLoras(adapters: NativeLora[], scales: number[]): void;
+  /** The threads every following decode computes on (llama_set_n_threads). */
+  setThreads(threads: number): void;
 }
 
 /** A copy of one sequence's KV cells, in memory (llama_state_seq_get_data). */
@@ -122,6 +124,7 @@ const requiredContextMethods = [
   "removeTokenCellsFromSequence",
   "restoreCheckpoint",
   "setLoras",
+  "setThreads",
 ];
 
 function incompatible(what: string): Error {

@@ -79,6 +79,7 @@ describe("ContinuousBatcher on the test model", () => {
         native.removeTokenCellsFromSequence(sequenceId, start, end),
       restoreCheckpoint: (checkpoint, maxPosition) => native.restoreCheckpoint(checkpoint, maxPosition),
       setLoras: (adapters, scales) => native.setLoras(adapters, scales),
+      setThreads: (threads) => native.setThreads(threads),
     };
     const batcher = new ContinuousBatcher(
       counting,
