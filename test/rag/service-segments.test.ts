@@ -64,6 +64,19 @@ async function answers(service: RagService, key: IndexKey) {
   return all;
 }
 
+/**
+ * Answers without the positions a write records in chunk metadata (start, end, headings): an index of
+ * the previous release has none, and its re-index keeps its chunks as they were.
+ */
+function withoutPositions(all: Awaited<ReturnType<typeof answers>>) {
+  return all.map((results) =>
+    results.map((result) => {
+      const { start: _start, end: _end, headings: _headings, ...metadata } = result.metadata ?? {};
+      return { ...result, metadata };
+    }),
+  );
+}
+
 /** The answers of a fresh build (a new store, one write) over `documents` in the given order. */
 async function freshAnswers(documents: DocumentInput[], scorer: ScorerName) {
   const store = openSqlite();
@@ -367,7 +380,7 @@ describe("an index written before segments existed", () => {
 
     const store = SqliteIndexStore.open(dir);
     const service = new RagService(store);
-    assert.deepEqual(await answers(service, KEY), await freshAnswers(inputs, "bm25"));
+    assert.deepEqual(await answers(service, KEY), withoutPositions(await freshAnswers(inputs, "bm25")));
     const reindexed = (await store.getMeta(KEY))!;
     assert.equal(reindexed.segmentsCount, 1);
     assert.equal(reindexed.chunksCount, chunkOrder.length);
@@ -383,7 +396,10 @@ describe("an index written before segments existed", () => {
     const added = makeDocument("new-0");
     await service.upsertDocuments(KEY, [added]);
     assert.equal((await store.getMeta(KEY))!.segmentsCount, 2);
-    assert.deepEqual(await answers(other, KEY), await freshAnswers([...inputs, added], "bm25"));
+    assert.deepEqual(
+      withoutPositions(await answers(other, KEY)),
+      withoutPositions(await freshAnswers([...inputs, added], "bm25")),
+    );
     await Promise.all([service.close(), other.close()]);
     await store.close();
   });

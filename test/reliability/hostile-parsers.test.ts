@@ -238,7 +238,12 @@ describe("parse slots per tenant (#35)", { skip: !onLinux }, () => {
     );
     assert.equal(small.status, 201, JSON.stringify(small.body));
     assert.equal(finished[0], "b", `tenant b waited for tenant a: ${finished.join(" ")}`);
-    for (const reply of slowReplies) assert.equal(reply.status, 422, JSON.stringify(reply.body));
+    // Slow enough to hold both slots while b is parsed (b finished first); on a quiet machine pdf.js may
+    // get through all the pages within MAX_PARSE_MS (201), on a loaded one it is stopped there (422).
+    for (const reply of slowReplies) {
+      assert.ok([201, 422].includes(reply.status), JSON.stringify(reply.body));
+      if (reply.status === 422) assert.match(JSON.stringify(reply.body), /MAX_PARSE_MS/);
+    }
     assert.ok(slowest < HEALTH_BOUND_MS, `the event loop was held ${Math.round(slowest)} ms`);
   });
 });
