@@ -18,28 +18,9 @@ import Anthropic from "@anthropic-ai/sdk";
 import { Ollama } from "ollama";
 import OpenAI from "openai";
 import { syntheticModel } from "../../../scripts/lib/synthetic-gguf.js";
+import { ANSWER, OUTPUT, REASONING, REASONING_SHAPE, reasoningModel } from "../../helpers/reasoning-model.js";
 import { testModelPath } from "../../helpers/env.js";
 import { startTextgen, type RunningTextgen } from "../../helpers/servers.js";
-
-const QWEN3_THINKING_TEMPLATE = [
-  "{%- for message in messages -%}",
-  "{%- if message.role == 'assistant' -%}",
-  // Earlier reasoning is dropped from the history, as Qwen3's template does.
-  "{{- '<|assistant|>\\n<think>\\n' + (message.content.split('</think>') | last | trim) + '<|end|>\\n' -}}",
-  "{%- else -%}",
-  "{{- '<|' + message.role + '|>\\n' + message.content + '<|end|>\\n' -}}",
-  "{%- endif -%}",
-  "{%- endfor -%}",
-  "{%- if add_generation_prompt -%}",
-  "{{- '<|assistant|>\\n<think>\\n' -}}",
-  "{%- endif -%}",
-].join("\n");
-
-/** Words that are single tokens of the test model's vocabulary, none of them a token of `</think>`. */
-const REASONING = "Lily was happy";
-const ANSWER = "Once upon";
-/** All the model ever writes (12 tokens, then end-of-sequence). */
-const OUTPUT = `${REASONING}</think> ${ANSWER}`;
 
 type WithReasoning = { content?: string | null; reasoning_content?: string };
 
@@ -53,11 +34,7 @@ describe("reasoning separated in every dialect (crafted-weight model with a reas
 
   before(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), "lectern-reasoning-"));
-    const model = await syntheticModel(
-      testModelPath,
-      { embedding: 64, feedForward: 128, layers: 1, heads: 4, kvHeads: 4 },
-      { chatTemplate: QWEN3_THINKING_TEMPLATE, chain: OUTPUT, tag: "qwen3-thinking", dir },
-    );
+    const model = await reasoningModel(dir);
     server = await startTextgen({ MODEL_PATH: model });
     openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "unused", maxRetries: 0 });
     anthropic = new Anthropic({ baseURL: server.url, apiKey: "unused", maxRetries: 0 });
@@ -71,14 +48,7 @@ describe("reasoning separated in every dialect (crafted-weight model with a reas
   it("the crafted model refuses a text whose next token would be ambiguous", async () => {
     // "Lily" twice: what follows it could not depend on the last token only.
     await assert.rejects(
-      syntheticModel(
-        testModelPath,
-        { embedding: 64, feedForward: 128, layers: 1, heads: 4, kvHeads: 4 },
-        {
-          chain: "Lily was Lily",
-          dir,
-        },
-      ),
+      syntheticModel(testModelPath, REASONING_SHAPE, { chain: "Lily was Lily", dir }),
       /repeats the token "▁Lily"/,
     );
   });
