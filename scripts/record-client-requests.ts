@@ -9,8 +9,11 @@ import path from "node:path";
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
 import Anthropic from "@anthropic-ai/sdk";
+import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { ChatAnthropic } from "@langchain/anthropic";
+import { ChatOllama } from "@langchain/ollama";
 import { ChatOpenAI } from "@langchain/openai";
-import { generateText, streamText, tool } from "ai";
+import { generateText, streamText, tool, type ModelMessage } from "ai";
 import { Ollama } from "ollama";
 import { createOllama } from "ollama-ai-provider-v2";
 import OpenAI from "openai";
@@ -22,6 +25,8 @@ interface Recorded {
   method: string;
   path: string;
   body: unknown;
+  /** The JSON answer, where the client's next call may name its ids (previous_response_id, item_reference). */
+  response?: unknown;
 }
 
 const server = await startTextgen();
@@ -34,14 +39,21 @@ function recorder() {
   let current = "";
   const fetchAndRecord = (async (input: string | URL | Request, init?: RequestInit) => {
     const url = new URL(input instanceof Request ? input.url : String(input));
-    if (typeof init?.body === "string")
-      calls.push({
-        call: current,
-        method: init.method ?? "POST",
-        path: url.pathname,
-        body: JSON.parse(init.body),
-      });
-    return fetch(input, init);
+    const response = await fetch(input, init);
+    if (typeof init?.body !== "string") return response;
+    const entry: Recorded = {
+      call: current,
+      method: init.method ?? "POST",
+      path: url.pathname,
+      body: JSON.parse(init.body),
+    };
+    calls.push(entry);
+    if (
+      url.pathname.startsWith("/v1/responses") &&
+      response.headers.get("content-type")?.includes("application/json")
+    )
+      entry.response = await response.clone().json();
+    return response;
   }) as typeof fetch;
   const as = async (name: string, run: () => Promise<unknown>) => {
     current = name;
@@ -101,6 +113,36 @@ try {
     await r.as("responses", () =>
       client.responses.create({ model: "llama", input: "Hi", max_output_tokens: 8 }),
     );
+    await r.as("chat reasoning_effort", () =>
+      client.chat.completions.create({
+        model: "llama",
+        messages,
+        max_completion_tokens: 8,
+        reasoning_effort: "low",
+      }),
+    );
+    await r.as("responses three turns", async () => {
+      let previous: string | undefined;
+      for (const input of ["Hi", "Tell me more.", "And then?"]) {
+        const response = await client.responses.create({
+          model: "llama",
+          input,
+          max_output_tokens: 8,
+          previous_response_id: previous,
+          reasoning: { effort: "low", summary: "auto" },
+        });
+        previous = response.id;
+      }
+    });
+    await r.as("responses stream", async () => {
+      const stream = await client.responses.create({
+        model: "llama",
+        input: "Hi",
+        max_output_tokens: 8,
+        stream: true,
+      });
+      for await (const event of stream) void event;
+    });
   });
 
   await record("anthropic", async (r) => {
@@ -111,6 +153,18 @@ try {
       client.messages.stream({ model: "llama", max_tokens: 8, messages }).finalMessage(),
     );
     await r.as("count_tokens", () => client.messages.countTokens({ model: "llama", messages }));
+    await r.as("messages thinking adaptive", () =>
+      client.messages.create({ model: "llama", max_tokens: 8, messages, thinking: { type: "adaptive" } }),
+    );
+    await r.as("messages tools", () =>
+      client.messages.create({
+        model: "llama",
+        max_tokens: 200,
+        messages,
+        tools: [{ name: "weather", input_schema: z.toJSONSchema(Weather) as never }],
+        tool_choice: { type: "any" },
+      }),
+    );
   });
 
   await record("ai-sdk", async (r) => {
@@ -133,6 +187,38 @@ try {
     );
     await r.as("anthropic", () => generateText({ model: anthropic("claude-sonnet-4-5"), ...request }));
     await r.as("ollama", () => generateText({ model: ollama("llama"), ...request }));
+    await r.as("ollama think", () =>
+      generateText({ model: ollama("llama"), ...request, providerOptions: { ollama: { think: true } } }),
+    );
+    await r.as("anthropic thinking adaptive", () =>
+      generateText({
+        model: anthropic("claude-sonnet-4-5"),
+        ...request,
+        providerOptions: { anthropic: { thinking: { type: "adaptive" } } },
+      }),
+    );
+    const compatible = createOpenAICompatible({
+      name: "lectern",
+      baseURL: `${server.url}/v1`,
+      fetch: r.fetch,
+    });
+    await r.as("openai-compatible chat", () =>
+      generateText({ model: compatible.chatModel("llama"), ...request }),
+    );
+    await r.as("openai responses three turns", async () => {
+      // The default provider keeps responses and sends earlier answers back as item references.
+      const messages: ModelMessage[] = [];
+      for (const prompt of ["Hi", "Tell me more.", "And then?"]) {
+        messages.push({ role: "user", content: prompt });
+        const result = await generateText({
+          model: openai("llama"),
+          ...request,
+          prompt: undefined,
+          messages,
+        });
+        messages.push(...result.response.messages);
+      }
+    });
   });
 
   await record("ollama", async (r) => {
@@ -141,6 +227,19 @@ try {
     await r.as("chat", () => client.chat({ model: "llama", messages, options: { num_predict: 8 } }));
     await r.as("generate", () =>
       client.generate({ model: "llama", prompt: "Once", options: { num_predict: 8 } }),
+    );
+    await r.as("chat think", () =>
+      client.chat({ model: "llama", messages, think: true, options: { num_predict: 8 } }),
+    );
+    await r.as("chat tools", () =>
+      client.chat({
+        model: "llama",
+        messages,
+        tools: [
+          { type: "function", function: { name: "weather", parameters: z.toJSONSchema(Weather) as never } },
+        ],
+        options: { num_predict: 8 },
+      }),
     );
   });
 
@@ -153,6 +252,31 @@ try {
       configuration: { baseURL: `${server.url}/v1`, fetch: r.fetch },
     });
     await r.as("ChatOpenAI invoke", () => chat.invoke("Tell me a story."));
+    const responses = new ChatOpenAI({
+      model: "llama",
+      apiKey: "unused",
+      maxTokens: 8,
+      maxRetries: 0,
+      useResponsesApi: true,
+      configuration: { baseURL: `${server.url}/v1`, fetch: r.fetch },
+    });
+    await r.as("ChatOpenAI responses", () => responses.invoke("Tell me a story."));
+    const anthropic = new ChatAnthropic({
+      model: "claude-sonnet-4-5",
+      anthropicApiUrl: server.url,
+      apiKey: "unused",
+      maxRetries: 0,
+      clientOptions: { fetch: r.fetch },
+    });
+    await r.as("ChatAnthropic invoke", () => anthropic.invoke("Tell me a story."));
+    const ollama = new ChatOllama({
+      model: "llama",
+      baseUrl: server.url,
+      numPredict: 8,
+      think: true,
+      fetch: r.fetch,
+    });
+    await r.as("ChatOllama think", () => ollama.invoke("Tell me a story."));
   });
 } finally {
   await server.close();

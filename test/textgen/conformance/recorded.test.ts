@@ -15,6 +15,28 @@ interface Recorded {
   method: string;
   path: string;
   body: unknown;
+  response?: unknown;
+}
+
+/**
+ * Pairs the ids of a recorded answer with the replayed one's, walking both alike, so that a later
+ * request naming a recorded id (previous_response_id, an item_reference) names the replayed one.
+ */
+function pairIds(recorded: unknown, replayed: unknown, ids: Map<string, string>): void {
+  if (typeof recorded !== "object" || recorded === null || typeof replayed !== "object" || replayed === null)
+    return;
+  for (const [key, value] of Object.entries(recorded)) {
+    const other = (replayed as Record<string, unknown>)[key];
+    if (key === "id" && typeof value === "string" && typeof other === "string") ids.set(value, other);
+    else pairIds(value, other, ids);
+  }
+}
+
+function withIds(body: unknown, ids: Map<string, string>): string {
+  let text = JSON.stringify(body);
+  for (const [recorded, replayed] of ids)
+    text = text.split(JSON.stringify(recorded)).join(JSON.stringify(replayed));
+  return text;
 }
 
 const dir = path.join(import.meta.dirname, "recorded");
@@ -48,14 +70,16 @@ describe("recorded SDK requests replayed against the app", () => {
 
   for (const { client, calls } of corpus)
     it(`${client}: every recorded request is 2xx with no unexpected ignored fields`, async () => {
-      for (const { call, method, path: route, body } of calls) {
+      const ids = new Map<string, string>();
+      for (const { call, method, path: route, body, response: recorded } of calls) {
         const response = await fetch(`${server.url}${route}`, {
           method,
           headers: { "content-type": "application/json" },
-          body: JSON.stringify(body),
+          body: withIds(body, ids),
         });
         const text = await response.text();
         assert.ok(response.ok, `${client}/${call}: ${response.status} ${text.slice(0, 300)}`);
+        if (recorded !== undefined) pairIds(recorded, JSON.parse(text), ids);
         const ignored = (response.headers.get("x-lectern-ignored-fields") ?? "")
           .split(",")
           .map((field) => field.trim())
