@@ -15,7 +15,9 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import OpenAI, { toFile } from "openai";
 import type { ResponseStreamEvent } from "openai/resources/responses/responses";
+import { freePort } from "../../scripts/lib/free-port.js";
 import { buildRagApp } from "../../src/rag/app.js";
+import { serve, type Listening } from "../../src/server.js";
 import { buildTextgenApp } from "../../src/textgen/app.js";
 import { fileSearchPortOf } from "../../src/textgen/http/dialects/file-search.js";
 import type { ChatRequest } from "../../src/textgen/engine/generator.js";
@@ -448,6 +450,51 @@ describe("file_search with the RAG app at RAG_URL", () => {
         error.param === "tools" &&
         /RAG_URL/.test(error.message) &&
         /lectern serve all/.test(error.message),
+    );
+  });
+});
+
+describe("file_search with both apps started as serve all starts them", () => {
+  let listening: Listening[] = [];
+  after(async () => {
+    await Promise.all(listening.map((app) => app.close()));
+  });
+
+  it("the text generation app searches the RAG app of its process, as the caller's tenant", async () => {
+    const dir = folder();
+    writeFileSync(path.join(dir, "keys"), `${TEAM_A} team-a\n${TEAM_B} team-b\n`);
+    const [textgenPort, ragPort] = [await freePort(), await freePort()];
+    listening = await serve(
+      "all",
+      testConfig({
+        DATA_DIR: dir,
+        API_KEYS_FILE: path.join(dir, "keys"),
+        HOST: "127.0.0.1",
+        TEXTGEN_PORT: String(textgenPort),
+        RAG_PORT: String(ragPort),
+      }),
+    );
+    // Generous: the model loads in the background on a loaded 2-core machine; a real hang still fails.
+    const deadline = performance.now() + 180_000;
+    while ((await fetch(`http://127.0.0.1:${textgenPort}/health`).catch(() => null))?.status !== 200) {
+      assert.ok(performance.now() < deadline, "the model did not load");
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    const client = (port: number, apiKey: string) =>
+      new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey, maxRetries: 0 });
+    const store = await makeStore(client(ragPort, TEAM_A), "handbook", FILES);
+    const response = await client(textgenPort, TEAM_A).responses.create({
+      input: QUESTION,
+      max_output_tokens: 8,
+      tools: [toolOf([store.id], { max_num_results: 2 })],
+      include: ["file_search_call.results"],
+    });
+    const results = (response.output[0] as Loose).results;
+    assert.equal(results.length, 2);
+    assert.equal(results[0].file_id, store.ids["backups.md"]);
+    await assert.rejects(
+      client(textgenPort, TEAM_B).responses.create({ input: QUESTION, tools: [toolOf([store.id])] }),
+      OpenAI.NotFoundError,
     );
   });
 });
