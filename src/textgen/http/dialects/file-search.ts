@@ -92,7 +92,7 @@ export function fetchTransport(baseUrl: string, timeoutMs: number): SearchTransp
 }
 
 /** A result of the page, read tolerantly: ids as strings, the text of its text parts. */
-function parseResult(raw: Record<string, unknown>): FileSearchResult | undefined {
+export function parseResult(raw: Record<string, unknown>): FileSearchResult | undefined {
   const fileId = raw.file_id;
   if (typeof fileId !== "string") return undefined;
   const content = Array.isArray(raw.content) ? (raw.content as { type?: string; text?: unknown }[]) : [];
