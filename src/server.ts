@@ -5,6 +5,7 @@ import { answeringDescription, buildRagApp } from "./rag/app.js";
 import { localModels, type LocalModels } from "./rag/local-models.js";
 import { SQLITE_FILE_NAME } from "./rag/store/sqlite-store.js";
 import { buildTextgenApp } from "./textgen/app.js";
+import { fileSearchPortOf, type Injectable } from "./textgen/http/dialects/file-search.js";
 import { createGenerator } from "./textgen/engine/create-generator.js";
 import { LlamaGenerator } from "./textgen/engine/llama-generator.js";
 import { describePlan } from "./textgen/engine/context-plan.js";
@@ -103,10 +104,13 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
   // EMBEDDING_URL or RERANK_URL name other servers.
   let local: LocalModels | undefined;
   let modelLoaded: Promise<boolean> | undefined;
+  // Responses' file_search reaches the RAG app of this process (built below) through inject.
+  let ragApp: Injectable | undefined;
   try {
     if (which === "textgen" || which === "all") {
       const generator = createGenerator(config);
-      const app = await buildTextgenApp({ config, generator });
+      const fileSearch = fileSearchPortOf(config, which === "all" ? () => ragApp : undefined);
+      const app = await buildTextgenApp({ config, generator, fileSearch });
       local = localModels(app.textgenService, config.generation);
       await listen(app, config, "TEXTGEN_PORT", config.server.textgenPort);
       started.push(app);
@@ -134,6 +138,7 @@ export async function serve(which: Which, config: Config): Promise<Listening[]> 
     }
     if (which === "rag" || which === "all") {
       const app = await buildRagApp({ config, local });
+      ragApp = app;
       await listen(app, config, "RAG_PORT", config.server.ragPort);
       started.push(app);
       if (which === "rag") app.log.info(accessLine(config));

@@ -135,6 +135,17 @@ export interface Config {
      */
     generationContextSize: number;
   };
+  /**
+   * Where the Responses API's file_search tool searches vector stores. RAG_URL: a Lectern RAG app's
+   * base URL; unset: the RAG app of this process when both run in one, else file_search is refused.
+   */
+  fileSearch: {
+    ragUrl: string | null;
+    /** RAG_API_KEY: sent to RAG_URL instead of the caller's own key. */
+    ragApiKey: string | null;
+    /** How long one search of RAG_URL may take. */
+    ragTimeoutMs: number;
+  };
   /** The RAG store and the files it reads. */
   /**
    * The Responses API's store (`store`, `previous_response_id`, `item_reference`, the Conversations
@@ -545,6 +556,11 @@ export function loadConfig(env: Env = process.env): Config {
       generationApiKey: read(env, "GENERATION_API_KEY") ?? null,
       generationTimeoutMs: integer(env, "GENERATION_TIMEOUT_MS", 30_000, 100, 3_600_000),
       generationContextSize: integer(env, "GENERATION_CONTEXT_SIZE", 4096, 256, 1 << 20),
+    },
+    fileSearch: {
+      ragUrl: url(env, "RAG_URL", ["http:", "https:"]),
+      ragApiKey: read(env, "RAG_API_KEY") ?? null,
+      ragTimeoutMs: integer(env, "RAG_TIMEOUT_MS", 30_000, 100, 3_600_000),
     },
     responses: {
       ttlMs: duration(env, "RESPONSES_TTL", "30d"),

@@ -22,6 +22,7 @@ import { RegistryCatalog } from "./http/dialects/model-catalog.js";
 import { storedResponseRoutes } from "./http/stored-responses.js";
 import { responsesStoreOf } from "./store/open.js";
 import type { DurableResponsesStore } from "./store/responses-store.js";
+import { fileSearchPortOf, type FileSearchPort } from "./http/dialects/file-search.js";
 
 export interface TextgenAppDeps {
   config: Config;
@@ -29,6 +30,11 @@ export interface TextgenAppDeps {
   generator: Generator;
   /** Where Responses are kept; by default the configuration's (store/open.ts); null: nothing is kept. */
   responsesStore?: DurableResponsesStore | null;
+  /**
+   * Where the Responses file_search tool searches; by default RAG_URL's RAG app when set, else none
+   * (server.ts gives the RAG app of the same process).
+   */
+  fileSearch?: FileSearchPort;
   /** Told of every route as it is registered (HttpAppOptions.onRoute). */
   onRoute?: HttpAppOptions["onRoute"];
 }
@@ -116,6 +122,7 @@ export async function buildTextgenApp({ config, generator, ...deps }: TextgenApp
     service,
     limits: config.limits,
     responsesStore,
+    fileSearch: deps.fileSearch ?? fileSearchPortOf(config),
   });
   if (responsesStore) await app.register(storedResponseRoutes, { prefix: "/v1", store: responsesStore });
   await app.register(anthropicRoutes, { prefix: "/v1", service, limits: config.limits });

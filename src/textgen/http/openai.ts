@@ -17,6 +17,7 @@ import { openAiDialect } from "./dialects/openai-shared.js";
 import { registerChatCompletions } from "./dialects/openai-chat.js";
 import { registerCompletions } from "./dialects/openai-completions.js";
 import { registerResponses, type ResponsesStore } from "./dialects/openai-responses.js";
+import type { FileSearchPort } from "./dialects/file-search.js";
 
 export { openAiErrorBody, DEFAULT_CHAT_MAX_TOKENS } from "./dialects/openai-shared.js";
 
@@ -26,6 +27,8 @@ export interface OpenAiRouteOptions {
   limits: LimitsConfig & Pick<Config["limits"], "embeddingMaxInputs">;
   /** Where Responses are kept for `previous_response_id` and `item_reference` (none: nothing is kept). */
   responsesStore?: ResponsesStore;
+  /** Where the Responses file_search tool searches (none: a request with it is a 400). */
+  fileSearch?: FileSearchPort;
 }
 
 export const openAiRoutes = dialectPlugin<OpenAiRouteOptions>(openAiDialect, (app, options) => {
@@ -34,7 +37,7 @@ export const openAiRoutes = dialectPlugin<OpenAiRouteOptions>(openAiDialect, (ap
   registerModelObjects(app, service);
   registerChatCompletions(app, service, limits);
   registerCompletions(app, service, limits);
-  registerResponses(app, service, limits, options.responsesStore);
+  registerResponses(app, service, limits, options.responsesStore, options.fileSearch);
   registerEmbeddings(app, service, options.limits.embeddingMaxInputs);
 });
 

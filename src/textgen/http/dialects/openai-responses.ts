@@ -33,6 +33,8 @@ import {
   openAiFields,
   samplingFields,
 } from "./openai-shared.js";
+import type { FileSearchPort } from "./file-search.js";
+import { fileSearchTool, runFileSearch, type FileCitation, type FileSearchRun } from "./file-search-tool.js";
 
 /** A Responses item as it travels on the wire (input, output, or stored). */
 export type ResponseItem = Record<string, unknown>;
@@ -156,7 +158,12 @@ export const ResponsesRequestSchema = Type.Object({
   ),
   store: Type.Optional(Type.Boolean({ description: "keep the response (needs a response store)" })),
   metadata: Type.Optional(Type.Record(Type.String(), Type.String(), { description: "echoed back" })),
-  include: Type.Optional(Type.Array(Type.String(), noEffect("extra output data"))),
+  include: Type.Optional(
+    Type.Array(Type.String(), {
+      description:
+        "file_search_call.results: the search results in the file_search_call item; others no effect",
+    }),
+  ),
   top_logprobs: Type.Optional(Type.Integer(noEffect("logprobs in Responses"))),
   prompt_cache_key: Type.Optional(
     Type.String({ description: "requests with a key keep their prompt's cache entries ahead of others" }),
@@ -214,7 +221,7 @@ function decodeTools(body: PromptBody, ignored: string[]): { tools: DecodedTool[
         if (isFunction(inner)) offer(inner, tool.name);
         else ignored.push(`tools.${index}.tools.${at} (${inner.type})`);
       });
-    } else ignored.push(`tools.${index} (${tool.type})`);
+    } else if (tool.type !== "file_search") ignored.push(`tools.${index} (${tool.type})`);
   });
   return { tools, names };
 }
@@ -228,6 +235,8 @@ function decodeToolChoice(choice: PromptBody["tool_choice"], ignored: string[]):
   }
   if (choice.type === "function" && choice.name !== undefined) return { name: choice.name };
   if (choice.type === "allowed_tools") return choice.mode === "required" ? "required" : "auto";
+  // file_search runs whenever it is given (file-search-tool.ts): choosing it is already so.
+  if (choice.type === "file_search") return "auto";
   ignored.push(`tool_choice (${choice.type})`);
   return "auto";
 }
@@ -282,7 +291,8 @@ function decodeItems(items: ResponseItem[], ignored: string[]): ChatMessage[] {
         content: partsText(item.output, `${path}/output`),
         toolCallId: String(item.call_id),
       });
-    else if (type !== "reasoning") ignored.push(`input.${index} (${type})`);
+    // A file_search_call of an earlier response: its passages were that turn's; this one searches anew.
+    else if (type !== "reasoning" && type !== "file_search_call") ignored.push(`input.${index} (${type})`);
   });
   return messages;
 }
@@ -413,12 +423,12 @@ function usageOf(usage: Usage) {
   };
 }
 
-const messageItem = (id: string, text: string, status: string) => ({
+const messageItem = (id: string, text: string, status: string, annotations: FileCitation[] = []) => ({
   type: "message",
   id,
   status,
   role: "assistant",
-  content: [{ type: "output_text", text, annotations: [], logprobs: [] }],
+  content: [{ type: "output_text", text, annotations, logprobs: [] }],
 });
 /** The reasoning, as its text and as its summary (clients that show summaries see the reasoning). */
 const reasoningItem = (id: string, text: string) => ({
@@ -451,12 +461,13 @@ function functionCallItem(
 const statusOf = (finishReason: CompletionResult["finishReason"]) =>
   finishReason === "length" ? "incomplete" : "completed";
 
-/** The output items of a finished result: reasoning, the message, the calls. */
-function outputItems(result: CompletionResult, names: ToolNames): ResponseItem[] {
+/** The output items of a finished result: the file search, reasoning, the message, the calls. */
+function outputItems(result: CompletionResult, names: ToolNames, search?: FileSearchRun): ResponseItem[] {
   const status = statusOf(result.finishReason);
-  const items: ResponseItem[] = [];
+  const items: ResponseItem[] = search ? [search.item] : [];
   if (result.reasoning !== undefined) items.push(reasoningItem(shortId("rs"), result.reasoning));
-  if (result.text !== "" || !result.toolCalls) items.push(messageItem(shortId("msg"), result.text, status));
+  if (result.text !== "" || !result.toolCalls)
+    items.push(messageItem(shortId("msg"), result.text, status, search?.annotate(result.text)));
   for (const call of result.toolCalls ?? [])
     items.push(functionCallItem(shortId("fc"), call.id, call.name, call.arguments, status, names));
   return items;
@@ -528,6 +539,7 @@ class ResponsesEncoder implements StreamEncoder {
     private readonly responseOf: ResponseOf,
     private readonly names: ToolNames,
     private readonly onDone?: (response: ResponseItem) => void,
+    private readonly search?: FileSearchRun,
   ) {}
 
   private frame(type: string, payload: object): WireFrame {
@@ -535,10 +547,15 @@ class ResponsesEncoder implements StreamEncoder {
   }
 
   start(): WireFrame[] {
-    return [
+    const frames = [
       this.frame("response.created", { response: this.responseOf("in_progress", []) }),
       this.frame("response.in_progress", { response: this.responseOf("in_progress", []) }),
     ];
+    if (this.search) {
+      frames.push(...this.search.frames((type, payload) => this.frame(type, payload), this.output.length));
+      this.output.push(this.search.item);
+    }
+    return frames;
   }
 
   private open(
@@ -679,8 +696,17 @@ class ResponsesEncoder implements StreamEncoder {
         }),
       );
     } else if (item.kind === "message") {
-      done = messageItem(item.id, item.text, status);
+      const annotations = this.search?.annotate(item.text) ?? [];
+      done = messageItem(item.id, item.text, status, annotations);
       frames.push(
+        ...annotations.map((annotation, at) =>
+          this.frame("response.output_text.annotation.added", {
+            ...where,
+            content_index: 0,
+            annotation_index: at,
+            annotation,
+          }),
+        ),
         this.frame("response.output_text.done", {
           ...where,
           content_index: 0,
@@ -690,7 +716,7 @@ class ResponsesEncoder implements StreamEncoder {
         this.frame("response.content_part.done", {
           ...where,
           content_index: 0,
-          part: { type: "output_text", text: item.text, annotations: [], logprobs: [] },
+          part: { type: "output_text", text: item.text, annotations, logprobs: [] },
         }),
       );
     } else {
@@ -728,13 +754,24 @@ async function prepare(
   reply: FastifyReply,
   limits: ValidationLimits,
   store: ResponsesStore | undefined,
+  fileSearch: FileSearchPort | undefined,
 ) {
   const { history, own } = await resolveInput(body, store, request);
   const decoding = decodeResponses(body, own, history);
+  // The search runs before generation: its passages are part of what the model reads.
+  const searched = await runFileSearch(
+    fileSearchTool(body.tools),
+    body.tool_choice,
+    decoding.decoded.messages ?? [],
+    fileSearch,
+    request,
+    body.include,
+  );
+  decoding.decoded.messages = searched.messages;
   const validated = validateRequest(decoding.decoded, profile, limits);
   noteIgnored(request, reply, decoding.ignored);
   noteUnenforced(reply, validated.unenforced);
-  return { decoding, validated };
+  return { decoding, validated, search: searched.run };
 }
 
 export function registerResponses(
@@ -742,6 +779,7 @@ export function registerResponses(
   service: TextgenService,
   limits: ValidationLimits,
   store: ResponsesStore | undefined,
+  fileSearch?: FileSearchPort,
 ): void {
   app.post(
     "/responses",
@@ -755,7 +793,7 @@ export function registerResponses(
     },
     async (request, reply) => {
       const body = request.body;
-      const { decoding, validated } = await prepare(body, request, reply, limits, store);
+      const { decoding, validated, search } = await prepare(body, request, reply, limits, store, fileSearch);
       const target = service.resolveModel(body.model, "generate", { keepAlive: body.keep_alive });
       const stored = store !== undefined && body.store !== false;
       const responseOf = responseShape(
@@ -779,9 +817,11 @@ export function registerResponses(
         model: target,
         validated: { ...validated, n: 1 },
         stream: body.stream === true,
-        encoder: () => new ResponsesEncoder(responseOf, decoding.names, (response) => void save(response)),
+        encoder: () =>
+          new ResponsesEncoder(responseOf, decoding.names, (response) => void save(response), search),
         whole: async ([result]) => {
-          const response = responseOf(statusOf(result!.finishReason), outputItems(result!, decoding.names), {
+          const output = outputItems(result!, decoding.names, search);
+          const response = responseOf(statusOf(result!.finishReason), output, {
             promptTokens: result!.promptTokens,
             completionTokens: result!.tokensGenerated,
             cachedTokens: result!.cachedTokens ?? 0,
@@ -803,7 +843,7 @@ export function registerResponses(
       },
     },
     async (request, reply) => {
-      const { validated } = await prepare(request.body, request, reply, limits, store);
+      const { validated } = await prepare(request.body, request, reply, limits, store, fileSearch);
       const tokens = await service
         .resolveModel(request.body.model, "generate")
         .countTokens(validated.request);
