@@ -26,8 +26,10 @@ import {
   decodeResponseFormat,
   decodeSampling,
   effortOf,
+  openAiChunk,
   openAiErrorBody,
   openAiFields,
+  openAiStreamEnd,
   samplingFields,
   toolCallsOf,
   totalUsage,
@@ -293,12 +295,16 @@ export function chatCompletion(id: string, model: string, results: CompletionRes
 
 /** OpenAI's chunk stream: role first, then deltas per choice, finish reasons, usage, [DONE]. */
 export class ChatChunkEncoder implements StreamEncoder {
+  private readonly head: { id: string; object: string; model: string };
+
   constructor(
-    private readonly id: string,
-    private readonly model: string,
+    id: string,
+    model: string,
     private readonly choices: number,
     private readonly includeUsage: boolean,
-  ) {}
+  ) {
+    this.head = { id, object: "chat.completion.chunk", model };
+  }
 
   private chunk(
     choice: number,
@@ -306,15 +312,9 @@ export class ChatChunkEncoder implements StreamEncoder {
     finishReason: string | null,
     logprobs?: TokenLogprob[],
   ): WireFrame {
-    return {
-      data: {
-        id: this.id,
-        object: "chat.completion.chunk",
-        created: unixSeconds(),
-        model: this.model,
-        choices: [{ index: choice, delta, logprobs: logprobsOf(logprobs), finish_reason: finishReason }],
-      },
-    };
+    return openAiChunk(this.head, [
+      { index: choice, delta, logprobs: logprobsOf(logprobs), finish_reason: finishReason },
+    ]);
   }
 
   start(): WireFrame[] {
@@ -365,21 +365,7 @@ export class ChatChunkEncoder implements StreamEncoder {
   }
 
   end(results: CompletionResult[]): WireFrame[] {
-    const usage: WireFrame[] = this.includeUsage
-      ? [
-          {
-            data: {
-              id: this.id,
-              object: "chat.completion.chunk",
-              created: unixSeconds(),
-              model: this.model,
-              choices: [],
-              usage: usageOf(totalUsage(results)),
-            },
-          },
-        ]
-      : [];
-    return [...usage, { data: "[DONE]" }];
+    return openAiStreamEnd(this.head, this.includeUsage, results);
   }
 
   error(error: Parameters<StreamEncoder["error"]>[0]): WireFrame[] {

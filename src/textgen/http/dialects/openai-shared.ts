@@ -5,11 +5,12 @@
  */
 import { Type } from "typebox";
 import type { Usage } from "../../engine/events.js";
-import type { TokenLogprob, ToolCall } from "../../engine/generator.js";
+import type { CompletionResult, TokenLogprob, ToolCall } from "../../engine/generator.js";
 import type { DecodedOutput, DecodedRequest, ReasoningEffort } from "../../engine/validation.js";
 import type { Dialect } from "../../../core/dialect-plugin.js";
 
 import { openAiErrorBody } from "../../../core/error-shapes.js";
+import { unixSeconds, type WireFrame } from "./run.js";
 
 export { openAiErrorBody };
 
@@ -208,6 +209,34 @@ export function totalUsage(
     completionTokens: results.reduce((sum, result) => sum + result.tokensGenerated, 0),
     cachedTokens: results[0]?.cachedTokens ?? 0,
   };
+}
+
+/** One chunk of an OpenAI stream (`object` names the API's chunks); the usage chunk has no choices. */
+export function openAiChunk(
+  head: { id: string; object: string; model: string },
+  choices: object[],
+  usage?: Usage,
+): WireFrame {
+  return {
+    data: {
+      id: head.id,
+      object: head.object,
+      created: unixSeconds(),
+      model: head.model,
+      choices,
+      ...(usage && { usage: usageOf(usage) }),
+    },
+  };
+}
+
+/** The end of an OpenAI stream: the usage of all choices when the client asked for it, then [DONE]. */
+export function openAiStreamEnd(
+  head: { id: string; object: string; model: string },
+  includeUsage: boolean,
+  results: CompletionResult[],
+): WireFrame[] {
+  const usage = includeUsage ? [openAiChunk(head, [], totalUsage(results))] : [];
+  return [...usage, { data: "[DONE]" }];
 }
 
 /** OpenAI's chat logprobs entry. */
