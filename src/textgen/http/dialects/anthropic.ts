@@ -500,6 +500,11 @@ class MessagesEncoder implements StreamEncoder {
     return { event: type, data: { type, ...payload } };
   }
 
+  /** More of the open block. */
+  private delta(delta: { type: string } & Record<string, string>): WireFrame {
+    return this.frame("content_block_delta", { index: this.index, delta });
+  }
+
   start(promptTokens: number): WireFrame[] {
     const usage = { ...usageOf({ promptTokens, completionTokens: 0, cachedTokens: 0 }), output_tokens: 0 };
     return [
@@ -516,15 +521,7 @@ class MessagesEncoder implements StreamEncoder {
 
   private stop(): WireFrame[] {
     if (this.open === undefined) return [];
-    const frames =
-      this.open === "thinking"
-        ? [
-            this.frame("content_block_delta", {
-              index: this.index,
-              delta: { type: "signature_delta", signature: "" },
-            }),
-          ]
-        : [];
+    const frames = this.open === "thinking" ? [this.delta({ type: "signature_delta", signature: "" })] : [];
     this.open = undefined;
     return [...frames, this.frame("content_block_stop", { index: this.index })];
   }
@@ -535,30 +532,15 @@ class MessagesEncoder implements StreamEncoder {
         return this.begin("thinking", thinkingBlock(""));
       case "reasoning-delta":
         if (this.head.omitThinking) return [];
-        return [
-          this.frame("content_block_delta", {
-            index: this.index,
-            delta: { type: "thinking_delta", thinking: event.delta },
-          }),
-        ];
+        return [this.delta({ type: "thinking_delta", thinking: event.delta })];
       case "text-start":
         return this.begin("text", textBlock(""));
       case "text-delta":
-        return [
-          this.frame("content_block_delta", {
-            index: this.index,
-            delta: { type: "text_delta", text: event.delta },
-          }),
-        ];
+        return [this.delta({ type: "text_delta", text: event.delta })];
       case "tool-call-start":
         return this.begin("tool_use", toolUseBlock(event.id, event.name, {}));
       case "tool-call-delta":
-        return [
-          this.frame("content_block_delta", {
-            index: this.index,
-            delta: { type: "input_json_delta", partial_json: event.delta },
-          }),
-        ];
+        return [this.delta({ type: "input_json_delta", partial_json: event.delta })];
       case "reasoning-end":
       case "text-end":
       case "tool-call-end":
