@@ -10,6 +10,7 @@ import type { DecodedOutput, DecodedRequest, ReasoningEffort } from "../../engin
 import type { Dialect } from "../../../core/dialect-plugin.js";
 
 import { openAiErrorBody } from "../../../core/error-shapes.js";
+import { decodeLlamaFields, type LlamaFieldsBody } from "./llama-fields.js";
 import { unixSeconds, type WireFrame } from "./run.js";
 
 export { openAiErrorBody };
@@ -85,48 +86,21 @@ export const samplingFields = {
   grammar: Type.Optional(Type.String({ description: "a GBNF grammar the output follows" })),
 };
 
-interface SamplingBody {
-  temperature?: number;
-  top_p?: number;
-  top_k?: number;
-  min_p?: number;
-  repeat_penalty?: number;
+interface SamplingBody extends LlamaFieldsBody {
   presence_penalty?: number;
   frequency_penalty?: number;
-  seed?: number;
-  logit_bias?: Record<string, number>;
-  ignore_eos?: boolean;
-  stop?: string | string[];
-  truncate?: boolean;
-  cache_prompt?: boolean;
   n?: number;
   lora?: { id: number; scale: number }[];
-  json_schema?: Record<string, unknown>;
-  grammar?: string;
 }
 
 /** The shared fields in canonical names (decoding only: validation.ts judges them). */
 export function decodeSampling(body: SamplingBody): DecodedRequest {
   return {
-    temperature: body.temperature,
-    topP: body.top_p,
-    topK: body.top_k,
-    minP: body.min_p,
-    repeatPenalty: body.repeat_penalty,
+    ...decodeLlamaFields(body),
     presencePenalty: body.presence_penalty,
     frequencyPenalty: body.frequency_penalty,
-    seed: body.seed,
-    logitBias: body.logit_bias,
-    ignoreEos: body.ignore_eos,
-    stop: body.stop,
-    truncate: body.truncate,
-    cachePrompt: body.cache_prompt,
     lora: body.lora,
     n: body.n,
-    outputs: [
-      ...(body.json_schema !== undefined ? [{ type: "json_schema" as const, schema: body.json_schema }] : []),
-      ...(body.grammar !== undefined ? [{ type: "grammar" as const, grammar: body.grammar }] : []),
-    ],
   };
 }
 
