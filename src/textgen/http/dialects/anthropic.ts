@@ -20,7 +20,13 @@ import {
 } from "../../engine/validation.js";
 import { parseArgumentsObject } from "./json-partial.js";
 import { JsonSchemaObject } from "./openai-shared.js";
-import { dialectPlugin, noteIgnored, noteUnenforced, type Dialect } from "../../../core/dialect-plugin.js";
+import {
+  dialectPlugin,
+  noEffect,
+  noteIgnored,
+  noteUnenforced,
+  type Dialect,
+} from "../../../core/dialect-plugin.js";
 import { respond, validationLimits, type LimitsConfig, type StreamEncoder, type WireFrame } from "./run.js";
 
 const errorTypeByStatus: Record<number, string> = {
@@ -49,7 +55,6 @@ export function anthropicErrorBody(error: ApiError) {
 /** Registered under /v1 beside the OpenAI routes, which answer unknown /v1 paths. */
 export const anthropicDialect: Dialect = { errorShape: anthropicErrorBody, tolerant: true, notFound: false };
 
-const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
 const cacheControl = {
   cache_control: Type.Optional(
     Type.Unknown({ description: "a breakpoint: the prompt up to here is kept cached ahead of others" }),

@@ -15,7 +15,7 @@ import {
   type DialectProfile,
   type ValidationLimits,
 } from "../../engine/validation.js";
-import { noteIgnored, noteUnenforced } from "../../../core/dialect-plugin.js";
+import { noEffect, noteIgnored, noteUnenforced } from "../../../core/dialect-plugin.js";
 import { respond, unixSeconds, type StreamEncoder, type WireFrame } from "./run.js";
 import {
   DEFAULT_CHAT_MAX_TOKENS,
@@ -30,13 +30,12 @@ import {
   openAiErrorBody,
   openAiFields,
   openAiStreamEnd,
+  promptCacheFields,
   samplingFields,
   toolCallsOf,
   totalUsage,
   usageOf,
 } from "./openai-shared.js";
-
-const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
 
 const ContentPart = Type.Object({
   type: Type.String({ description: "text (refusal is read as text); images, audio and files are refused" }),
@@ -128,11 +127,7 @@ export const ChatRequestSchema = Type.Object({
   verbosity: Type.Optional(Type.String(noEffect("verbosity"))),
   service_tier: Type.Optional(Type.String(noEffect("service tier"))),
   web_search_options: Type.Optional(Type.Unknown(noEffect("web search (no hosted tools here)"))),
-  prompt_cache_key: Type.Optional(
-    Type.String({ description: "requests with a key keep their prompt's cache entries ahead of others" }),
-  ),
-  prompt_cache_retention: Type.Optional(Type.String(noEffect("prompt caching is automatic"))),
-  prompt_cache_options: Type.Optional(Type.Unknown(noEffect("prompt caching is automatic"))),
+  ...promptCacheFields,
   safety_identifier: Type.Optional(Type.String(noEffect("an end-user id"))),
   moderation: Type.Optional(Type.Unknown(noEffect("moderation"))),
   ...samplingFields,

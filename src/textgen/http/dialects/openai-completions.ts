@@ -12,7 +12,7 @@ import {
   type DialectProfile,
   type ValidationLimits,
 } from "../../engine/validation.js";
-import { noteUnenforced } from "../../../core/dialect-plugin.js";
+import { noEffect, noteUnenforced } from "../../../core/dialect-plugin.js";
 import { clientGoneSignal, respond, unixSeconds, type StreamEncoder, type WireFrame } from "./run.js";
 import {
   ResponseFormat,
@@ -26,8 +26,6 @@ import {
   totalUsage,
   usageOf,
 } from "./openai-shared.js";
-
-const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
 
 export const CompletionRequestSchema = Type.Object({
   prompt: Type.Union(

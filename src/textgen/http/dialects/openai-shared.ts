@@ -7,7 +7,7 @@ import { Type } from "typebox";
 import type { Usage } from "../../engine/events.js";
 import type { CompletionResult, TokenLogprob, ToolCall } from "../../engine/generator.js";
 import type { DecodedOutput, DecodedRequest, ReasoningEffort } from "../../engine/validation.js";
-import type { Dialect } from "../../../core/dialect-plugin.js";
+import { noEffect, type Dialect } from "../../../core/dialect-plugin.js";
 
 import { openAiErrorBody } from "../../../core/error-shapes.js";
 import { decodeLlamaFields, type LlamaFieldsBody } from "./llama-fields.js";
@@ -17,6 +17,15 @@ export { openAiErrorBody };
 
 /** OpenAI's API: its error shape, tolerant reading. */
 export const openAiDialect: Dialect = { errorShape: openAiErrorBody, tolerant: true };
+
+/** OpenAI's prompt caching fields (Chat Completions, Responses): a key is honoured; caching is automatic. */
+export const promptCacheFields = {
+  prompt_cache_key: Type.Optional(
+    Type.String({ description: "requests with a key keep their prompt's cache entries ahead of others" }),
+  ),
+  prompt_cache_retention: Type.Optional(Type.String(noEffect("prompt caching is automatic"))),
+  prompt_cache_options: Type.Optional(Type.Unknown(noEffect("prompt caching is automatic"))),
+};
 
 export const modelField = Type.Optional(
   Type.String({ description: "the model to answer (GET /v1/models); the default model when absent" }),
@@ -28,8 +37,6 @@ export const keepAliveField = Type.Optional(
     description: 'a duration ("5m") or seconds; 0 unloads after the answer, -1 keeps it loaded',
   }),
 );
-
-const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
 
 export const StopField = Type.Optional(
   Type.Union([Type.String(), Type.Array(Type.String())], {
