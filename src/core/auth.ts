@@ -18,7 +18,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { isPreflight } from "./cors.js";
-import { ApiError, ConfigError } from "./errors.js";
+import { ApiError, ConfigError, parseConfigJson } from "./errors.js";
 import { normalisedPath, pathOf } from "./url-path.js";
 
 export interface Principal {
@@ -56,12 +56,7 @@ export class KeyRing {
     const entries: Array<{ key: string; tenant: string; scopes: string[]; where: string }> = [];
     const trimmed = text.trim();
     if (trimmed.startsWith("[")) {
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(trimmed);
-      } catch (error) {
-        throw new ConfigError(`${source} is not valid JSON: ${(error as Error).message}`);
-      }
+      const parsed = parseConfigJson(trimmed, source);
       if (!Array.isArray(parsed)) throw new ConfigError(`${source} must hold a JSON array`);
       parsed.forEach((item: { key?: unknown; tenant?: unknown; scopes?: unknown }, index) => {
         if (typeof item?.key !== "string" || typeof item.tenant !== "string") {

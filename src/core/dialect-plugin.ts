@@ -24,6 +24,9 @@ export interface Dialect {
 /** Ignored fields of a request, kept for the encoders (a stream's headers are written at its start). */
 const ignoredOf = new WeakMap<FastifyRequest, string[]>();
 
+/** The description of a field a tolerant dialect takes only so that clients sending it are not refused. */
+export const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
+
 /** The fields tolerant reading ignored in this request. */
 export function ignoredFields(request: FastifyRequest): readonly string[] {
   return ignoredOf.get(request) ?? [];

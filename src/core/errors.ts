@@ -12,6 +12,15 @@ export class ConfigError extends Error {
   }
 }
 
+/** A configuration file's JSON, or a ConfigError that names it (`what`: the setting and its file). */
+export function parseConfigJson(text: string, what: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new ConfigError(`${what} is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
 export type ErrorCode =
   | "invalid_request"
   | "unauthorized"

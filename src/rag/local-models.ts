@@ -7,7 +7,7 @@
 import type { Config } from "../core/config.js";
 import { onTextDeltas } from "../textgen/engine/events.js";
 import type { TextgenService } from "../textgen/engine/service.js";
-import { estimatedWindow, type GenerationPort } from "./answering/generation-port.js";
+import { estimatedWindow, portResultOf, type GenerationPort } from "./answering/generation-port.js";
 import type { EmbeddingPort, LocalModelPorts, RerankPort } from "./retrieval/ports.js";
 
 export interface LocalModels extends LocalModelPorts {
@@ -68,12 +68,7 @@ export function localGeneration(
         request.signal ?? new AbortController().signal,
         onTextDeltas(request.onText),
       );
-      return {
-        text: result.text,
-        tokens: result.tokensGenerated,
-        promptTokens: result.promptTokens,
-        finishReason: result.finishReason === "length" ? "length" : "stop",
-      };
+      return portResultOf(result);
     },
     // The model belongs to the text generation app, which closes it.
     close: async () => undefined,

@@ -31,6 +31,21 @@ export interface PortResult {
   finishReason: "stop" | "length";
 }
 
+/** A generator's result (textgen's CompletionResult) as the port's: any reason but "length" is a stop. */
+export function portResultOf(result: {
+  text: string;
+  tokensGenerated: number;
+  promptTokens: number;
+  finishReason: string;
+}): PortResult {
+  return {
+    text: result.text,
+    tokens: result.tokensGenerated,
+    promptTokens: result.promptTokens,
+    finishReason: result.finishReason === "length" ? "length" : "stop",
+  };
+}
+
 /** What one request to the model may hold, and how text is counted against it. */
 export interface ContextWindow {
   /** Tokens one request holds: the prompt and the answer together. */

@@ -6,7 +6,7 @@
 import type { Config } from "../../core/config.js";
 import { onTextDeltas } from "../../textgen/engine/events.js";
 import { OpenAIUpstreamGenerator } from "../../textgen/engine/openai-upstream.js";
-import { estimatedWindow, type GenerationPort } from "./generation-port.js";
+import { estimatedWindow, portResultOf, type GenerationPort } from "./generation-port.js";
 
 export function upstreamGeneration(
   config: Pick<
@@ -40,12 +40,7 @@ export function upstreamGeneration(
         },
         onTextDeltas(request.onText),
       );
-      return {
-        text: result.text,
-        tokens: result.tokensGenerated,
-        promptTokens: result.promptTokens,
-        finishReason: result.finishReason === "length" ? "length" : "stop",
-      };
+      return portResultOf(result);
     },
     close: () => generator.close(),
   };

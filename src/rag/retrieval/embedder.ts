@@ -11,13 +11,15 @@
  */
 import type { Config } from "../../core/config.js";
 import { conflict, corrupt, type DomainError } from "../../core/errors.js";
-import type { EmbeddingPort } from "./ports.js";
+import { LocalRetriever } from "./local-retriever.js";
+import type { EmbeddingModel, EmbeddingPort } from "./ports.js";
 import { decodeAnswer } from "./embedding-decode.js";
 import {
   malformedAnswer,
-  newAgent,
   postForBody,
   localModelFailure,
+  upstreamTarget,
+  type UpstreamOptions,
   type UpstreamTarget,
 } from "./upstream.js";
 
@@ -113,14 +115,9 @@ async function inBatches(
   return vectors;
 }
 
-export interface HttpEmbedderOptions {
-  /** Base URL with /v1, as OpenAI clients take it: requests go to `${baseUrl}/embeddings`. */
-  baseUrl: string;
-  /** Model asked for; null: none is sent (the server's default) and the answer's `model` is recorded. */
-  model: string | null;
-  apiKey: string | null;
+/** Requests go to `${baseUrl}/embeddings`. */
+export interface HttpEmbedderOptions extends UpstreamOptions {
   batchSize: number;
-  timeoutMs: number;
 }
 
 /**
@@ -147,13 +144,7 @@ export class HttpEmbedder implements Embedder {
   constructor(private readonly options: HttpEmbedderOptions) {
     if (!Number.isInteger(options.batchSize) || options.batchSize < 1)
       throw new RangeError(`embedding batch size must be an integer ≥ 1, got ${options.batchSize}`);
-    this.target = {
-      role: "embedder",
-      url: `${options.baseUrl.replace(/\/+$/, "")}/embeddings`,
-      apiKey: options.apiKey,
-      timeoutMs: options.timeoutMs,
-      agent: newAgent(),
-    };
+    this.target = upstreamTarget("embedder", options, "embeddings");
   }
 
   get model(): string {
@@ -217,18 +208,15 @@ export class HttpEmbedder implements Embedder {
  * model, a MODELS_DIR model by name, or the generation model), admitted by that model's scheduler like
  * every other request.
  */
-export class LocalEmbedder implements Embedder {
+export class LocalEmbedder extends LocalRetriever<EmbeddingModel> implements Embedder {
   private knownDimension: number | undefined;
-  private resolvedName: string | undefined;
 
   constructor(
-    private readonly port: EmbeddingPort,
-    private readonly requested: string | null,
+    port: EmbeddingPort,
+    requested: string | null,
     private readonly batchSize: number,
-  ) {}
-
-  get model(): string {
-    return this.requested ?? this.resolvedName ?? "";
+  ) {
+    super(port, requested);
   }
 
   get dimension(): number | undefined {
@@ -237,12 +225,9 @@ export class LocalEmbedder implements Embedder {
 
   /** Says which model of this process embeds (EMBEDDING_MODEL_PATH's, or the generation model). */
   get description(): string {
-    let name: string;
-    try {
-      name = this.port.resolve(this.requested).name;
-    } catch {
+    const name = this.servedName();
+    if (name === undefined)
       return `RAG: no embedder: the model ${this.requested ?? ""} of this process cannot embed, and EMBEDDING_URL is not set`;
-    }
     return `RAG: embeddings from the model ${name} of this process, no HTTP hop; set EMBEDDING_URL to use another server`;
   }
 
@@ -265,9 +250,6 @@ export class LocalEmbedder implements Embedder {
     );
     return vectors;
   }
-
-  // The model belongs to the text generation app, which closes it.
-  close = async (): Promise<void> => undefined;
 }
 
 /**

@@ -6,8 +6,16 @@
  * candidates' order (higher is more relevant); failures map as the embedder's do (upstream.ts).
  */
 import type { Config } from "../../core/config.js";
-import type { RerankPort } from "./ports.js";
-import { malformedAnswer, newAgent, postJson, localModelFailure, type UpstreamTarget } from "./upstream.js";
+import { LocalRetriever } from "./local-retriever.js";
+import type { RerankModel, RerankPort } from "./ports.js";
+import {
+  malformedAnswer,
+  postJson,
+  localModelFailure,
+  upstreamTarget,
+  type UpstreamOptions,
+  type UpstreamTarget,
+} from "./upstream.js";
 
 export interface Reranker {
   /** The model's name ("" until known, for a server asked without one). */
@@ -42,13 +50,8 @@ const RERANK_BYTES_PER_RESULT = 16 * 1024;
 /** Bytes of a rerank answer around its results (model, usage, meta). */
 const RERANK_ENVELOPE_BYTES = 64 * 1024;
 
-export interface HttpRerankerOptions {
-  /** Base URL with /v1 (Cohere: /v2): requests go to `${baseUrl}/rerank`. */
-  baseUrl: string;
-  model: string | null;
-  apiKey: string | null;
-  timeoutMs: number;
-}
+/** Requests go to `${baseUrl}/rerank`. */
+export type HttpRerankerOptions = UpstreamOptions;
 
 interface RerankAnswer {
   model?: unknown;
@@ -61,13 +64,7 @@ export class HttpReranker implements Reranker {
   private answeredModel: string | undefined;
 
   constructor(private readonly options: HttpRerankerOptions) {
-    this.target = {
-      role: "reranker",
-      url: `${options.baseUrl.replace(/\/+$/, "")}/rerank`,
-      apiKey: options.apiKey,
-      timeoutMs: options.timeoutMs,
-      agent: newAgent(),
-    };
+    this.target = upstreamTarget("reranker", options, "rerank");
   }
 
   get model(): string {
@@ -124,26 +121,12 @@ export class HttpReranker implements Reranker {
 }
 
 /** The reranker of the text generation app in this process, through its port. */
-export class LocalReranker implements Reranker {
-  private resolvedName: string | undefined;
-
-  constructor(
-    private readonly port: RerankPort,
-    private readonly requested: string | null,
-  ) {}
-
-  get model(): string {
-    return this.requested ?? this.resolvedName ?? "";
-  }
-
+export class LocalReranker extends LocalRetriever<RerankModel> implements Reranker {
   /** Says which model reranks, or that none of this process's models can (then a rerank is a 400). */
   get description(): string {
-    let name: string;
-    try {
-      name = this.port.resolve(this.requested).name;
-    } catch {
+    const name = this.servedName();
+    if (name === undefined)
       return `RAG: no reranker: ${this.requested ? `the model ${this.requested} is not` : "no model of this process is"} a reranker (a GGUF with a rank head in MODELS_DIR), and RERANK_URL is not set`;
-    }
     return `RAG: reranking by the model ${name} of this process, no HTTP hop; set RERANK_URL to use another server`;
   }
 
@@ -159,9 +142,6 @@ export class LocalReranker implements Reranker {
       throw localModelFailure("reranker", error, signal);
     }
   }
-
-  // The model belongs to the text generation app, which closes it.
-  close = async (): Promise<void> => undefined;
 }
 
 /** RERANK_URL when set, else this process's text generation service when there is one, else none. */

@@ -56,6 +56,27 @@ export function newAgent(): Agent {
   return new Agent({ keepAliveTimeout: 30_000, connections: 32 });
 }
 
+/** The settings of a retriever server (EMBEDDING_* or RERANK_*). */
+export interface UpstreamOptions {
+  /** Base URL with /v1 (Cohere's rerank: /v2), as clients take it. */
+  baseUrl: string;
+  /** Model asked for; null: none is sent (the server's default) and the answer's `model` is recorded. */
+  model: string | null;
+  apiKey: string | null;
+  timeoutMs: number;
+}
+
+/** The endpoint `path` under the server's base URL, with a connection pool of its own. */
+export function upstreamTarget(role: RetrieverRole, options: UpstreamOptions, path: string): UpstreamTarget {
+  return {
+    role,
+    url: `${options.baseUrl.replace(/\/+$/, "")}/${path}`,
+    apiKey: options.apiKey,
+    timeoutMs: options.timeoutMs,
+    agent: newAgent(),
+  };
+}
+
 /** Characters of an error body quoted in messages. */
 const QUOTED = 300;
 /** Bytes of an error answer read (its message is quoted from them). */

@@ -16,6 +16,8 @@ const DIGIT = 4;
 const CONNECTOR = 8;
 const KNOWN = 16;
 const WORD_CHARACTER = LETTER | MARK | DIGIT | CONNECTOR;
+/** Not a class: set by `classAt` on a character of two code units. */
+const WIDE = 32;
 
 const IS_LETTER = /^\p{L}$/u;
 const IS_MARK = /^\p{M}$/u;
@@ -77,19 +79,10 @@ export class WordScanner {
     let i = this.position;
     // Skip to the first word character.
     let kind = 0;
-    let width = 1;
     while (i < length) {
-      const c = text.charCodeAt(i);
-      if (c < 0x80) {
-        kind = bmpClasses[c] ?? 0;
-        width = 1;
-      } else {
-        const cp = codePointAt(text, i, c);
-        kind = classOf(cp);
-        width = cp > 0xffff ? 2 : 1;
-      }
+      kind = classAt(text, i);
       if ((kind & WORD_CHARACTER) !== 0) break;
-      i += width;
+      i += (kind & WIDE) !== 0 ? 2 : 1;
     }
     if (i >= length) {
       this.position = length;
@@ -99,32 +92,22 @@ export class WordScanner {
     let hash = FNV_OFFSET;
     let previousKind = 0;
     for (;;) {
-      // A run of word characters; `kind`/`width` describe the character at i.
+      // A run of word characters; `kind` describes the character at i.
       while ((kind & WORD_CHARACTER) !== 0) {
         hash = Math.imul(hash ^ text.charCodeAt(i), FNV_PRIME);
-        if (width === 2) hash = Math.imul(hash ^ text.charCodeAt(i + 1), FNV_PRIME);
-        i += width;
+        if ((kind & WIDE) !== 0) hash = Math.imul(hash ^ text.charCodeAt(++i), FNV_PRIME);
+        i++;
         previousKind = kind;
         if (i >= length) {
           kind = 0;
           break;
         }
-        const c = text.charCodeAt(i);
-        if (c < 0x80) {
-          kind = bmpClasses[c] ?? 0;
-          width = 1;
-        } else {
-          const cp = codePointAt(text, i, c);
-          kind = classOf(cp);
-          width = cp > 0xffff ? 2 : 1;
-        }
+        kind = classAt(text, i);
       }
       // At i: a non-word character (or the end). A mid character joins two runs.
       if (i + 1 >= length) break;
       const mid = text.charCodeAt(i);
-      const c = text.charCodeAt(i + 1);
-      const nextCodePoint = c < 0x80 ? c : codePointAt(text, i + 1, c);
-      const nextKind = c < 0x80 ? (bmpClasses[c] ?? 0) : classOf(nextCodePoint);
+      const nextKind = classAt(text, i + 1);
       const joins =
         ((previousKind & (LETTER | MARK)) !== 0 &&
           (nextKind & LETTER) !== 0 &&
@@ -136,7 +119,6 @@ export class WordScanner {
       hash = Math.imul(hash ^ mid, FNV_PRIME);
       i++;
       kind = nextKind;
-      width = nextCodePoint > 0xffff ? 2 : 1;
     }
     this.start = start;
     this.end = i;
@@ -144,6 +126,14 @@ export class WordScanner {
     this.position = i;
     return true;
   }
+}
+
+/** The class of the character at i, with WIDE when it takes two code units (an astral code point). */
+function classAt(text: string, i: number): number {
+  const c = text.charCodeAt(i);
+  if (c < 0x80) return bmpClasses[c] ?? 0;
+  const codePoint = codePointAt(text, i, c);
+  return codePoint > 0xffff ? classOf(codePoint) | WIDE : classOf(codePoint);
 }
 
 /** The code point at i, given its first code unit c (a lone surrogate stands for itself). */

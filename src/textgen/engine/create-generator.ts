@@ -2,6 +2,7 @@
 import type { Config } from "../../core/config.js";
 import type { Generator } from "./generator.js";
 import { LlamaGenerator, type LlamaGeneratorOptions } from "./llama-generator.js";
+import { schemaBudgetOf } from "./json-schema.js";
 import type { ModelSource } from "./model-source.js";
 import { OpenAIUpstreamGenerator } from "./openai-upstream.js";
 import { buildCatalogue, catalogueSources, modelIdOf, type ModelEntry } from "./presets.js";
@@ -44,13 +45,7 @@ export function engineOptions(
       maxRepetition: 1000,
       maxStacks: limits.grammarMaxStacks,
     },
-    schemaBudget: {
-      maxDepth: limits.schemaMaxDepth,
-      maxProperties: limits.schemaMaxProperties,
-      maxEnum: limits.schemaMaxEnum,
-      maxEnumBytes: limits.schemaMaxEnumBytes,
-      maxAlternatives: limits.schemaMaxAlternatives,
-    },
+    schemaBudget: schemaBudgetOf(limits),
     grammarMaxTokenMs: limits.grammarMaxTokenMs,
     kvCacheType: entry?.settings.kvCacheType ?? textgen.kvCacheType,
     promptCacheRamBytes: textgen.promptCacheRamBytes,

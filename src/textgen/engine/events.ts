@@ -75,26 +75,32 @@ export class EventWriter {
     this.pendingLogprobs.push(entry);
   }
 
+  /** The logprobs held for the next text delta (or the finish), if any; none are held after. */
+  private takeLogprobs(): TokenLogprob[] | undefined {
+    const held = this.pendingLogprobs.length > 0 ? this.pendingLogprobs : undefined;
+    this.pendingLogprobs = [];
+    return held;
+  }
+
+  /** Opens a text or reasoning part (closing whatever other part was open), unless it is open. */
+  private enter(kind: "text" | "reasoning"): void {
+    if (this.open?.kind === kind) return;
+    this.close();
+    this.open = { kind };
+    this.emit({ type: kind === "text" ? "text-start" : "reasoning-start" });
+  }
+
   text(delta: string): void {
     if (delta === "" || this.finished) return;
-    if (this.open?.kind !== "text") {
-      this.close();
-      this.open = { kind: "text" };
-      this.emit({ type: "text-start" });
-    }
+    this.enter("text");
     this.answerText += delta;
-    const logprobs = this.pendingLogprobs.length > 0 ? this.pendingLogprobs : undefined;
-    this.pendingLogprobs = [];
+    const logprobs = this.takeLogprobs();
     this.emit({ type: "text-delta", delta, ...(logprobs && { logprobs }) });
   }
 
   reasoningText(delta: string): void {
     if (delta === "" || this.finished) return;
-    if (this.open?.kind !== "reasoning") {
-      this.close();
-      this.open = { kind: "reasoning" };
-      this.emit({ type: "reasoning-start" });
-    }
+    this.enter("reasoning");
     this.reasoning += delta;
     this.emit({ type: "reasoning-delta", delta });
   }
@@ -161,8 +167,7 @@ export class EventWriter {
       ...(info.logprobs && { logprobs: info.logprobs }),
       ...(info.draftTokens && { draftTokens: info.draftTokens }),
     };
-    const held = this.pendingLogprobs.length > 0 ? this.pendingLogprobs : undefined;
-    this.pendingLogprobs = [];
+    const held = this.takeLogprobs();
     this.emit({
       type: "finish",
       finishReason: info.finishReason,

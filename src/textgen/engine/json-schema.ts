@@ -16,6 +16,7 @@
  * never refusing anything.
  */
 import type { GbnfJsonSchema } from "node-llama-cpp";
+import type { Config } from "../../core/config.js";
 import type { GrammarSchema } from "./generator.js";
 import { patternGrammar, RegexGrammarError, UUID_PATTERN } from "./regex-grammar.js";
 
@@ -48,6 +49,26 @@ export const DEFAULT_SCHEMA_BUDGET: SchemaBudget = {
   maxEnumBytes: 32 * 1024,
   maxAlternatives: 128,
 };
+
+/** SCHEMA_MAX_* as a budget. */
+export function schemaBudgetOf(
+  limits: Pick<
+    Config["limits"],
+    | "schemaMaxDepth"
+    | "schemaMaxProperties"
+    | "schemaMaxEnum"
+    | "schemaMaxEnumBytes"
+    | "schemaMaxAlternatives"
+  >,
+): SchemaBudget {
+  return {
+    maxDepth: limits.schemaMaxDepth,
+    maxProperties: limits.schemaMaxProperties,
+    maxEnum: limits.schemaMaxEnum,
+    maxEnumBytes: limits.schemaMaxEnumBytes,
+    maxAlternatives: limits.schemaMaxAlternatives,
+  };
+}
 
 /** Keywords whose value is a subschema, a list of them, or a map of them. */
 const singleSubschema = ["items", "additionalProperties", "not", "if", "then", "else", "contains"];

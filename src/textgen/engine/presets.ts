@@ -26,6 +26,7 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { ConfigError, isRemoteModelReference, type Config } from "../../core/config.js";
+import { parseConfigJson } from "../../core/errors.js";
 import type { ModelRole } from "./gguf-check.js";
 
 export type KvCacheType = "f16" | "q8_0" | "q4_0";
@@ -157,13 +158,7 @@ export function modelIdOf(reference: string): string {
 export function parsePresets(text: string, source: string): Record<string, Section> {
   const trimmed = text.trim();
   if (trimmed.startsWith("{")) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(trimmed);
-    } catch (error) {
-      throw new ConfigError(`MODELS_PRESETS ${source} is not valid JSON: ${(error as Error).message}`);
-    }
-    const sections = parsed as Record<string, unknown>;
+    const sections = parseConfigJson(trimmed, `MODELS_PRESETS ${source}`) as Record<string, unknown>;
     for (const [name, value] of Object.entries(sections))
       if (typeof value !== "object" || value === null || Array.isArray(value))
         throw new ConfigError(`MODELS_PRESETS ${source}: "${name}" must be an object of settings`);

@@ -49,6 +49,21 @@ const SPACE: Range[] = [
   [0x2028, 0x2029],
   [0xfeff, 0xfeff],
 ];
+/** The class escapes, by their lower-case letter. */
+const CLASS_ESCAPES = new Map<string, Range[]>([
+  ["d", DIGIT],
+  ["w", WORD],
+  ["s", SPACE],
+]);
+/** Escapes of one control character (\0 is NUL: back-references start at \1). */
+const CONTROL_ESCAPES = new Map<string, number>([
+  ["n", 0x0a],
+  ["r", 0x0d],
+  ["t", 0x09],
+  ["f", 0x0c],
+  ["v", 0x0b],
+  ["0", 0],
+]);
 
 class Parser {
   private pos = 0;
@@ -160,32 +175,12 @@ class Parser {
     const next = this.src[this.pos + 1];
     if (next === undefined) throw new RegexGrammarError("a pattern ending in a backslash");
     this.pos += 2;
-    const set = (ranges: Range[], negated = false) => ({ kind: "set" as const, set: { ranges, negated } });
+    const ranges = CLASS_ESCAPES.get(next.toLowerCase());
+    // Upper case is the complement (\D, \W, \S).
+    if (ranges) return { kind: "set", set: { ranges, negated: next !== next.toLowerCase() } };
+    const control = CONTROL_ESCAPES.get(next);
+    if (control !== undefined) return literal(control);
     switch (next) {
-      case "d":
-        return set(DIGIT);
-      case "D":
-        return set(DIGIT, true);
-      case "w":
-        return set(WORD);
-      case "W":
-        return set(WORD, true);
-      case "s":
-        return set(SPACE);
-      case "S":
-        return set(SPACE, true);
-      case "n":
-        return literal(0x0a);
-      case "r":
-        return literal(0x0d);
-      case "t":
-        return literal(0x09);
-      case "f":
-        return literal(0x0c);
-      case "v":
-        return literal(0x0b);
-      case "0":
-        return literal(0);
       case "b":
         if (inClass) return literal(0x08);
         throw new RegexGrammarError("word boundaries cannot be enforced by a grammar");

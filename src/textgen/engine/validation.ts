@@ -16,6 +16,7 @@ import type {
   ChatMessage,
   GenerationRequest,
   OutputConstraint,
+  SamplingOptions,
   ToolChoice,
   ToolDefinition,
 } from "./generator.js";
@@ -39,23 +40,18 @@ export type DecodedOutput =
   | { type: "json_schema"; schema?: unknown; strict?: boolean }
   | { type: "grammar"; grammar: string };
 
-/** A wire request decoded into canonical names: nothing defaulted, ranged or checked yet. */
-export interface DecodedRequest {
+/**
+ * A wire request decoded into canonical names: nothing defaulted, ranged or checked yet. The sampling
+ * knobs are the engine's own (SamplingOptions), each optional; logit bias is still keyed by strings.
+ */
+export interface DecodedRequest extends Partial<Omit<SamplingOptions, "seed" | "logitBias">> {
   /** A raw prompt to continue, or a conversation. */
   prompt?: string;
   messages?: ChatMessage[];
   maxTokens?: number;
-  temperature?: number;
-  topP?: number;
-  topK?: number;
-  minP?: number;
-  repeatPenalty?: number;
-  presencePenalty?: number;
-  frequencyPenalty?: number;
   /** -1 (and absent): a random seed, in every dialect. */
   seed?: number;
   logitBias?: Record<string, number>;
-  ignoreEos?: boolean;
   stop?: string | readonly string[];
   tools?: DecodedTool[];
   toolChoice?: ToolChoice;

@@ -112,26 +112,27 @@ export function registerModelRoutes(app: TypedApp, service: TextgenService): voi
     }),
   );
 
-  app.post(
-    "/models/load",
-    { schema: loadSchema("Load a model now; answers once it is loaded (or failed, saying why); admin only") },
-    async (request) => {
-      requireModelAdmin(request, "load models");
-      const id = modelIdOf(service, request.body.model);
-      await service.models.load(id);
-      return { success: true };
+  registerLoadRoute(
+    app,
+    service,
+    {
+      path: "/models/load",
+      summary: "Load a model now; answers once it is loaded (or failed, saying why); admin only",
+      action: "load models",
     },
+    (id) => service.models.load(id),
   );
-
-  app.post(
-    "/models/unload",
-    { schema: loadSchema("Unload a model (after its running requests finish); admin only") },
-    async (request) => {
-      requireModelAdmin(request, "unload models");
-      const id = modelIdOf(service, request.body.model);
+  registerLoadRoute(
+    app,
+    service,
+    {
+      path: "/models/unload",
+      summary: "Unload a model (after its running requests finish); admin only",
+      action: "unload models",
+    },
+    async (id) => {
       if (!(await service.models.unload(id)))
         throw badRequest(`The model "${id}" is not loaded`, [{ path: "/model" }]);
-      return { success: true };
     },
   );
 }
@@ -143,15 +144,30 @@ function modelIdOf(service: TextgenService, name: string): string {
 
 /**
  * /models/load and /models/unload (the llama.cpp server router's): a model name in, success out; a
- * model administrator's only (model-access.ts).
+ * model administrator's only (model-access.ts). `act` does the work on the registry id the name gives.
  */
-function loadSchema(summary: string) {
-  return {
-    tags: ["models"],
-    summary,
-    body: ModelName,
-    response: { 200: Success, "4xx": ErrorResponse, "5xx": ErrorResponse },
-  };
+function registerLoadRoute(
+  app: TypedApp,
+  service: TextgenService,
+  route: { path: string; summary: string; action: string },
+  act: (id: string) => Promise<unknown>,
+): void {
+  app.post(
+    route.path,
+    {
+      schema: {
+        tags: ["models"],
+        summary: route.summary,
+        body: ModelName,
+        response: { 200: Success, "4xx": ErrorResponse, "5xx": ErrorResponse },
+      },
+    },
+    async (request) => {
+      requireModelAdmin(request, route.action);
+      await act(modelIdOf(service, request.body.model));
+      return { success: true };
+    },
+  );
 }
 
 const LoraAdapter = Type.Object({

@@ -9,6 +9,7 @@ import type { CompletionResult } from "../engine/generator.js";
 import type { TextgenService } from "../engine/service.js";
 import { validateRequest, type DecodedRequest, type DialectProfile } from "../engine/validation.js";
 import { noteUnenforced } from "../../core/dialect-plugin.js";
+import { decodeLlamaFields } from "./dialects/llama-fields.js";
 import {
   respond,
   validationLimits,
@@ -41,25 +42,7 @@ export { clientGoneSignal } from "./dialects/run.js";
 
 /** /predict's body in canonical names. */
 export function decodePredict(body: PredictRequest): DecodedRequest {
-  return {
-    prompt: body.text,
-    maxTokens: body.max_length,
-    temperature: body.temperature,
-    topP: body.top_p,
-    topK: body.top_k,
-    minP: body.min_p,
-    repeatPenalty: body.repeat_penalty,
-    seed: body.seed,
-    logitBias: body.logit_bias,
-    ignoreEos: body.ignore_eos,
-    stop: body.stop,
-    outputs: [
-      ...(body.json_schema !== undefined ? [{ type: "json_schema" as const, schema: body.json_schema }] : []),
-      ...(body.grammar !== undefined ? [{ type: "grammar" as const, grammar: body.grammar }] : []),
-    ],
-    truncate: body.truncate,
-    cachePrompt: body.cache_prompt,
-  };
+  return { prompt: body.text, maxTokens: body.max_length, ...decodeLlamaFields(body) };
 }
 
 const predictProfile: DialectProfile = {

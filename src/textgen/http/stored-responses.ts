@@ -13,10 +13,8 @@ import type { TypedApp } from "../../core/http.js";
 import type { DurableResponsesStore } from "../store/responses-store.js";
 import type { PageQuery } from "../store/types.js";
 import type { ResponseItem } from "./dialects/openai-responses.js";
-import { dialectPlugin } from "../../core/dialect-plugin.js";
+import { dialectPlugin, noEffect } from "../../core/dialect-plugin.js";
 import { openAiDialect } from "./dialects/openai-shared.js";
-
-const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
 
 const Id = Type.Object({ id: Type.String() });
 const ItemIds = Type.Object({ id: Type.String(), item_id: Type.String() });

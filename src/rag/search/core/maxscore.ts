@@ -153,6 +153,23 @@ function seek(
   if (p < (end[i] ?? 0) && (docIds[p] ?? 0) < target) position[i] = advanceTo(docIds, p, end[i] ?? 0, target);
 }
 
+/**
+ * Puts terms 0…n-1 in `order` by `bound`, ascending (insertion sort: n is small; ties keep query
+ * order), and the running sums of their bounds in that order in `prefix`.
+ */
+function orderByBound(bound: Float64Array, n: number, order: Int32Array, prefix: Float64Array): void {
+  for (let j = 0; j < n; j++) {
+    let k = j;
+    while (k > 0 && (bound[order[k - 1] ?? 0] ?? 0) > (bound[j] ?? 0)) {
+      order[k] = order[k - 1] ?? 0;
+      k--;
+    }
+    order[k] = j;
+  }
+  let sum = 0;
+  for (let j = 0; j < n; j++) prefix[j] = sum += bound[order[j] ?? 0] ?? 0;
+}
+
 /** Offers document d with this score (the caller refreshes θ). */
 function offer(
   heap: TopK,
@@ -213,18 +230,9 @@ export function maxScoreSegment(
     end[i] = to;
     firstBlock[i] = to - from > BLOCK_SIZE ? segment.firstBlock(t) : -1;
   }
-  // Terms by global bound, ascending (insertion sort: n is small; ties keep query order).
+  // Terms by global bound.
   const { globalOrder, globalPrefix, order, rank, localPrefix, windowFirst, probe } = scratch;
-  for (let j = 0; j < n; j++) {
-    let k = j;
-    while (k > 0 && (upper[globalOrder[k - 1] ?? 0] ?? 0) > (upper[j] ?? 0)) {
-      globalOrder[k] = globalOrder[k - 1] ?? 0;
-      k--;
-    }
-    globalOrder[k] = j;
-  }
-  let sum = 0;
-  for (let j = 0; j < n; j++) globalPrefix[j] = sum += upper[globalOrder[j] ?? 0] ?? 0;
+  orderByBound(upper, n, globalOrder, globalPrefix);
 
   const { partial, found, window } = scratch;
 
@@ -282,21 +290,10 @@ export function maxScoreSegment(
       continue;
     }
 
-    // Window-local essential split: insertion sort by local bound (n is small).
-    for (let j = 0; j < n; j++) {
-      let k = j;
-      while (k > 0 && (local[order[k - 1] ?? 0] ?? 0) > (local[j] ?? 0)) {
-        order[k] = order[k - 1] ?? 0;
-        k--;
-      }
-      order[k] = j;
-    }
-    sum = 0;
+    // Window-local essential split, by local bound.
+    orderByBound(local, n, order, localPrefix);
+    for (let j = 0; j < n; j++) rank[order[j] ?? 0] = j;
     let essential = 0;
-    for (let j = 0; j < n; j++) {
-      localPrefix[j] = sum += local[order[j] ?? 0] ?? 0;
-      rank[order[j] ?? 0] = j;
-    }
     while (essential < n && !canEnter(localPrefix[essential] ?? 0, minScore, beat)) essential++;
 
     // Essential terms, term-at-a-time in query-term order, into window-local accumulators. A block of

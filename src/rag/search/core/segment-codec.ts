@@ -28,32 +28,18 @@
  * code as for a freshly written segment, so results are identical.
  */
 
+import { assertLittleEndian, bytesOf, HEADER_BYTES, padded, withHeader } from "./binary-header.js";
 import type { SegmentData, TermFrequencies } from "./segment.js";
 
 const MAGIC = 0x4753584c; // "LXSG" read as a little-endian u32
 export const SEGMENT_FORMAT_VERSION = 2;
-const HEADER_BYTES = 40;
-
-const IS_LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
-
-function padded(length: number): number {
-  return (length + 3) & ~3;
-}
-
-function bytesOf(array: TermFrequencies): Uint8Array {
-  return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
-}
 
 function corrupt(reason: string): Error {
   return new Error(`segment bytes are corrupt: ${reason}`);
 }
 
-function assertLittleEndian(): void {
-  if (!IS_LITTLE_ENDIAN) throw new Error("segment codec: big-endian platforms are not supported");
-}
-
 export function encodeSegment(segmentId: number, data: SegmentData): Uint8Array {
-  assertLittleEndian();
+  assertLittleEndian("segment codec");
   const { keys, docLengths, terms, termOffsets, docIds, termFreqs } = data;
   const dictionaryBytes = new TextEncoder().encode(terms.join(""));
   const termEnds = new Uint32Array(terms.length);
@@ -63,8 +49,6 @@ export function encodeSegment(segmentId: number, data: SegmentData): Uint8Array 
   let total = HEADER_BYTES;
   for (const section of sections) total += padded(section.byteLength);
   total += dictionaryBytes.byteLength;
-  const out = new Uint8Array(total);
-  const view = new DataView(out.buffer);
   const header = [
     MAGIC,
     SEGMENT_FORMAT_VERSION,
@@ -75,8 +59,7 @@ export function encodeSegment(segmentId: number, data: SegmentData): Uint8Array 
     dictionaryBytes.byteLength,
     segmentId,
   ];
-  header.forEach((value, i) => view.setUint32(4 * i, value, true));
-  view.setFloat64(32, data.referenceAverageLength, true);
+  const out = withHeader(total, header, data.referenceAverageLength);
   let offset = HEADER_BYTES;
   for (const section of sections) {
     out.set(section, offset);
@@ -184,7 +167,7 @@ export function decodeStoredSegment(bytes: Uint8Array): {
 
 /** The header, the arrays and the dictionary text, checked except the text itself. */
 function decodeParts(bytes: Uint8Array, adopt: boolean): DecodedParts {
-  assertLittleEndian();
+  assertLittleEndian("segment codec");
   if (!(bytes instanceof Uint8Array)) throw new TypeError("segment bytes must be a Uint8Array");
   if (bytes.byteLength < HEADER_BYTES) throw corrupt("shorter than the header");
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);

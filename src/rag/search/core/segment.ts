@@ -191,6 +191,12 @@ export type TermLookup = Pick<
 /** The part of {@link SegmentDerived} computed from the postings alone (where the segment is built). */
 export type PostingsDerived = Omit<SegmentDerived, keyof TermLookup>;
 
+/** The typed arrays of derived postings, for a list of buffers to transfer to another thread. */
+export function postingsArrays(derived: PostingsDerived): Array<Uint32Array | Float64Array> {
+  const { longTerms, blockStarts, blockMaxima, frontierOffsets, frontierTf, frontierDl } = derived;
+  return [longTerms, blockStarts, blockMaxima, frontierOffsets, frontierTf, frontierDl];
+}
+
 /**
  * The term lookup by global id, the block bounds at the reference avgdl and the (tf, dl) frontiers over
  * the postings of documents not in `deletedBits`, the last two for long terms only.

@@ -5,6 +5,7 @@
  */
 
 import { parentPort } from "node:worker_threads";
+import { postingsArrays } from "../core/segment.js";
 import { runMergeJob, type MergeJob } from "./merger.js";
 
 parentPort?.on("message", ({ id, job }: { id: number; job: MergeJob }) => {
@@ -16,12 +17,7 @@ parentPort?.on("message", ({ id, job }: { id: number; job: MergeJob }) => {
       derived.termIds,
       derived.sortedLocalTerms,
       derived.termDirectory,
-      derived.longTerms,
-      derived.blockStarts,
-      derived.blockMaxima,
-      derived.frontierOffsets,
-      derived.frontierTf,
-      derived.frontierDl,
+      ...postingsArrays(derived),
       ...(output.vectors === null ? [] : [output.vectors]),
     ].map((array) => array.buffer as ArrayBuffer);
     parentPort?.postMessage({ id, output }, buffers);

@@ -11,7 +11,7 @@
 import type { ScorerParameters } from "../scoring.js";
 import type { AnalyzerOptions } from "../types.js";
 import { encodeSegment } from "../core/segment-codec.js";
-import { derivePostings, type PostingsDerived } from "../core/segment.js";
+import { derivePostings, postingsArrays, type PostingsDerived } from "../core/segment.js";
 import { SegmentWriter } from "./segment-writer.js";
 
 /** A segment built by {@link SegmentBuilder}: plain data and typed arrays, sent between threads. */
@@ -31,17 +31,7 @@ export interface BuiltSegment {
 
 /** The buffers of a built segment, to transfer rather than copy it to another thread. */
 export function transferablesOf(built: BuiltSegment): ArrayBuffer[] {
-  const { derived } = built;
-  const arrays = [
-    built.bytes,
-    built.termByteEnds,
-    derived.longTerms,
-    derived.blockStarts,
-    derived.blockMaxima,
-    derived.frontierOffsets,
-    derived.frontierTf,
-    derived.frontierDl,
-  ];
+  const arrays = [built.bytes, built.termByteEnds, ...postingsArrays(built.derived)];
   return [...new Set(arrays.map((array) => array.buffer as ArrayBuffer))];
 }
 

@@ -21,6 +21,7 @@
  * new segment in the time it takes to read it). Should a graph not load (bytes written by another USearch
  * version), it is rebuilt from the codes with the recorded parameters: the codes are the source of truth.
  */
+import { assertLittleEndian, bytesOf, HEADER_BYTES, padded, withHeader } from "../core/binary-header.js";
 import { AnnGraph, type HnswParams } from "./ann.js";
 import { bytesPerDimension, f16Table16, type VectorCodes, type VectorStorage } from "./quantize.js";
 import type { Directory } from "../directory.js";
@@ -29,7 +30,6 @@ import { SpilledCodes } from "./spill.js";
 
 const MAGIC = 0x4356584c; // "LXVC" read as a little-endian u32
 export const VECTOR_FORMAT_VERSION = 1;
-const HEADER_BYTES = 40;
 const STORAGES: readonly VectorStorage[] = ["f32", "f16", "i8"];
 
 /** The largest part `toParts` cuts (SQLite and PostgreSQL cap one value at 1 GB; stay well below). */
@@ -39,24 +39,14 @@ function corrupt(reason: string): Error {
   return new Error(`vector bytes are corrupt: ${reason}`);
 }
 
-const padded = (length: number) => (length + 3) & ~3;
-
-function bytesOf(array: VectorCodes | Float32Array): Uint8Array {
-  return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
-}
-
 export function encodeVectors(set: SegmentVectors): Uint8Array {
-  if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1)
-    throw new Error("vector codec: big-endian platform");
+  assertLittleEndian("vector codec");
   const stored = set.readCodes();
   const graph = set.graph === null ? null : set.graph.serialize(stored);
   const params = set.graph?.params;
   const codes = bytesOf(stored);
   const scales = set.scales === null ? new Uint8Array(0) : bytesOf(set.scales);
-  const out = new Uint8Array(
-    HEADER_BYTES + scales.byteLength + padded(codes.byteLength) + (graph?.byteLength ?? 0),
-  );
-  const view = new DataView(out.buffer);
+  const total = HEADER_BYTES + scales.byteLength + padded(codes.byteLength) + (graph?.byteLength ?? 0);
   const header = [
     MAGIC,
     VECTOR_FORMAT_VERSION,
@@ -67,8 +57,8 @@ export function encodeVectors(set: SegmentVectors): Uint8Array {
     params?.expansionAdd ?? 0,
     params?.expansionSearch ?? 0,
   ];
-  header.forEach((value, i) => view.setUint32(4 * i, value, true));
-  view.setFloat64(32, graph?.byteLength ?? 0, true);
+  // The f64: the graph's length (0: none).
+  const out = withHeader(total, header, graph?.byteLength ?? 0);
   let offset = HEADER_BYTES;
   out.set(scales, offset);
   offset += scales.byteLength;

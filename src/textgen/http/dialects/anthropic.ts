@@ -20,7 +20,13 @@ import {
 } from "../../engine/validation.js";
 import { parseArgumentsObject } from "./json-partial.js";
 import { JsonSchemaObject } from "./openai-shared.js";
-import { dialectPlugin, noteIgnored, noteUnenforced, type Dialect } from "../../../core/dialect-plugin.js";
+import {
+  dialectPlugin,
+  noEffect,
+  noteIgnored,
+  noteUnenforced,
+  type Dialect,
+} from "../../../core/dialect-plugin.js";
 import { respond, validationLimits, type LimitsConfig, type StreamEncoder, type WireFrame } from "./run.js";
 
 const errorTypeByStatus: Record<number, string> = {
@@ -49,7 +55,6 @@ export function anthropicErrorBody(error: ApiError) {
 /** Registered under /v1 beside the OpenAI routes, which answer unknown /v1 paths. */
 export const anthropicDialect: Dialect = { errorShape: anthropicErrorBody, tolerant: true, notFound: false };
 
-const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
 const cacheControl = {
   cache_control: Type.Optional(
     Type.Unknown({ description: "a breakpoint: the prompt up to here is kept cached ahead of others" }),
@@ -500,6 +505,11 @@ class MessagesEncoder implements StreamEncoder {
     return { event: type, data: { type, ...payload } };
   }
 
+  /** More of the open block. */
+  private delta(delta: { type: string } & Record<string, string>): WireFrame {
+    return this.frame("content_block_delta", { index: this.index, delta });
+  }
+
   start(promptTokens: number): WireFrame[] {
     const usage = { ...usageOf({ promptTokens, completionTokens: 0, cachedTokens: 0 }), output_tokens: 0 };
     return [
@@ -516,15 +526,7 @@ class MessagesEncoder implements StreamEncoder {
 
   private stop(): WireFrame[] {
     if (this.open === undefined) return [];
-    const frames =
-      this.open === "thinking"
-        ? [
-            this.frame("content_block_delta", {
-              index: this.index,
-              delta: { type: "signature_delta", signature: "" },
-            }),
-          ]
-        : [];
+    const frames = this.open === "thinking" ? [this.delta({ type: "signature_delta", signature: "" })] : [];
     this.open = undefined;
     return [...frames, this.frame("content_block_stop", { index: this.index })];
   }
@@ -535,30 +537,15 @@ class MessagesEncoder implements StreamEncoder {
         return this.begin("thinking", thinkingBlock(""));
       case "reasoning-delta":
         if (this.head.omitThinking) return [];
-        return [
-          this.frame("content_block_delta", {
-            index: this.index,
-            delta: { type: "thinking_delta", thinking: event.delta },
-          }),
-        ];
+        return [this.delta({ type: "thinking_delta", thinking: event.delta })];
       case "text-start":
         return this.begin("text", textBlock(""));
       case "text-delta":
-        return [
-          this.frame("content_block_delta", {
-            index: this.index,
-            delta: { type: "text_delta", text: event.delta },
-          }),
-        ];
+        return [this.delta({ type: "text_delta", text: event.delta })];
       case "tool-call-start":
         return this.begin("tool_use", toolUseBlock(event.id, event.name, {}));
       case "tool-call-delta":
-        return [
-          this.frame("content_block_delta", {
-            index: this.index,
-            delta: { type: "input_json_delta", partial_json: event.delta },
-          }),
-        ];
+        return [this.delta({ type: "input_json_delta", partial_json: event.delta })];
       case "reasoning-end":
       case "text-end":
       case "tool-call-end":

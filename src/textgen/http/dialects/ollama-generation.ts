@@ -20,12 +20,10 @@ import {
 import type { ApiError } from "../../../core/errors.js";
 import { parseArgumentsObject } from "./json-partial.js";
 import { DEFAULT_CHAT_MAX_TOKENS, JsonSchemaObject } from "./openai-shared.js";
-import { noteUnenforced } from "../../../core/dialect-plugin.js";
+import { noEffect, noteUnenforced } from "../../../core/dialect-plugin.js";
 import { respond, type StreamEncoder, type WireFrame } from "./run.js";
 
 export const ollamaErrorBody = (error: ApiError) => ({ error: error.message });
-
-const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
 
 /** Every option Ollama's API reference lists: those llama.cpp sampling has act, the rest are accepted. */
 export const Options = Type.Object({

@@ -15,7 +15,7 @@ import {
   type DialectProfile,
   type ValidationLimits,
 } from "../../engine/validation.js";
-import { noteIgnored, noteUnenforced } from "../../../core/dialect-plugin.js";
+import { noEffect, noteIgnored, noteUnenforced } from "../../../core/dialect-plugin.js";
 import { respond, unixSeconds, type StreamEncoder, type WireFrame } from "./run.js";
 import {
   DEFAULT_CHAT_MAX_TOKENS,
@@ -26,15 +26,16 @@ import {
   decodeResponseFormat,
   decodeSampling,
   effortOf,
+  openAiChunk,
   openAiErrorBody,
   openAiFields,
+  openAiStreamEnd,
+  promptCacheFields,
   samplingFields,
   toolCallsOf,
   totalUsage,
   usageOf,
 } from "./openai-shared.js";
-
-const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
 
 const ContentPart = Type.Object({
   type: Type.String({ description: "text (refusal is read as text); images, audio and files are refused" }),
@@ -126,11 +127,7 @@ export const ChatRequestSchema = Type.Object({
   verbosity: Type.Optional(Type.String(noEffect("verbosity"))),
   service_tier: Type.Optional(Type.String(noEffect("service tier"))),
   web_search_options: Type.Optional(Type.Unknown(noEffect("web search (no hosted tools here)"))),
-  prompt_cache_key: Type.Optional(
-    Type.String({ description: "requests with a key keep their prompt's cache entries ahead of others" }),
-  ),
-  prompt_cache_retention: Type.Optional(Type.String(noEffect("prompt caching is automatic"))),
-  prompt_cache_options: Type.Optional(Type.Unknown(noEffect("prompt caching is automatic"))),
+  ...promptCacheFields,
   safety_identifier: Type.Optional(Type.String(noEffect("an end-user id"))),
   moderation: Type.Optional(Type.Unknown(noEffect("moderation"))),
   ...samplingFields,
@@ -293,12 +290,16 @@ export function chatCompletion(id: string, model: string, results: CompletionRes
 
 /** OpenAI's chunk stream: role first, then deltas per choice, finish reasons, usage, [DONE]. */
 export class ChatChunkEncoder implements StreamEncoder {
+  private readonly head: { id: string; object: string; model: string };
+
   constructor(
-    private readonly id: string,
-    private readonly model: string,
+    id: string,
+    model: string,
     private readonly choices: number,
     private readonly includeUsage: boolean,
-  ) {}
+  ) {
+    this.head = { id, object: "chat.completion.chunk", model };
+  }
 
   private chunk(
     choice: number,
@@ -306,15 +307,9 @@ export class ChatChunkEncoder implements StreamEncoder {
     finishReason: string | null,
     logprobs?: TokenLogprob[],
   ): WireFrame {
-    return {
-      data: {
-        id: this.id,
-        object: "chat.completion.chunk",
-        created: unixSeconds(),
-        model: this.model,
-        choices: [{ index: choice, delta, logprobs: logprobsOf(logprobs), finish_reason: finishReason }],
-      },
-    };
+    return openAiChunk(this.head, [
+      { index: choice, delta, logprobs: logprobsOf(logprobs), finish_reason: finishReason },
+    ]);
   }
 
   start(): WireFrame[] {
@@ -365,21 +360,7 @@ export class ChatChunkEncoder implements StreamEncoder {
   }
 
   end(results: CompletionResult[]): WireFrame[] {
-    const usage: WireFrame[] = this.includeUsage
-      ? [
-          {
-            data: {
-              id: this.id,
-              object: "chat.completion.chunk",
-              created: unixSeconds(),
-              model: this.model,
-              choices: [],
-              usage: usageOf(totalUsage(results)),
-            },
-          },
-        ]
-      : [];
-    return [...usage, { data: "[DONE]" }];
+    return openAiStreamEnd(this.head, this.includeUsage, results);
   }
 
   error(error: Parameters<StreamEncoder["error"]>[0]): WireFrame[] {

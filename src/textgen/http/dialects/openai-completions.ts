@@ -12,20 +12,20 @@ import {
   type DialectProfile,
   type ValidationLimits,
 } from "../../engine/validation.js";
-import { noteUnenforced } from "../../../core/dialect-plugin.js";
+import { noEffect, noteUnenforced } from "../../../core/dialect-plugin.js";
 import { clientGoneSignal, respond, unixSeconds, type StreamEncoder, type WireFrame } from "./run.js";
 import {
   ResponseFormat,
   decodeResponseFormat,
   decodeSampling,
+  openAiChunk,
   openAiErrorBody,
   openAiFields,
+  openAiStreamEnd,
   samplingFields,
   totalUsage,
   usageOf,
 } from "./openai-shared.js";
-
-const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
 
 export const CompletionRequestSchema = Type.Object({
   prompt: Type.Union(
@@ -135,14 +135,17 @@ function completionBody(
 class CompletionChunkEncoder implements StreamEncoder {
   private readonly offsets: number[];
 
+  private readonly head: { id: string; object: string; model: string };
+
   constructor(
-    private readonly id: string,
-    private readonly model: string,
+    id: string,
+    model: string,
     private readonly prompt: string,
     private readonly choices: number,
     private readonly echo: boolean,
     private readonly includeUsage: boolean,
   ) {
+    this.head = { id, object: "text_completion", model };
     this.offsets = Array.from({ length: choices }, () => (echo ? prompt.length : 0));
   }
 
@@ -157,15 +160,7 @@ class CompletionChunkEncoder implements StreamEncoder {
       converted = completionLogprobs(logprobs, this.offsets[choice]!);
       for (const entry of logprobs) this.offsets[choice]! += entry.text.length;
     }
-    return {
-      data: {
-        id: this.id,
-        object: "text_completion",
-        created: unixSeconds(),
-        model: this.model,
-        choices: [{ index: choice, text, logprobs: converted, finish_reason: finish }],
-      },
-    };
+    return openAiChunk(this.head, [{ index: choice, text, logprobs: converted, finish_reason: finish }]);
   }
 
   start(): WireFrame[] {
@@ -182,21 +177,7 @@ class CompletionChunkEncoder implements StreamEncoder {
   }
 
   end(results: CompletionResult[]): WireFrame[] {
-    const usage = this.includeUsage
-      ? [
-          {
-            data: {
-              id: this.id,
-              object: "text_completion",
-              created: unixSeconds(),
-              model: this.model,
-              choices: [],
-              usage: usageOf(totalUsage(results)),
-            },
-          },
-        ]
-      : [];
-    return [...usage, { data: "[DONE]" }];
+    return openAiStreamEnd(this.head, this.includeUsage, results);
   }
 
   error(error: Parameters<StreamEncoder["error"]>[0]): WireFrame[] {

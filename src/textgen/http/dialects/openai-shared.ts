@@ -5,16 +5,27 @@
  */
 import { Type } from "typebox";
 import type { Usage } from "../../engine/events.js";
-import type { TokenLogprob, ToolCall } from "../../engine/generator.js";
+import type { CompletionResult, TokenLogprob, ToolCall } from "../../engine/generator.js";
 import type { DecodedOutput, DecodedRequest, ReasoningEffort } from "../../engine/validation.js";
-import type { Dialect } from "../../../core/dialect-plugin.js";
+import { noEffect, type Dialect } from "../../../core/dialect-plugin.js";
 
 import { openAiErrorBody } from "../../../core/error-shapes.js";
+import { decodeLlamaFields, type LlamaFieldsBody } from "./llama-fields.js";
+import { unixSeconds, type WireFrame } from "./run.js";
 
 export { openAiErrorBody };
 
 /** OpenAI's API: its error shape, tolerant reading. */
 export const openAiDialect: Dialect = { errorShape: openAiErrorBody, tolerant: true };
+
+/** OpenAI's prompt caching fields (Chat Completions, Responses): a key is honoured; caching is automatic. */
+export const promptCacheFields = {
+  prompt_cache_key: Type.Optional(
+    Type.String({ description: "requests with a key keep their prompt's cache entries ahead of others" }),
+  ),
+  prompt_cache_retention: Type.Optional(Type.String(noEffect("prompt caching is automatic"))),
+  prompt_cache_options: Type.Optional(Type.Unknown(noEffect("prompt caching is automatic"))),
+};
 
 export const modelField = Type.Optional(
   Type.String({ description: "the model to answer (GET /v1/models); the default model when absent" }),
@@ -26,8 +37,6 @@ export const keepAliveField = Type.Optional(
     description: 'a duration ("5m") or seconds; 0 unloads after the answer, -1 keeps it loaded',
   }),
 );
-
-const noEffect = (what: string) => ({ description: `${what}; accepted, no effect` });
 
 export const StopField = Type.Optional(
   Type.Union([Type.String(), Type.Array(Type.String())], {
@@ -84,48 +93,21 @@ export const samplingFields = {
   grammar: Type.Optional(Type.String({ description: "a GBNF grammar the output follows" })),
 };
 
-interface SamplingBody {
-  temperature?: number;
-  top_p?: number;
-  top_k?: number;
-  min_p?: number;
-  repeat_penalty?: number;
+interface SamplingBody extends LlamaFieldsBody {
   presence_penalty?: number;
   frequency_penalty?: number;
-  seed?: number;
-  logit_bias?: Record<string, number>;
-  ignore_eos?: boolean;
-  stop?: string | string[];
-  truncate?: boolean;
-  cache_prompt?: boolean;
   n?: number;
   lora?: { id: number; scale: number }[];
-  json_schema?: Record<string, unknown>;
-  grammar?: string;
 }
 
 /** The shared fields in canonical names (decoding only: validation.ts judges them). */
 export function decodeSampling(body: SamplingBody): DecodedRequest {
   return {
-    temperature: body.temperature,
-    topP: body.top_p,
-    topK: body.top_k,
-    minP: body.min_p,
-    repeatPenalty: body.repeat_penalty,
+    ...decodeLlamaFields(body),
     presencePenalty: body.presence_penalty,
     frequencyPenalty: body.frequency_penalty,
-    seed: body.seed,
-    logitBias: body.logit_bias,
-    ignoreEos: body.ignore_eos,
-    stop: body.stop,
-    truncate: body.truncate,
-    cachePrompt: body.cache_prompt,
     lora: body.lora,
     n: body.n,
-    outputs: [
-      ...(body.json_schema !== undefined ? [{ type: "json_schema" as const, schema: body.json_schema }] : []),
-      ...(body.grammar !== undefined ? [{ type: "grammar" as const, grammar: body.grammar }] : []),
-    ],
   };
 }
 
@@ -208,6 +190,34 @@ export function totalUsage(
     completionTokens: results.reduce((sum, result) => sum + result.tokensGenerated, 0),
     cachedTokens: results[0]?.cachedTokens ?? 0,
   };
+}
+
+/** One chunk of an OpenAI stream (`object` names the API's chunks); the usage chunk has no choices. */
+export function openAiChunk(
+  head: { id: string; object: string; model: string },
+  choices: object[],
+  usage?: Usage,
+): WireFrame {
+  return {
+    data: {
+      id: head.id,
+      object: head.object,
+      created: unixSeconds(),
+      model: head.model,
+      choices,
+      ...(usage && { usage: usageOf(usage) }),
+    },
+  };
+}
+
+/** The end of an OpenAI stream: the usage of all choices when the client asked for it, then [DONE]. */
+export function openAiStreamEnd(
+  head: { id: string; object: string; model: string },
+  includeUsage: boolean,
+  results: CompletionResult[],
+): WireFrame[] {
+  const usage = includeUsage ? [openAiChunk(head, [], totalUsage(results))] : [];
+  return [...usage, { data: "[DONE]" }];
 }
 
 /** OpenAI's chat logprobs entry. */

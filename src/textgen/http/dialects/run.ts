@@ -18,6 +18,7 @@ import type { CompletionResult } from "../../engine/generator.js";
 import type { ServedModel } from "../../engine/service.js";
 import type { Config } from "../../../core/config.js";
 import type { ValidatedRequest, ValidationLimits } from "../../engine/validation.js";
+import { schemaBudgetOf } from "../../engine/json-schema.js";
 
 /** One wire message: an SSE event (with its name when the dialect names them) or an NDJSON line. */
 export interface WireFrame {
@@ -143,12 +144,6 @@ export type LimitsConfig = Pick<
 export function validationLimits(limits: LimitsConfig): ValidationLimits {
   return {
     maxNewTokens: limits.maxNewTokens,
-    schemaBudget: {
-      maxDepth: limits.schemaMaxDepth,
-      maxProperties: limits.schemaMaxProperties,
-      maxEnum: limits.schemaMaxEnum,
-      maxEnumBytes: limits.schemaMaxEnumBytes,
-      maxAlternatives: limits.schemaMaxAlternatives,
-    },
+    schemaBudget: schemaBudgetOf(limits),
   };
 }
