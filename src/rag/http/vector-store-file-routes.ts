@@ -18,6 +18,8 @@ import {
   ListQuery,
   StoreParams,
   bodyOf,
+  byCreation,
+  createdMs,
   chunkingOf,
   fileCounts,
   newId,
@@ -78,7 +80,6 @@ export async function addToStore(
       caught instanceof DomainError && ["invalid", "unprocessable", "too_large"].includes(caught.kind);
     error = { code: invalid ? "invalid_file" : "server_error", message: (caught as Error).message };
   }
-  const now = nowSeconds();
   const records = entries.map((entry): StoredObject => {
     const body: FileBody = {
       status: entry.file === null || error !== null ? "failed" : "completed",
@@ -91,7 +92,14 @@ export async function addToStore(
     };
     const id = entry.file?.id ?? entry.fileId!;
     const [tenantId, parentId] = [store.key.tenantId, store.id];
-    return { tenantId, kind: "vector_store.file", parentId, id, createdAt: now, body: JSON.stringify(body) };
+    return {
+      tenantId,
+      kind: "vector_store.file",
+      parentId,
+      id,
+      createdAt: createdMs(),
+      body: JSON.stringify(body),
+    };
   });
   for (const record of records) await options.service.store.objects.put(record);
   await touchStore(options, store);
@@ -121,12 +129,15 @@ async function storeFiles(options: OpenAiRagOptions, store: ResolvedStore, batch
   );
   const files = [...records.values()]
     .filter((record) => batchId === null || bodyOf<FileBody>(record).batch_id === batchId)
-    .map((record) => vectorStoreFileObject(store, record.id, record));
+    .map((record) => ({ id: record.id, ms: record.createdAt, record: record as StoredObject | null }));
   if (batchId === null) {
+    // A document with no record (added through /rag/*): as old as the index's last change.
+    const ms = Date.parse(store.meta.updatedAt);
     for (const doc of await options.service.store.listDocuments(store.key))
-      if (!records.has(doc.id)) files.push(vectorStoreFileObject(store, doc.id, null));
+      if (!records.has(doc.id)) files.push({ id: doc.id, ms, record: null });
   }
-  return files.sort((a, b) => a.created_at - b.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  files.sort(byCreation((file) => file.ms));
+  return files.map((file) => vectorStoreFileObject(store, file.id, file.record));
 }
 
 /** A list of a store's (or a batch's) files, filtered by status and paged. */
@@ -313,7 +324,7 @@ async function batchObject(options: OpenAiRagOptions, store: ResolvedStore, batc
   return {
     id: batch.id,
     object: "vector_store.files_batch" as const,
-    created_at: batch.createdAt,
+    created_at: Math.floor(batch.createdAt / 1000),
     vector_store_id: store.id,
     status: bodyOf<BatchBody>(batch).status,
     file_counts: fileCounts(files.map((file) => file.status)),
@@ -372,7 +383,7 @@ export function registerFileBatchRoutes(app: TypedApp, options: OpenAiRagOptions
         kind: "vector_store.files_batch" as const,
         parentId: store.id,
       };
-      const record = { ...batch, id, createdAt: nowSeconds(), body: JSON.stringify({ status: "completed" }) };
+      const record = { ...batch, id, createdAt: createdMs(), body: JSON.stringify({ status: "completed" }) };
       await options.service.store.objects.put(record);
       return batchObject(options, store, record);
     },

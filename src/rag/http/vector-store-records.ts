@@ -106,6 +106,20 @@ export interface BatchBody {
 }
 
 export const nowSeconds = () => Math.floor(Date.now() / 1000);
+let lastCreated = 0;
+/**
+ * A record's creation time in milliseconds, later than any this process gave before: lists are ordered
+ * by it, so objects made one after another list in that order even within one millisecond.
+ */
+export const createdMs = () => (lastCreated = Math.max(Date.now(), lastCreated + 1));
+/** When a store was created (ms): its record's time, or its index's. */
+export const storeCreatedMs = (store: ResolvedStore) =>
+  store.record?.createdAt ?? Date.parse(store.meta.createdAt);
+/** Orders by creation time (ms), then id. */
+export const byCreation =
+  <T extends { id: string }>(ms: (item: T) => number) =>
+  (a: T, b: T) =>
+    ms(a) - ms(b) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 export const seconds = (iso: string) => Math.floor(Date.parse(iso) / 1000);
 export const newId = (prefix: string) => `${prefix}${randomUUID().replace(/-/g, "")}`;
 
@@ -155,7 +169,7 @@ export function vectorStoreObject(store: ResolvedStore, files: readonly FileStat
   return {
     id: store.id,
     object: "vector_store" as const,
-    created_at: store.record?.createdAt ?? seconds(store.meta.createdAt),
+    created_at: Math.floor(storeCreatedMs(store) / 1000),
     name: body ? body.name : store.id,
     usage_bytes: store.meta.sizeBytes,
     file_counts: counts,
@@ -178,7 +192,7 @@ export function vectorStoreFileObject(store: ResolvedStore, fileId: string, reco
   return {
     id: fileId,
     object: "vector_store.file" as const,
-    created_at: record?.createdAt ?? seconds(store.meta.updatedAt),
+    created_at: record ? Math.floor(record.createdAt / 1000) : seconds(store.meta.updatedAt),
     usage_bytes: body?.usage_bytes ?? 0,
     vector_store_id: store.id,
     status: body?.status ?? ("completed" as const),

@@ -24,6 +24,9 @@ import {
   StoreParams,
   StoreMetadata,
   bodyOf,
+  byCreation,
+  createdMs,
+  storeCreatedMs,
   newId,
   nowSeconds,
   page,
@@ -161,7 +164,7 @@ async function createStore(
     kind: "vector_store" as const,
     parentId: "",
     id,
-    createdAt: now,
+    createdAt: createdMs(),
     body: JSON.stringify(storeBody),
   };
   await options.service.store.objects.put(record);
@@ -205,9 +208,8 @@ function registerStoreRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fi
         meta,
         record: byKey.get(`${meta.tenantId}\0${meta.name}`) ?? null,
       }));
-      const objects = await Promise.all(stores.map((store) => storeObject(options, store)));
-      objects.sort((a, b) => a.created_at - b.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-      return page(objects, request.query);
+      stores.sort(byCreation(storeCreatedMs));
+      return page(await Promise.all(stores.map((store) => storeObject(options, store))), request.query);
     },
   );
 
@@ -268,7 +270,7 @@ function registerStoreUpdateRoutes(app: TypedApp, options: OpenAiRagOptions): vo
         kind: "vector_store" as const,
         parentId: "",
         id: store.id,
-        createdAt: Math.floor(Date.parse(store.meta.createdAt) / 1000),
+        createdAt: Date.parse(store.meta.createdAt),
         body: "",
       };
       store.record = { ...record, body: JSON.stringify(body) };

@@ -17,7 +17,7 @@ export interface StoredObject {
   /** The vector store a file or batch belongs to; "" for a vector store. */
   parentId: string;
   id: string;
-  /** Unix seconds: listings are ordered by it, then by id. */
+  /** Unix milliseconds: listings are ordered by it, then by id. */
   createdAt: number;
   /** The object's fields, as JSON. */
   body: string;
