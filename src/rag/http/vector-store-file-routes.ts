@@ -342,8 +342,53 @@ async function batchOf(options: OpenAiRagOptions, store: ResolvedStore, batchId:
   return batch;
 }
 
-/** /v1/vector_stores/{id}/file_batches: create, retrieve, cancel, list files. */
+/** /v1/vector_stores/{id}/file_batches: create (registerBatchCreate), retrieve, cancel, list files. */
 export function registerFileBatchRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: FileShelf): void {
+  registerBatchCreate(app, options, shelf);
+  app.get(
+    "/vector_stores/:vector_store_id/file_batches/:batch_id",
+    { schema: { tags: ["openai"], summary: "One file batch", params: BatchParams } },
+    async (request) => {
+      const store = await storeOf(options, request);
+      return batchObject(options, store, await batchOf(options, store, request.params.batch_id));
+    },
+  );
+
+  app.post(
+    "/vector_stores/:vector_store_id/file_batches/:batch_id/cancel",
+    {
+      schema: {
+        tags: ["openai"],
+        summary: "Cancel a file batch (done when created: returned as it is)",
+        params: BatchParams,
+      },
+    },
+    async (request) => {
+      const store = await storeOf(options, request);
+      return batchObject(options, store, await batchOf(options, store, request.params.batch_id));
+    },
+  );
+
+  app.get(
+    "/vector_stores/:vector_store_id/file_batches/:batch_id/files",
+    {
+      schema: {
+        tags: ["openai"],
+        summary: "The files of a batch",
+        params: BatchParams,
+        querystring: ListQuery,
+      },
+    },
+    async (request) => {
+      const store = await storeOf(options, request);
+      await batchOf(options, store, request.params.batch_id);
+      return listFiles(options, store, request.params.batch_id, request.query);
+    },
+  );
+}
+
+/** POST /v1/vector_stores/{id}/file_batches: the files added in one write, the batch recorded. */
+function registerBatchCreate(app: TypedApp, options: OpenAiRagOptions, shelf: FileShelf): void {
   app.post(
     "/vector_stores/:vector_store_id/file_batches",
     {
@@ -386,47 +431,6 @@ export function registerFileBatchRoutes(app: TypedApp, options: OpenAiRagOptions
       const record = { ...batch, id, createdAt: createdMs(), body: JSON.stringify({ status: "completed" }) };
       await options.service.store.objects.put(record);
       return batchObject(options, store, record);
-    },
-  );
-
-  app.get(
-    "/vector_stores/:vector_store_id/file_batches/:batch_id",
-    { schema: { tags: ["openai"], summary: "One file batch", params: BatchParams } },
-    async (request) => {
-      const store = await storeOf(options, request);
-      return batchObject(options, store, await batchOf(options, store, request.params.batch_id));
-    },
-  );
-
-  app.post(
-    "/vector_stores/:vector_store_id/file_batches/:batch_id/cancel",
-    {
-      schema: {
-        tags: ["openai"],
-        summary: "Cancel a file batch (done when created: returned as it is)",
-        params: BatchParams,
-      },
-    },
-    async (request) => {
-      const store = await storeOf(options, request);
-      return batchObject(options, store, await batchOf(options, store, request.params.batch_id));
-    },
-  );
-
-  app.get(
-    "/vector_stores/:vector_store_id/file_batches/:batch_id/files",
-    {
-      schema: {
-        tags: ["openai"],
-        summary: "The files of a batch",
-        params: BatchParams,
-        querystring: ListQuery,
-      },
-    },
-    async (request) => {
-      const store = await storeOf(options, request);
-      await batchOf(options, store, request.params.batch_id);
-      return listFiles(options, store, request.params.batch_id, request.query);
     },
   );
 }
