@@ -339,6 +339,27 @@ function vectorStoreSuite(
       const guide = await client.vectorStores.files.retrieve(fileIds.guide!, { vector_store_id: storeId });
       assert.deepEqual(guide.attributes, { team: "harbour", priority: 2, public: true });
 
+      // With the upload deleted, the store still has the text (from its chunks) and takes new attributes.
+      await client.files.delete(fileIds.guide!);
+      const [content] = await collect(
+        client.vectorStores.files.content(fileIds.guide!, { vector_store_id: storeId }),
+      );
+      const words = (text: string) => text.split(/\s+/).join(" ");
+      assert.equal(words(content!.text!), words(GUIDE));
+      await client.vectorStores.files.update(fileIds.guide!, {
+        vector_store_id: storeId,
+        attributes: { team: "lamps" },
+      });
+      const hits = await collect(
+        client.vectorStores.search(storeId, {
+          query: "wick",
+          filters: { type: "eq", key: "team", value: "lamps" },
+        }),
+      );
+      assert.ok(hits.length > 0 && hits.every((hit) => hit.file_id === fileIds.guide));
+      assert.deepEqual(hits[0]!.attributes!.team, "lamps");
+      assert.equal(hits[0]!.attributes!.priority, undefined);
+
       assert.deepEqual(await client.vectorStores.delete(storeId), {
         id: storeId,
         object: "vector_store.deleted",

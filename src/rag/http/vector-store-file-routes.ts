@@ -54,15 +54,15 @@ export interface StoreEntry {
 }
 
 /**
- * Adds files to a store in one write and records each. Alone (`batchId` null) an error is the
- * request's; in a batch it fails the batch's files (recorded with the error), not the request.
+ * Adds files to a store in one write and records each (with `batchId`). With `failSoft` (a batch, the
+ * files of a new store) an error of the write fails the files (recorded with it), not the request.
  */
 export async function addToStore(
   options: OpenAiRagOptions,
   shelf: FileShelf,
   store: ResolvedStore,
   entries: readonly StoreEntry[],
-  batchId: string | null,
+  { batchId = null, failSoft = false }: { batchId?: string | null; failSoft?: boolean } = {},
 ): Promise<StoredObject[]> {
   const found = entries.filter((entry): entry is StoreEntry & { file: StoredFile } => entry.file !== null);
   const chunkings = found.map((entry) => chunkingOf(entry.chunking));
@@ -75,7 +75,7 @@ export async function addToStore(
     }));
     if (files.length > 0) await shelf.addFiles(store.key, files);
   } catch (caught) {
-    if (batchId === null) throw caught;
+    if (!failSoft) throw caught;
     const invalid =
       caught instanceof DomainError && ["invalid", "unprocessable", "too_large"].includes(caught.kind);
     error = { code: invalid ? "invalid_file" : "server_error", message: (caught as Error).message };
@@ -166,7 +166,7 @@ async function documentText(
   fileId: string,
 ) {
   const stored = await shelf.readStored(store.key.tenantId, fileId).catch(() => null);
-  if (stored !== null) return { text: stored.text, stored };
+  if (stored !== null) return { text: stored.text, title: stored.title, stored };
   const byDocument = await options.service.store.getDocumentChunks(store.key, [fileId]);
   const keys = byDocument.get(fileId)?.chunks.map((chunk) => chunk.engineKey) ?? [];
   const chunks = (await options.service.store.getChunks(store.key, keys)).sort((a, b) => a.seq - b.seq);
@@ -175,7 +175,7 @@ async function documentText(
     if (chunk.start >= text.length) text += " ".repeat(chunk.start - text.length) + chunk.text;
     else text += chunk.text.slice(text.length - chunk.start);
   }
-  return { text, stored: null };
+  return { text, title: byDocument.get(fileId)?.title ?? null, stored: null };
 }
 
 /** /v1/vector_stores/{id}/files: add, list, retrieve, update, remove. */
@@ -203,7 +203,7 @@ export function registerStoreFileRoutes(app: TypedApp, options: OpenAiRagOptions
       const { file_id, attributes, chunking_strategy } = request.body;
       const file = await shelf.readStored(store.key.tenantId, file_id);
       const entry = { file, attributes: attributes ?? null, chunking: chunking_strategy ?? null };
-      const [record] = await addToStore(options, shelf, store, [entry], null);
+      const [record] = await addToStore(options, shelf, store, [entry]);
       store.meta = await service.requireMeta(store.key);
       return vectorStoreFileObject(store, file.id, record!);
     },
@@ -248,6 +248,38 @@ export function registerStoreFileRoutes(app: TypedApp, options: OpenAiRagOptions
   registerStoreFileExtras(app, options, shelf);
 }
 
+/**
+ * A store file's new attributes: its document written again with them over the file's own metadata
+ * (where the upload is still there; else the text put back from the chunks), so filters see them.
+ */
+async function updateAttributes(
+  options: OpenAiRagOptions,
+  shelf: FileShelf,
+  store: ResolvedStore,
+  fileId: string,
+  attributes: Metadata | null,
+) {
+  const record = await fileRecordOf(options, store, fileId);
+  const before = record ? bodyOf<FileBody>(record) : null;
+  const { text, title, stored } = await documentText(options, shelf, store, fileId);
+  const listing = (await options.service.store.listDocuments(store.key)).find((doc) => doc.id === fileId);
+  const file: StoredFile = stored ?? {
+    id: fileId,
+    filename: listing?.source ?? fileId,
+    bytes: Buffer.byteLength(text),
+    created_at: nowSeconds(),
+    title,
+    metadata: {},
+    text,
+  };
+  const entry = { file, attributes: attributes ?? {}, chunking: before?.chunking_strategy ?? null };
+  const [updated] = await addToStore(options, shelf, store, [entry], { batchId: before?.batch_id ?? null });
+  // The file keeps its place in lists.
+  const kept = { ...updated!, createdAt: record?.createdAt ?? updated!.createdAt };
+  await options.service.store.objects.put(kept);
+  return vectorStoreFileObject(store, fileId, kept);
+}
+
 /** POST /v1/vector_stores/{id}/files/{file_id} (attributes) and GET …/content. */
 function registerStoreFileExtras(app: TypedApp, options: OpenAiRagOptions, shelf: FileShelf): void {
   app.post(
@@ -260,30 +292,14 @@ function registerStoreFileExtras(app: TypedApp, options: OpenAiRagOptions, shelf
         body: Type.Object({ attributes: Type.Union([Attributes, Type.Null()]) }, strict),
       },
     },
-    async (request) => {
-      const store = await storeOf(options, request);
-      const fileId = request.params.file_id;
-      const record = await fileRecordOf(options, store, fileId);
-      const before = record ? bodyOf<FileBody>(record) : null;
-      const attributes = request.body.attributes ?? {};
-      const { text, stored } = await documentText(options, shelf, store, fileId);
-      const listing = (await options.service.store.listDocuments(store.key)).find((doc) => doc.id === fileId);
-      // The document again, its metadata the file's own (where the upload is still there) and the new attributes.
-      const file: StoredFile = stored ?? {
-        id: fileId,
-        filename: listing?.source ?? fileId,
-        bytes: Buffer.byteLength(text),
-        created_at: nowSeconds(),
-        title: null,
-        metadata: {},
-        text,
-      };
-      const entry = { file, attributes, chunking: before?.chunking_strategy ?? null };
-      const [updated] = await addToStore(options, shelf, store, [entry], before?.batch_id ?? null);
-      const kept = { ...updated!, createdAt: record?.createdAt ?? updated!.createdAt };
-      await options.service.store.objects.put(kept);
-      return vectorStoreFileObject(store, fileId, kept);
-    },
+    async (request) =>
+      updateAttributes(
+        options,
+        shelf,
+        await storeOf(options, request),
+        request.params.file_id,
+        request.body.attributes,
+      ),
   );
 
   app.get(
@@ -422,7 +438,7 @@ function registerBatchCreate(app: TypedApp, options: OpenAiRagOptions, shelf: Fi
         })),
       );
       const id = newId("vsfb_");
-      await addToStore(options, shelf, store, entries, id);
+      await addToStore(options, shelf, store, entries, { batchId: id, failSoft: true });
       const batch = {
         tenantId: store.key.tenantId,
         kind: "vector_store.files_batch" as const,

@@ -176,7 +176,8 @@ async function createStore(
       shelf,
       store,
       files.map((file) => ({ file, chunking })),
-      null,
+      // As OpenAI's: a file that cannot be added fails alone; the store is made.
+      { failSoft: true },
     );
   return { ...store, meta: await options.service.requireMeta(key) };
 }
