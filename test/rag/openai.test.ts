@@ -23,6 +23,8 @@ describe("OpenAI's API on the RAG app, through the openai client", () => {
   let textgen: Awaited<ReturnType<typeof buildTextgenApp>>;
   let client: OpenAI;
   const ids: Record<string, string> = {};
+  /** The handbook store's id (`vs_…`): also the name of the index behind it, its model for chat. */
+  let handbook = "";
 
   before(async () => {
     const config = testConfig({ DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "lectern-openai-rag-")) });
@@ -41,7 +43,9 @@ describe("OpenAI's API on the RAG app, through the openai client", () => {
 
   it("vector stores: create, add uploaded files, list, retrieve", async () => {
     const store = await client.vectorStores.create({ name: "handbook" });
-    assert.equal(store.id, "handbook");
+    assert.match(store.id, /^vs_/);
+    assert.equal(store.name, "handbook");
+    handbook = store.id;
     assert.equal(store.object, "vector_store");
     const attributes: Record<string, { team: string; minutes: number }> = {
       keys: { team: "security", minutes: 10 },
@@ -55,7 +59,7 @@ describe("OpenAI's API on the RAG app, through the openai client", () => {
       });
       assert.match(file.id, /^file-/);
       assert.equal(file.filename, `${doc.id}.md`);
-      const added = await client.vectorStores.files.createAndPoll("handbook", {
+      const added = await client.vectorStores.files.createAndPoll(handbook, {
         file_id: file.id,
         attributes: attributes[doc.id],
       });
@@ -64,17 +68,17 @@ describe("OpenAI's API on the RAG app, through the openai client", () => {
     }
     const listed = [];
     for await (const s of client.vectorStores.list()) listed.push(s.id);
-    assert.deepEqual(listed, ["handbook"]);
-    const retrieved = await client.vectorStores.retrieve("handbook");
+    assert.deepEqual(listed, [handbook]);
+    const retrieved = await client.vectorStores.retrieve(handbook);
     assert.equal(retrieved.file_counts.completed, 3);
     const files = [];
-    for await (const f of client.vectorStores.files.list("handbook")) files.push(f.id);
+    for await (const f of client.vectorStores.files.list(handbook)) files.push(f.id);
     assert.deepEqual(files.sort(), Object.values(ids).sort());
   });
 
   it("search: query, comparison and compound filters, max_num_results, score_threshold", async () => {
     const plain = [];
-    for await (const r of client.vectorStores.search("handbook", { query: "how long does a restore take" }))
+    for await (const r of client.vectorStores.search(handbook, { query: "how long does a restore take" }))
       plain.push(r);
     assert.equal(plain[0]!.file_id, ids.backups);
     assert.equal(plain[0]!.filename, "backups.md");
@@ -83,7 +87,7 @@ describe("OpenAI's API on the RAG app, through the openai client", () => {
     assert.equal(plain[0]!.attributes?.minutes, 120);
 
     const filtered = [];
-    for await (const r of client.vectorStores.search("handbook", {
+    for await (const r of client.vectorStores.search(handbook, {
       query: "how long does it take",
       filters: {
         type: "and",
@@ -100,7 +104,7 @@ describe("OpenAI's API on the RAG app, through the openai client", () => {
     );
 
     const either = [];
-    for await (const r of client.vectorStores.search("handbook", {
+    for await (const r of client.vectorStores.search(handbook, {
       query: "team approves",
       max_num_results: 1,
       filters: {
@@ -118,7 +122,7 @@ describe("OpenAI's API on the RAG app, through the openai client", () => {
     );
 
     const none = [];
-    for await (const r of client.vectorStores.search("handbook", {
+    for await (const r of client.vectorStores.search(handbook, {
       query: "restore",
       ranking_options: { score_threshold: 1 },
     }))
@@ -129,11 +133,11 @@ describe("OpenAI's API on the RAG app, through the openai client", () => {
   it("models lists the indices; chat completions answer from one, citing it", async () => {
     const models = [];
     for await (const m of client.models.list()) models.push(m.id);
-    assert.deepEqual(models, ["handbook"]);
-    assert.equal((await client.models.retrieve("handbook")).id, "handbook");
+    assert.deepEqual(models, [handbook]);
+    assert.equal((await client.models.retrieve(handbook)).id, handbook);
 
     const completion = await client.chat.completions.create({
-      model: "handbook",
+      model: handbook,
       messages: [{ role: "user", content: "How do I rotate the API keys?" }],
     });
     const content = completion.choices[0]!.message.content!;
@@ -151,7 +155,7 @@ describe("OpenAI's API on the RAG app, through the openai client", () => {
     assert.ok(sourcesUsed >= 1 && sourcesUsed <= citations.length);
 
     const stream = await client.chat.completions.create({
-      model: "handbook",
+      model: handbook,
       messages: [{ role: "user", content: "How do I rotate the API keys?" }],
       stream: true,
       stream_options: { include_usage: true },
@@ -180,15 +184,15 @@ describe("OpenAI's API on the RAG app, through the openai client", () => {
       (error: unknown) => error instanceof OpenAI.NotFoundError,
     );
     await assert.rejects(
-      client.vectorStores.search("handbook", { query: "x", topk: 1 } as never),
+      client.vectorStores.search(handbook, { query: "x", topk: 1 } as never),
       (error: unknown) => error instanceof OpenAI.BadRequestError && /topk/.test(error.message),
     );
   });
 
   it("vector stores: delete", async () => {
-    const deleted = await client.vectorStores.delete("handbook");
+    const deleted = await client.vectorStores.delete(handbook);
     assert.equal(deleted.deleted, true);
-    await assert.rejects(client.vectorStores.retrieve("handbook"), OpenAI.NotFoundError);
+    await assert.rejects(client.vectorStores.retrieve(handbook), OpenAI.NotFoundError);
   });
 });
 
@@ -210,14 +214,14 @@ describe("OpenAI's API on the RAG app: keys and tenants", () => {
   it("a key sees its own tenant's vector stores only; no key is a 401 in OpenAI's shape", async () => {
     const teamA = new OpenAI({ baseURL, apiKey: "team-a-secret", maxRetries: 0 });
     const teamB = new OpenAI({ baseURL, apiKey: "team-b-secret", maxRetries: 0 });
-    await teamA.vectorStores.create({ name: "notes" });
+    const notes = (await teamA.vectorStores.create({ name: "notes" })).id;
     const listedA = [];
     for await (const s of teamA.vectorStores.list()) listedA.push(s.id);
-    assert.deepEqual(listedA, ["notes"]);
+    assert.deepEqual(listedA, [notes]);
     const listedB = [];
     for await (const s of teamB.vectorStores.list()) listedB.push(s.id);
     assert.deepEqual(listedB, []);
-    await assert.rejects(teamB.vectorStores.retrieve("notes"), OpenAI.NotFoundError);
+    await assert.rejects(teamB.vectorStores.retrieve(notes), OpenAI.NotFoundError);
     const anonymous = new OpenAI({ baseURL, apiKey: "wrong", maxRetries: 0 });
     await assert.rejects(
       anonymous.vectorStores.list(),

@@ -68,6 +68,9 @@ class WrappedStore implements IndexStore {
       };
     }
   }
+  get objects() {
+    return this.inner.objects;
+  }
   listIndices(tenantId: string | null) {
     return this.inner.listIndices(tenantId);
   }

@@ -95,7 +95,8 @@ describe("listing uploaded files (#35): records only, never the texts", { skip: 
       body: JSON.stringify({ name: "old", file_ids: ["file-legacy1"] }),
     });
     assert.equal(store.status, 200, await store.clone().text());
-    const search = await fetch(`${served.url}/v1/vector_stores/old/search`, {
+    const { id } = (await store.json()) as { id: string };
+    const search = await fetch(`${served.url}/v1/vector_stores/${id}/search`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ query: "lighthouses" }),

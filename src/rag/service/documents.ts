@@ -22,6 +22,8 @@ const toWellFormed = (text: string) => text.replace(LONE_SURROGATES, "\uFFFD");
 const pageStartsOf = new WeakMap<DocumentRecord, number[]>();
 /** Heading structure of structured documents (Markdown, HTML, DOCX), likewise. */
 const sectionsOf = new WeakMap<DocumentRecord, Section[]>();
+/** The chunking a record's input asked for, where it is not its index's. */
+const chunkingOf = new WeakMap<DocumentRecord, { chunkSize: number; overlap: number }>();
 
 /** Where a chunk lies in a paged document (pages.ts): `page` its first page, `first` … `last` every one. */
 export interface ChunkPages {
@@ -89,7 +91,10 @@ export function chunkDocuments(documents: DocumentRecord[], settings: IndexSetti
   const chunked = documents.map((document) => ({
     document,
     chunks: withProvenance(
-      chunkDocument(document, { chunkSize: settings.chunkSize, overlap: settings.overlap }),
+      chunkDocument(
+        document,
+        chunkingOf.get(document) ?? { chunkSize: settings.chunkSize, overlap: settings.overlap },
+      ),
       pageStartsOf.get(document),
       sectionsOf.get(document),
     ),
@@ -134,6 +139,7 @@ export function normalisedById(
     };
     if (input.pageStarts) pageStartsOf.set(record, input.pageStarts);
     if (input.sections) sectionsOf.set(record, input.sections);
+    if (input.chunking) chunkingOf.set(record, input.chunking);
     const previous = byId.get(id)?.record;
     if (previous && (previous.text !== record.text || input.id !== undefined)) {
       throw badRequest(

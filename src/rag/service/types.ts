@@ -25,6 +25,8 @@ export interface DocumentInput {
   pageStarts?: number[];
   /** For structured sources (Markdown, HTML, DOCX): where each section starts and its heading path. */
   sections?: Section[];
+  /** Chunking of this document alone (an OpenAI file's static chunking strategy); the index's otherwise. */
+  chunking?: { chunkSize: number; overlap: number };
 }
 
 /**

@@ -149,7 +149,7 @@ export function runDocumentsJob(job: DocumentsJob): DocumentsJobResult {
     if (record.text !== input.text || record.title !== (input.title ?? null))
       rewritten.push({ at, text: record.text, title: record.title });
     const pageStarts = pageStartsOfRecord(record);
-    const chunks = chunkDocument(record, chunking);
+    const chunks = chunkDocument(record, input.chunking ?? chunking);
     chunkCounts[at] = chunks.length;
     for (const chunk of chunks) {
       bounds.push(chunk.start, chunk.end);

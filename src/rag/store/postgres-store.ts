@@ -50,6 +50,7 @@ import {
   type RemovedSegments,
   type SerialisedDocument,
 } from "./port.js";
+import { objectsTableSql, postgresObjects, type ObjectRecords } from "./openai-objects.js";
 import { loadChanges, loadIndex } from "./read-plan.js";
 import type {
   ChangeFeed,
@@ -243,6 +244,10 @@ export const PG_MIGRATIONS: ReadonlyArray<{ name: string; sql: string }> = [
     ALTER TABLE lectern_segment_vectors ALTER COLUMN bytes SET STORAGE EXTERNAL;
     `,
   },
+  {
+    name: "OpenAI vector stores, files and batches",
+    sql: objectsTableSql("lectern_openai_objects", 'text COLLATE "C"', "bigint"),
+  },
 ];
 
 export interface PostgresStoreOptions {
@@ -430,6 +435,7 @@ function parseChange(payload: string): IndexChange | undefined {
 export class PostgresIndexStore implements IndexStore {
   readonly kind = "postgres" as const;
   private readonly pool: pg.Pool;
+  readonly objects: ObjectRecords;
   /** Connections that hold `withWriteLock` locks; apart from the query pool so they cannot starve it. */
   private readonly lockPool: pg.Pool;
   private readonly listeners = new Set<(change: IndexChange) => void>();
@@ -449,6 +455,7 @@ export class PostgresIndexStore implements IndexStore {
       // An unreachable database (or a pool busy that long) fails the request with a 503, not a hang.
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     });
+    this.objects = postgresObjects(this.pool, translated);
     this.lockPool = new pg.Pool({
       ...clientConfig,
       // One connection per index being written at this moment by this replica; more wait their turn.

@@ -46,6 +46,7 @@ import {
   type RemovedSegments,
   type SerialisedDocument,
 } from "./port.js";
+import { objectsTableSql, sqliteObjects, type ObjectRecords } from "./openai-objects.js";
 import { loadChanges, loadIndex } from "./read-plan.js";
 import { StorageReserve } from "./reserve.js";
 import type {
@@ -210,6 +211,8 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
     FOREIGN KEY (index_id, segment_id) REFERENCES segments (index_id, segment_id) ON DELETE CASCADE
   );
   `,
+  // OpenAI's vector stores, vector store files and file batches (openai-objects.ts).
+  objectsTableSql("openai_objects", "TEXT", "INTEGER"),
 ];
 
 /** SQLite gives integers as numbers and keeps timestamps as ISO text. */
@@ -624,6 +627,7 @@ export class SqliteIndexStore implements IndexStore {
   readonly path: string;
   private readonly db: Database.Database;
   private readonly stmt: Statements;
+  readonly objects: ObjectRecords;
   private readonly writeInline: (change: IndexWrite) => IndexMeta;
   /** The large write committing on a worker thread, if one is (writeOffThread); writes wait for it. */
   private offThread: Promise<unknown> | null = null;
@@ -654,6 +658,7 @@ export class SqliteIndexStore implements IndexStore {
     }
 
     this.stmt = prepareStatements(db);
+    this.objects = sqliteObjects(db, () => this.afterOffThread());
 
     const port = new SqlitePort(this.stmt);
     this.writeInline = sqliteWriter(db);

@@ -5,6 +5,7 @@
  */
 import type { ScorerName, SegmentRecord, Tombstone } from "../search/types.js";
 import type { VectorStorage } from "../search/vectors/quantize.js";
+import type { ObjectRecords } from "./openai-objects.js";
 
 export type { VectorStorage };
 
@@ -235,6 +236,8 @@ export interface DocumentListing {
 
 export interface IndexStore {
   readonly kind: "sqlite" | "postgres";
+  /** OpenAI's vector store, vector store file and file batch records (openai-objects.ts). */
+  readonly objects: ObjectRecords;
   listIndices(tenantId: string | null): Promise<IndexMeta[]>;
   getMeta(key: IndexKey): Promise<IndexMeta | undefined>;
   /** Meta and every segment with its tombstones, from one committed version. */

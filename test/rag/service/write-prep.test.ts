@@ -44,6 +44,8 @@ function mixedInputs(): DocumentInput[] {
       source: "x.pdf",
     },
     { id: "hashed", text: prose(300), contentHash: "abc", metadata: { nested: { deep: [1, 2] } } },
+    // Chunked on its own terms (an OpenAI file's static chunking strategy), not the index's.
+    { id: "own-chunking", text: prose(1500), chunking: { chunkSize: 120, overlap: 20 } },
   ];
 }
 
@@ -58,6 +60,8 @@ describe("write preparation off the event loop", () => {
     assert.deepEqual(prepared.chunked, chunked);
     assert.deepEqual(prepared.engineTexts, engineTexts);
     assert.equal(prepared.chunkCount, engineTexts.length);
+    const own = chunked.find(({ document }) => document.id === "own-chunking")!.chunks;
+    assert.ok(own.length > 1500 / 120 && own.every((chunk) => chunk.end - chunk.start <= 120));
     assert.equal(prepared.built?.documentCount, engineTexts.length);
     assert.ok(chunked.some(({ chunks }) => chunks.some((chunk) => "pages" in chunk.metadata)));
   });

@@ -118,6 +118,7 @@ if (unavailable !== null) {
             "lectern_chunks",
             "lectern_documents",
             "lectern_indices",
+            "lectern_openai_objects",
             "lectern_segment_vectors",
             "lectern_segments",
             "lectern_tombstones",

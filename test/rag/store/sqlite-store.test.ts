@@ -55,6 +55,7 @@ describe("SqliteIndexStore", () => {
       "chunks",
       "documents",
       "indices",
+      "openai_objects",
       "segment_vectors",
       "segments",
       "store_state",

@@ -31,6 +31,7 @@ import {
   type WriteOptions,
 } from "../../helpers/store-fixtures.js";
 import { toApiError } from "../../../src/core/http.js";
+import type { ObjectKind, StoredObject } from "../../../src/rag/store/openai-objects.js";
 
 export interface StoreHarness {
   /** Opens the store under test; after `close()`, opening again must see the same data. */
@@ -790,6 +791,52 @@ export function storeContract(name: string, makeHarness: () => Promise<StoreHarn
         const loaded = await store.loadIndex(key);
         assert.ok(Buffer.from(loaded!.segments[0]!.bytes).equals(Buffer.from(bytes)), `size ${size}`);
       }
+    });
+
+    it("keeps OpenAI object records per tenant, ordered, replaced by id, across a reopen", async () => {
+      const record = (
+        tenantId: string,
+        kind: ObjectKind,
+        parentId: string,
+        id: string,
+        createdAt: number,
+      ) => ({
+        tenantId,
+        kind,
+        parentId,
+        id,
+        createdAt,
+        body: JSON.stringify({ id, note: "é ✓" }),
+      });
+      await store.objects.put(record("a", "vector_store", "", "vs_2", 2_000));
+      await store.objects.put(record("a", "vector_store", "", "vs_1", 1_000));
+      await store.objects.put(record("b", "vector_store", "", "vs_1", 3_000));
+      await store.objects.put(record("a", "vector_store.file", "vs_1", "file-x", 5_000));
+      await store.objects.put(record("a", "vector_store.files_batch", "vs_1", "vsfb_1", 5_000));
+      // Same tenant, kind, parent and id: replaced.
+      await store.objects.put({ ...record("a", "vector_store", "", "vs_2", 2_000), body: '{"v":2}' });
+      await reopen();
+      const ids = (list: readonly StoredObject[]) => list.map((o) => `${o.tenantId}/${o.id}`);
+      assert.deepEqual(ids(await store.objects.list("a", "vector_store", "")), ["a/vs_1", "a/vs_2"]);
+      assert.deepEqual(ids(await store.objects.list("b", "vector_store", "")), ["b/vs_1"]);
+      assert.deepEqual(ids(await store.objects.list(null, "vector_store", "")), [
+        "a/vs_1",
+        "a/vs_2",
+        "b/vs_1",
+      ]);
+      assert.equal((await store.objects.get("a", "vector_store", "", "vs_2"))!.body, '{"v":2}');
+      assert.deepEqual(
+        await store.objects.get("a", "vector_store", "", "vs_1"),
+        record("a", "vector_store", "", "vs_1", 1_000),
+      );
+      assert.equal(await store.objects.get("c", "vector_store", "", "vs_1"), undefined);
+      assert.equal(await store.objects.remove("b", "vector_store", "", "vs_2"), false);
+      assert.equal(await store.objects.remove("b", "vector_store", "", "vs_1"), true);
+      assert.deepEqual(ids(await store.objects.list("b", "vector_store", "")), []);
+      await store.objects.removeChildren("a", "vs_1");
+      assert.deepEqual(await store.objects.list("a", "vector_store.file", "vs_1"), []);
+      assert.deepEqual(await store.objects.list("a", "vector_store.files_batch", "vs_1"), []);
+      assert.deepEqual(ids(await store.objects.list("a", "vector_store", "")), ["a/vs_1", "a/vs_2"]);
     });
 
     it("reports a store size that grows with the data", async () => {
