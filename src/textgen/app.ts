@@ -22,6 +22,10 @@ import { RegistryCatalog } from "./http/dialects/model-catalog.js";
 import { storedResponseRoutes } from "./http/stored-responses.js";
 import { responsesStoreOf } from "./store/open.js";
 import type { DurableResponsesStore } from "./store/responses-store.js";
+import type { TypedApp } from "../core/http.js";
+import { BatchFiles } from "./batches/files.js";
+import { BatchRunner } from "./batches/batch-runner.js";
+import { batchRoutes } from "./batches/batch-routes.js";
 
 export interface TextgenAppDeps {
   config: Config;
@@ -31,6 +35,15 @@ export interface TextgenAppDeps {
   responsesStore?: DurableResponsesStore | null;
   /** Told of every route as it is registered (HttpAppOptions.onRoute). */
   onRoute?: HttpAppOptions["onRoute"];
+}
+
+/** The Files and Batch APIs (batches/), kept in the Responses store's database: their runner. */
+async function registerBatches(app: TypedApp, config: Config, store: DurableResponsesStore) {
+  const tables = store.batchTables;
+  const files = new BatchFiles(tables, config.rag.dataDir);
+  const runner = new BatchRunner(app, tables, files, config.batches, app.log);
+  await app.register(batchRoutes, { prefix: "/v1", tables, files, runner, limits: config.batches });
+  return runner;
 }
 
 export async function buildTextgenApp({ config, generator, ...deps }: TextgenAppDeps) {
@@ -118,6 +131,7 @@ export async function buildTextgenApp({ config, generator, ...deps }: TextgenApp
     responsesStore,
   });
   if (responsesStore) await app.register(storedResponseRoutes, { prefix: "/v1", store: responsesStore });
+  const batches = responsesStore && (await registerBatches(app, config, responsesStore));
   await app.register(anthropicRoutes, { prefix: "/v1", service, limits: config.limits });
   await app.register(ollamaRoutes, {
     prefix: "/api",
@@ -134,7 +148,10 @@ export async function buildTextgenApp({ config, generator, ...deps }: TextgenApp
   // finish before they are stopped, then the models are released.
   let drained: Promise<void> = Promise.resolve();
   app.addHook("preClose", async () => {
-    drained = service.shutdown(config.server.shutdownGraceMs);
+    // No batch line starts once closing; those in flight end with the generations (resumed later).
+    drained = Promise.all([service.shutdown(config.server.shutdownGraceMs), batches?.close()]).then(
+      () => undefined,
+    );
   });
   app.addHook("onClose", async () => {
     await drained;
@@ -143,6 +160,8 @@ export async function buildTextgenApp({ config, generator, ...deps }: TextgenApp
     await initial?.close();
     if (remote) await generator.close();
   });
+  // Batches left unfinished by the last run (a restart, a crash) resume once the app is up.
+  if (batches) app.addHook("onReady", async () => batches.kick());
   // The service, for the RAG app of the same process to reach through its ports (rag/local-models.ts).
   return Object.assign(app, { textgenService: service, responsesStore });
 }
