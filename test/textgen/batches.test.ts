@@ -100,7 +100,7 @@ async function lines(openai: OpenAI, fileId: string | null | undefined): Promise
 describe("Batch API (openai client, the CLI on the test model)", () => {
   let served: ServedProcess;
   before(async () => {
-    served = await serve(folder());
+    served = await serve(folder(), { BATCH_MAX_FILE_BYTES: "64K" });
   });
   after(() => served?.child.kill("SIGKILL"));
 
@@ -144,6 +144,25 @@ describe("Batch API (openai client, the CLI on the test model)", () => {
 
     const outputFile = await alice.files.retrieve(batch.output_file_id!);
     assert.equal(outputFile.purpose, "batch_output");
+  });
+
+  it("refuses a file past BATCH_MAX_FILE_BYTES (413) and another purpose (400)", async () => {
+    const alice = client(served, ALICE);
+    const big = jsonl(Array.from({ length: 1000 }, (_, i) => chatLine(`big-${i}`)));
+    assert.ok(big.length > 64 * 1024);
+    await assert.rejects(upload(alice, big), (error: unknown) => {
+      assert.ok(error instanceof OpenAI.APIError);
+      assert.equal(error.status, 413);
+      return true;
+    });
+    const file = await toFile(Buffer.from(jsonl([chatLine("x")])), "input.jsonl");
+    await assert.rejects(alice.files.create({ file, purpose: "assistants" }), OpenAI.BadRequestError);
+    assert.deepEqual(
+      (await alice.files.list()).data.filter(
+        (one) => one.filename === "input.jsonl" && one.bytes > 64 * 1024,
+      ),
+      [],
+    );
   });
 
   it("fails a batch whose file is not JSONL, naming the lines", async () => {

@@ -5,6 +5,7 @@
  * unknown routes under /v1). Everything is per tenant: another tenant's file or batch is a 404.
  */
 import multipart from "@fastify/multipart";
+import type { FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { actingTenant } from "../../core/auth.js";
 import type { Config } from "../../core/config.js";
@@ -78,24 +79,7 @@ function registerFileRoutes(app: TypedApp, { files, limits }: BatchRouteOptions)
     async (request) => {
       if (!request.isMultipart())
         throw badRequest('Send the file as multipart/form-data (fields file and purpose "batch")');
-      const tenant = actingTenant(request, undefined);
-      let purpose: string | undefined;
-      let uploaded: FileObject | undefined;
-      for await (const part of request.parts()) {
-        if (part.type === "field") {
-          if (part.fieldname === "purpose") purpose = String(part.value);
-        } else if (uploaded || (purpose !== undefined && purpose !== "batch")) part.file.resume();
-        else uploaded = await files.upload(tenant, part.filename, part.file, limits.maxFileBytes);
-      }
-      if (purpose !== "batch") {
-        if (uploaded) await files.delete(tenant, uploaded.id);
-        throw badRequest(
-          `purpose must be "batch": this server's Files API holds Batch API input (vector store files are the RAG app's)`,
-          [{ path: "/purpose" }],
-        );
-      }
-      if (!uploaded) throw badRequest("The form has no file field", [{ path: "/file" }]);
-      return uploaded;
+      return readUpload(request, files, limits.maxFileBytes);
     },
   );
 
@@ -135,6 +119,36 @@ function registerFileRoutes(app: TypedApp, { files, limits }: BatchRouteOptions)
       return { id: request.params.file_id, object: "file" as const, deleted: true };
     },
   );
+}
+
+/** An upload's form: the file written to disk as it arrives, its purpose checked ("batch" only). */
+async function readUpload(request: FastifyRequest, files: BatchFiles, maxBytes: number): Promise<FileObject> {
+  const tenant = actingTenant(request, undefined);
+  let purpose: string | undefined;
+  let uploaded: FileObject | undefined;
+  try {
+    for await (const part of request.parts()) {
+      if (part.type === "field") {
+        if (part.fieldname === "purpose") purpose = String(part.value);
+      } else if (uploaded || (purpose !== undefined && purpose !== "batch")) part.file.resume();
+      else uploaded = await files.upload(tenant, part.filename, part.file, maxBytes);
+    }
+  } catch (error) {
+    if (uploaded) await files.delete(tenant, uploaded.id);
+    // Our refusals and the plugin's size limit (413) keep their status; else the body is malformed.
+    if (error instanceof DomainError || typeof (error as { statusCode?: unknown }).statusCode === "number")
+      throw error;
+    throw badRequest(`Malformed multipart/form-data body: ${(error as Error).message}`);
+  }
+  if (purpose !== "batch") {
+    if (uploaded) await files.delete(tenant, uploaded.id);
+    throw badRequest(
+      `purpose must be "batch": this server's Files API holds Batch API input (vector store files are the RAG app's)`,
+      [{ path: "/purpose" }],
+    );
+  }
+  if (!uploaded) throw badRequest("The form has no file field", [{ path: "/file" }]);
+  return uploaded;
 }
 
 /** GET /v1/files/{file_id}/content. */
