@@ -11,6 +11,10 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import OpenAI, { toFile } from "openai";
+import type { AddressInfo } from "node:net";
+import { buildTextgenApp } from "../../src/textgen/app.js";
+import { testConfig } from "../helpers/env.js";
+import { ScriptedGenerator } from "../helpers/scripted-generator.js";
 import { startServe, waitHealthy, type ServedProcess } from "../helpers/serve-process.js";
 
 const ALICE = "alice-batch-key-0123456789";
@@ -275,6 +279,42 @@ describe("Batch API across a SIGKILL", () => {
       assert.deepEqual([...new Set(ids)].sort(), Array.from({ length: 200 }, (_, i) => `kill-${i}`).sort());
     } finally {
       served.child.kill("SIGKILL");
+    }
+  });
+});
+
+describe("Batch lines in-process (scripted generator: what the model was asked, known)", () => {
+  it("reach the scheduler as batch jobs, an interactive request as interactive; /v1/responses lines too", async () => {
+    const config = testConfig({ GENERATION_UPSTREAM_URL: "http://127.0.0.1:9/v1", DATA_DIR: folder() });
+    const generator = new ScriptedGenerator({ text: { steps: [{ text: "Hello." }] } });
+    const app = await buildTextgenApp({ config, generator });
+    try {
+      await app.listen({ host: "127.0.0.1", port: 0 });
+      const port = (app.server.address() as AddressInfo).port;
+      const openai = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "none", maxRetries: 0 });
+      const chat = await startBatch(openai, [chatLine("c1"), chatLine("c2")]);
+      await until(openai, chat.id, (b) => FINAL.has(b.status));
+      const file = await upload(
+        openai,
+        jsonl([{ custom_id: "r1", method: "POST", url: "/v1/responses", body: { model: "m", input: "Hi" } }]),
+      );
+      const responses = await openai.batches.create({
+        input_file_id: file.id,
+        endpoint: "/v1/responses",
+        completion_window: "24h",
+      });
+      const done = await until(openai, responses.id, (b) => FINAL.has(b.status));
+      assert.deepEqual(done.request_counts, { total: 1, completed: 1, failed: 0 });
+      const [line] = await lines(openai, done.output_file_id);
+      assert.equal(line.response.body.object, "response");
+      assert.equal(line.response.body.output_text ?? line.response.body.output[0].content[0].text, "Hello.");
+      await openai.chat.completions.create({ model: "m", messages: [{ role: "user", content: "Hi" }] });
+      assert.deepEqual(
+        generator.requests.map((request) => request.priority),
+        ["batch", "batch", "batch", "interactive"],
+      );
+    } finally {
+      await app.close();
     }
   });
 });
