@@ -104,7 +104,7 @@ async function lines(openai: OpenAI, fileId: string | null | undefined): Promise
 describe("Batch API (openai client, the CLI on the test model)", () => {
   let served: ServedProcess;
   before(async () => {
-    served = await serve(folder(), { BATCH_MAX_FILE_BYTES: "64K" });
+    served = await serve(folder(), { BATCH_MAX_FILE_BYTES: "64K", BATCH_MAX_LINES: "250" });
   });
   after(() => served?.child.kill("SIGKILL"));
 
@@ -148,6 +148,42 @@ describe("Batch API (openai client, the CLI on the test model)", () => {
 
     const outputFile = await alice.files.retrieve(batch.output_file_id!);
     assert.equal(outputFile.purpose, "batch_output");
+  });
+
+  it("runs /v1/completions and /v1/embeddings lines as those endpoints answer", async () => {
+    const alice = client(served, ALICE);
+    const run = async (endpoint: "/v1/completions" | "/v1/embeddings", body: object) => {
+      const file = await upload(alice, jsonl([{ custom_id: "one", method: "POST", url: endpoint, body }]));
+      const created = await alice.batches.create({
+        input_file_id: file.id,
+        endpoint,
+        completion_window: "24h",
+      });
+      const batch = await until(alice, created.id, (b) => FINAL.has(b.status));
+      assert.deepEqual(batch.request_counts, { total: 1, completed: 1, failed: 0 });
+      return (await lines(alice, batch.output_file_id))[0].response.body;
+    };
+    const completion = await run("/v1/completions", { prompt: "Once upon a time", max_tokens: 4 });
+    assert.equal(completion.object, "text_completion");
+    assert.equal(typeof completion.choices[0].text, "string");
+    const embedding = await run("/v1/embeddings", { input: ["a cat", "a dog"] });
+    assert.equal(embedding.object, "list");
+    assert.equal(embedding.data.length, 2);
+    assert.ok(embedding.data[0].embedding.length > 0);
+  });
+
+  it("fails a batch of more than BATCH_MAX_LINES requests", async () => {
+    const alice = client(served, ALICE);
+    const created = await startBatch(
+      alice,
+      Array.from({ length: 251 }, (_, i) => chatLine(`many-${i}`)),
+    );
+    const batch = await until(alice, created.id, (b) => FINAL.has(b.status));
+    assert.equal(batch.status, "failed");
+    assert.deepEqual(
+      batch.errors!.data!.map((error) => [error.code, error.line]),
+      [["too_many_requests", 251]],
+    );
   });
 
   it("refuses a file past BATCH_MAX_FILE_BYTES (413) and another purpose (400)", async () => {
