@@ -1,4 +1,6 @@
 /** Builds the text generation app without listening; `app.inject()` drives it in tests. */
+import { existsSync } from "node:fs";
+import path from "node:path";
 import type { Config } from "../core/config.js";
 import { createHttpApp, type HttpAppOptions } from "../core/http.js";
 import type { Generator } from "./engine/generator.js";
@@ -21,6 +23,7 @@ import { ollamaRoutes } from "./http/dialects/ollama.js";
 import { RegistryCatalog } from "./http/dialects/model-catalog.js";
 import { storedResponseRoutes } from "./http/stored-responses.js";
 import { responsesStoreOf } from "./store/open.js";
+import { RESPONSES_DB_FILE } from "./store/sqlite-backend.js";
 import type { DurableResponsesStore } from "./store/responses-store.js";
 import type { TypedApp } from "../core/http.js";
 import { BatchFiles } from "./batches/files.js";
@@ -160,8 +163,11 @@ export async function buildTextgenApp({ config, generator, ...deps }: TextgenApp
     await initial?.close();
     if (remote) await generator.close();
   });
-  // Batches left unfinished by the last run (a restart, a crash) resume once the app is up.
-  if (batches) app.addHook("onReady", async () => batches.kick());
+  // Batches left unfinished by the last run (a restart, a crash) resume once the app is up; a SQLite
+  // store not made yet holds none (and its worker thread is not started for nothing).
+  const mayHoldBatches =
+    config.rag.databaseUrl !== null || existsSync(path.join(config.rag.dataDir, RESPONSES_DB_FILE));
+  if (batches && mayHoldBatches) app.addHook("onReady", async () => batches.kick());
   // The service, for the RAG app of the same process to reach through its ports (rag/local-models.ts).
   return Object.assign(app, { textgenService: service, responsesStore });
 }

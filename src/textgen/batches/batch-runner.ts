@@ -101,7 +101,21 @@ export class BatchRunner {
     if (!state) return;
     if (state.batch.status === "cancelling") this.cancelled.add(keyOf(ref));
     if (state.batch.status === "validating" && !(await this.validate(ref, state))) return;
-    if (state.batch.status === "in_progress") await this.runLines(ref, state);
+    if (state.batch.status === "in_progress")
+      try {
+        await this.runLines(ref, state);
+      } catch (error) {
+        // The input file was deleted while the batch ran: it cannot go on (anything else: it resumes).
+        if ((error as { code?: unknown }).code !== "ENOENT") throw error;
+        const message = "The input file was deleted before the batch finished";
+        state.batch.errors = {
+          object: "list",
+          data: [{ code: "file_unreadable", message, line: null, param: null }],
+        };
+        Object.assign(state.batch, { status: "failed", failed_at: nowSeconds() });
+        await this.save(ref, state);
+        return;
+      }
     if (this.closing) return;
     await this.finish(ref, state);
   }
