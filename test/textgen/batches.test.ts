@@ -186,6 +186,13 @@ describe("Batch API (openai client, the CLI on the test model)", () => {
     );
   });
 
+  it("an internal call's header from a client is no key (401)", async () => {
+    const response = await fetch(`${served.url}/v1/batches`, {
+      headers: { "x-lectern-internal-call": "guessed-token" },
+    });
+    assert.equal(response.status, 401);
+  });
+
   it("refuses a file past BATCH_MAX_FILE_BYTES (413) and another purpose (400)", async () => {
     const alice = client(served, ALICE);
     const big = jsonl(Array.from({ length: 1000 }, (_, i) => chatLine(`big-${i}`)));

@@ -170,6 +170,12 @@ function registerFileContent(app: TypedApp, files: BatchFiles): void {
   );
 }
 
+async function readState(tables: BatchBackend, tenant: string, id: string): Promise<BatchState> {
+  const stored = await tables.batch(tenant, id);
+  if (!stored) throw batchGone(id);
+  return JSON.parse(stored.body) as BatchState;
+}
+
 /** A stored batch as OpenAI's object, its counts from the recorded lines. */
 async function readBatch(tables: BatchBackend, tenant: string, id: string): Promise<BatchObject> {
   const stored = await tables.batch(tenant, id);
@@ -272,16 +278,19 @@ function registerBatchCancel(app: TypedApp, { tables, runner }: BatchRouteOption
     async (request) => {
       const tenant = actingTenant(request, undefined);
       const id = request.params.batch_id;
-      const stored = await tables.batch(tenant, id);
-      if (!stored) throw batchGone(id);
-      const state = JSON.parse(stored.body) as BatchState;
-      if (state.batch.status === "validating" || state.batch.status === "in_progress") {
-        Object.assign(state.batch, { status: "cancelling", cancelling_at: nowSeconds() });
-        await tables.saveBatch(tenant, id, JSON.stringify(state), true, Date.now());
+      const cancellable = (state: BatchState) =>
+        state.batch.status === "validating" || state.batch.status === "in_progress";
+      const before = await readState(tables, tenant, id);
+      if (cancellable(before)) {
+        // The runner learns first, so none of its later saves undoes the cancellation (batch-runner.ts).
         runner.cancel({ tenant, id });
+        const state = await readState(tables, tenant, id);
+        if (cancellable(state))
+          Object.assign(state.batch, { status: "cancelling", cancelling_at: nowSeconds() });
+        await tables.saveBatch(tenant, id, JSON.stringify(state), true, Date.now());
         runner.kick();
-      } else if (state.batch.status !== "cancelling" && state.batch.status !== "cancelled")
-        throw new DomainError("conflict", `Cannot cancel a batch with status '${state.batch.status}'.`);
+      } else if (before.batch.status !== "cancelling" && before.batch.status !== "cancelled")
+        throw new DomainError("conflict", `Cannot cancel a batch with status '${before.batch.status}'.`);
       return readBatch(tables, tenant, id);
     },
   );

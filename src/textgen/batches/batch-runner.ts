@@ -92,6 +92,10 @@ export class BatchRunner {
   }
 
   private save(ref: Ref, state: BatchState): Promise<void> {
+    // A cancellation the route made while this copy was in hand is kept (cancel() comes first).
+    const { batch } = state;
+    if (this.cancelled.has(keyOf(ref)) && (batch.status === "validating" || batch.status === "in_progress"))
+      Object.assign(batch, { status: "cancelling", cancelling_at: batch.cancelling_at ?? nowSeconds() });
     const active = ACTIVE.has(state.batch.status);
     return this.tables.saveBatch(ref.tenant, ref.id, JSON.stringify(state), active, Date.now());
   }
