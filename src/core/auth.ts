@@ -18,6 +18,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { isPreflight } from "./cors.js";
+import { internalCallOf } from "./internal-call.js";
 import { ApiError, ConfigError, parseConfigJson } from "./errors.js";
 import { normalisedPath, pathOf } from "./url-path.js";
 
@@ -211,6 +212,12 @@ export function registerAuth(app: FastifyInstance, keys: KeyRing | null, options
   app.addHook("onRequest", async (request: FastifyRequest) => {
     // A browser sends its CORS preflight without credentials; the OPTIONS route answers it (cors.ts).
     if (isPublicPath(request.url) || isPreflight(request)) return;
+    // A batch line the server runs for a batch's owner (internal-call.ts) acts as that owner.
+    const internal = internalCallOf(request);
+    if (internal) {
+      request.principal = internal.principal;
+      return;
+    }
     // Anthropic's clients send the key as `x-api-key`; it is accepted the same way.
     const apiKeyHeader = request.headers["x-api-key"];
     const header =

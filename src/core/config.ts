@@ -157,6 +157,17 @@ export interface Config {
     /** Bytes of stored JSON, all tenants together; past it the oldest go first. */
     maxBytes: number;
   };
+  /** The Batch API (textgen/batches/): its files and lines, in the Responses store's database. */
+  batches: {
+    /** BATCH_MAX_FILE_BYTES: an uploaded batch input file at most (OpenAI's 200 MB; 64 MiB here). */
+    maxFileBytes: number;
+    /** BATCH_MAX_LINES: requests in one batch at most (50,000 as OpenAI). */
+    maxLines: number;
+    /** BATCH_MAX_LINE_BYTES: one line of an input file at most; a longer one fails the batch. */
+    maxLineBytes: number;
+    /** BATCH_CONCURRENCY: batch lines in flight at once, all batches together. */
+    concurrency: number;
+  };
   rag: {
     /** SQLite store (without DATABASE_URL) and uploaded files; the Responses store's too. */
     dataDir: string;
@@ -565,6 +576,12 @@ export function loadConfig(env: Env = process.env): Config {
     responses: {
       ttlMs: duration(env, "RESPONSES_TTL", "30d"),
       maxBytes: responsesMaxBytes(env),
+    },
+    batches: {
+      maxFileBytes: byteSize(env, "BATCH_MAX_FILE_BYTES") || 64 * 1024 ** 2,
+      maxLines: integer(env, "BATCH_MAX_LINES", 50_000, 1, 50_000),
+      maxLineBytes: byteSize(env, "BATCH_MAX_LINE_BYTES") || 1024 ** 2,
+      concurrency: integer(env, "BATCH_CONCURRENCY", 2, 1, 64),
     },
     rag: {
       dataDir,

@@ -1,4 +1,6 @@
 /** Builds the text generation app without listening; `app.inject()` drives it in tests. */
+import { existsSync } from "node:fs";
+import path from "node:path";
 import type { Config } from "../core/config.js";
 import { createHttpApp, type HttpAppOptions } from "../core/http.js";
 import type { Generator } from "./engine/generator.js";
@@ -21,8 +23,13 @@ import { ollamaRoutes } from "./http/dialects/ollama.js";
 import { RegistryCatalog } from "./http/dialects/model-catalog.js";
 import { storedResponseRoutes } from "./http/stored-responses.js";
 import { responsesStoreOf } from "./store/open.js";
+import { RESPONSES_DB_FILE } from "./store/sqlite-backend.js";
 import type { DurableResponsesStore } from "./store/responses-store.js";
 import { fileSearchPortOf, type FileSearchPort } from "./http/dialects/file-search.js";
+import type { TypedApp } from "../core/http.js";
+import { BatchFiles } from "./batches/files.js";
+import { BatchRunner } from "./batches/batch-runner.js";
+import { batchRoutes } from "./batches/batch-routes.js";
 
 export interface TextgenAppDeps {
   config: Config;
@@ -37,6 +44,15 @@ export interface TextgenAppDeps {
   fileSearch?: FileSearchPort;
   /** Told of every route as it is registered (HttpAppOptions.onRoute). */
   onRoute?: HttpAppOptions["onRoute"];
+}
+
+/** The Files and Batch APIs (batches/), kept in the Responses store's database: their runner. */
+async function registerBatches(app: TypedApp, config: Config, store: DurableResponsesStore) {
+  const tables = store.batchTables;
+  const files = new BatchFiles(tables, config.rag.dataDir);
+  const runner = new BatchRunner(app, tables, files, config.batches, app.log);
+  await app.register(batchRoutes, { prefix: "/v1", tables, files, runner, limits: config.batches });
+  return runner;
 }
 
 export async function buildTextgenApp({ config, generator, ...deps }: TextgenAppDeps) {
@@ -125,6 +141,7 @@ export async function buildTextgenApp({ config, generator, ...deps }: TextgenApp
     fileSearch: deps.fileSearch ?? fileSearchPortOf(config),
   });
   if (responsesStore) await app.register(storedResponseRoutes, { prefix: "/v1", store: responsesStore });
+  const batches = responsesStore && (await registerBatches(app, config, responsesStore));
   await app.register(anthropicRoutes, { prefix: "/v1", service, limits: config.limits });
   await app.register(ollamaRoutes, {
     prefix: "/api",
@@ -141,7 +158,10 @@ export async function buildTextgenApp({ config, generator, ...deps }: TextgenApp
   // finish before they are stopped, then the models are released.
   let drained: Promise<void> = Promise.resolve();
   app.addHook("preClose", async () => {
-    drained = service.shutdown(config.server.shutdownGraceMs);
+    // No batch line starts once closing; those in flight end with the generations (resumed later).
+    drained = Promise.all([service.shutdown(config.server.shutdownGraceMs), batches?.close()]).then(
+      () => undefined,
+    );
   });
   app.addHook("onClose", async () => {
     await drained;
@@ -150,6 +170,11 @@ export async function buildTextgenApp({ config, generator, ...deps }: TextgenApp
     await initial?.close();
     if (remote) await generator.close();
   });
+  // Batches left unfinished by the last run (a restart, a crash) resume once the app is up; a SQLite
+  // store not made yet holds none (and its worker thread is not started for nothing).
+  const mayHoldBatches =
+    config.rag.databaseUrl !== null || existsSync(path.join(config.rag.dataDir, RESPONSES_DB_FILE));
+  if (batches && mayHoldBatches) app.addHook("onReady", async () => batches.kick());
   // The service, for the RAG app of the same process to reach through its ports (rag/local-models.ts).
   return Object.assign(app, { textgenService: service, responsesStore });
 }

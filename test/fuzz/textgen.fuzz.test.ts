@@ -209,6 +209,8 @@ const OVERRIDES: Record<string, RouteOverride> = {
     validWeight: 3,
   },
   "GET /v1/models": { query: noQuery },
+  // Batch API input files (batches/): the form's purpose field, mostly the one served.
+  "POST /v1/files": { multipart: { purpose: fc.constantFrom("batch", "batch", "assistants", "") } },
   "GET /health": { query: noQuery },
   "GET /": { query: noQuery },
 };

@@ -48,7 +48,12 @@ export interface ServedModel {
    * sequence (until then it can still fail with a plain 429/504 that no stream has begun).
    */
   run(request: GenerationRequest, signal: AbortSignal, listener?: EventListener): Promise<CompletionResult>;
-  embed(inputs: readonly string[], signal?: AbortSignal): Promise<EmbeddingResult>;
+  /** `priority` "batch": a batch line's, admitted after interactive requests (scheduler.ts). */
+  embed(
+    inputs: readonly string[],
+    signal?: AbortSignal,
+    priority?: "interactive" | "batch",
+  ): Promise<EmbeddingResult>;
   rerank(query: string, documents: readonly string[], signal?: AbortSignal): Promise<RankResult>;
   /** The model's tokenizer (loads the model); a 400 where generation is remote. */
   tokenizer(): Promise<TextTokenizer>;
@@ -281,9 +286,9 @@ export class TextgenService {
         const withLora = lora && !request.lora ? { ...request, lora } : request;
         return withModel("generate", (backend) => this.generate(id, backend, withLora, signal, listener));
       },
-      embed: (inputs, signal) =>
+      embed: (inputs, signal, priority) =>
         withModel("embed", (backend) =>
-          backend.scheduler.run(signal, () => backend.embedder!.embed(inputs, signal)),
+          backend.scheduler.run(signal, () => backend.embedder!.embed(inputs, signal), { priority }),
         ),
       rerank: (query, documents, signal) =>
         withModel("rerank", (backend) =>

@@ -8,6 +8,7 @@ import { Type } from "typebox";
 import { badRequest, notFound } from "../../core/errors.js";
 import type { Config } from "../../core/config.js";
 import type { TextgenService } from "../engine/service.js";
+import { priorityOf } from "../../core/internal-call.js";
 import { findModelObject, modelList } from "./models-routes.js";
 import { anthropicModelList, anthropicModelObject, isAnthropicRequest } from "./dialects/anthropic-models.js";
 import { dialectPlugin } from "../../core/dialect-plugin.js";
@@ -125,7 +126,11 @@ function registerEmbeddings(app: TypedApp, service: TextgenService, embeddingMax
       const body = request.body;
       const target = service.resolveModel(body.model, "embed", { keepAlive: body.keep_alive });
       const inputs = await embeddingInputs(body.input, embeddingMaxInputs, () => target.tokenizer());
-      const { vectors, promptTokens } = await target.embed(inputs, clientGoneSignal(request, reply));
+      const { vectors, promptTokens } = await target.embed(
+        inputs,
+        clientGoneSignal(request, reply),
+        priorityOf(request),
+      );
       const size = vectors[0]?.length ?? 0;
       if (body.dimensions !== undefined && body.dimensions > size)
         throw badRequest(

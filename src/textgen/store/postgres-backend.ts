@@ -9,6 +9,7 @@
 import pg from "pg";
 import { DomainError, notReady } from "../../core/errors.js";
 import { planPage, toPage } from "./paging.js";
+import { BATCH_MIGRATION, PostgresBatchTables } from "./postgres-batches.js";
 import {
   EVICTION_BATCH,
   utf8Bytes,
@@ -18,6 +19,7 @@ import {
   type NewResponse,
   type ObjectKind,
   type PageQuery,
+  type BatchBackend,
   type ResponsesBackend,
   type StoreLimits,
   type StoredResponse,
@@ -56,6 +58,7 @@ const MIGRATIONS: readonly string[] = [
   CREATE TABLE ${T} (id integer PRIMARY KEY CHECK (id = 1), bytes bigint NOT NULL);
   INSERT INTO ${T} (id, bytes) VALUES (1, 0);
   `,
+  BATCH_MIGRATION,
 ];
 
 /** "lectern" and "responses" in ASCII, apart from the RAG store's lock. */
@@ -406,6 +409,20 @@ class PostgresResponsesBackend implements ResponsesBackend {
   sizeBytes() {
     return this.run((client) => this.total(client), false);
   }
+
+  // The Batch API's tables (postgres-batches.ts), through this pool and its migrations.
+  private readonly batches = new PostgresBatchTables((work, write) => this.run(work, write));
+  saveFile: BatchBackend["saveFile"] = (...args) => this.batches.saveFile(...args);
+  file: BatchBackend["file"] = (...args) => this.batches.file(...args);
+  listFiles: BatchBackend["listFiles"] = (...args) => this.batches.listFiles(...args);
+  deleteFile: BatchBackend["deleteFile"] = (...args) => this.batches.deleteFile(...args);
+  saveBatch: BatchBackend["saveBatch"] = (...args) => this.batches.saveBatch(...args);
+  batch: BatchBackend["batch"] = (...args) => this.batches.batch(...args);
+  listBatches: BatchBackend["listBatches"] = (...args) => this.batches.listBatches(...args);
+  activeBatches: BatchBackend["activeBatches"] = () => this.batches.activeBatches();
+  recordLine: BatchBackend["recordLine"] = (...args) => this.batches.recordLine(...args);
+  recordedLines: BatchBackend["recordedLines"] = (...args) => this.batches.recordedLines(...args);
+  lineResults: BatchBackend["lineResults"] = (...args) => this.batches.lineResults(...args);
 
   async close(): Promise<void> {
     await this.migrated?.catch(() => undefined);

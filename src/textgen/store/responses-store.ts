@@ -12,7 +12,7 @@ import { actingTenant } from "../../core/auth.js";
 import { DomainError, notFound } from "../../core/errors.js";
 import type { ResponseItem, ResponsesStore } from "../http/dialects/openai-responses.js";
 import { newId, normaliseItem, toRow } from "./items.js";
-import type { ItemRow, PageQuery, ResponsesBackend, StoreLimits } from "./types.js";
+import type { BatchBackend, ItemRow, PageQuery, ResponsesBackend, StoreLimits } from "./types.js";
 
 export interface StoreOptions {
   limits: StoreLimits;
@@ -232,6 +232,11 @@ export class DurableResponsesStore implements ResponsesStore {
     if (result === "no_conversation") return undefined;
     if (result === "no_item") throw notFound(`Item with id '${itemId}' not found.`);
     return this.getConversation(request, id);
+  }
+
+  /** The Batch API's tables, in the same database (textgen/batches/). */
+  get batchTables(): BatchBackend {
+    return this.backend;
   }
 
   /** Bytes kept, all tenants together. */

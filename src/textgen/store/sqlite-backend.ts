@@ -10,6 +10,7 @@ import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { planPage, toPage } from "./paging.js";
+import { BATCH_MIGRATION, SqliteBatchTables } from "./sqlite-batches.js";
 import {
   EVICTION_BATCH,
   utf8Bytes,
@@ -19,6 +20,7 @@ import {
   type NewResponse,
   type ObjectKind,
   type PageQuery,
+  type BatchBackend,
   type ResponsesBackend,
   type StoreLimits,
   type StoredResponse,
@@ -61,6 +63,7 @@ const MIGRATIONS: readonly string[] = [
   CREATE TABLE totals (id INTEGER PRIMARY KEY CHECK (id = 1), bytes INTEGER NOT NULL);
   INSERT INTO totals (id, bytes) VALUES (1, 0);
   `,
+  BATCH_MIGRATION,
 ];
 
 interface ObjectRow {
@@ -71,6 +74,7 @@ interface ObjectRow {
 
 export class SqliteResponsesBackend implements ResponsesBackend {
   private readonly db: Database.Database;
+  private readonly batches: SqliteBatchTables;
 
   private constructor(
     file: string,
@@ -86,6 +90,7 @@ export class SqliteResponsesBackend implements ResponsesBackend {
       db.pragma("foreign_keys = ON");
       db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
       migrate(db);
+      this.batches = new SqliteBatchTables(db);
     } catch (error) {
       db.close();
       throw error;
@@ -388,6 +393,19 @@ export class SqliteResponsesBackend implements ResponsesBackend {
   async sizeBytes(): Promise<number> {
     return this.totalBytes();
   }
+
+  // The Batch API's tables (sqlite-batches.ts).
+  saveFile: BatchBackend["saveFile"] = (...args) => this.batches.saveFile(...args);
+  file: BatchBackend["file"] = (...args) => this.batches.file(...args);
+  listFiles: BatchBackend["listFiles"] = (...args) => this.batches.listFiles(...args);
+  deleteFile: BatchBackend["deleteFile"] = (...args) => this.batches.deleteFile(...args);
+  saveBatch: BatchBackend["saveBatch"] = (...args) => this.batches.saveBatch(...args);
+  batch: BatchBackend["batch"] = (...args) => this.batches.batch(...args);
+  listBatches: BatchBackend["listBatches"] = (...args) => this.batches.listBatches(...args);
+  activeBatches: BatchBackend["activeBatches"] = () => this.batches.activeBatches();
+  recordLine: BatchBackend["recordLine"] = (...args) => this.batches.recordLine(...args);
+  recordedLines: BatchBackend["recordedLines"] = (...args) => this.batches.recordedLines(...args);
+  lineResults: BatchBackend["lineResults"] = (...args) => this.batches.lineResults(...args);
 
   async close(): Promise<void> {
     if (this.db.open) this.db.close();

@@ -60,8 +60,47 @@ export interface StoreLimits {
   maxBytes: number;
 }
 
+/** A page of JSON rows, newest first, and whether older ones follow. */
+export interface JsonPage {
+  rows: string[];
+  hasMore: boolean;
+}
+
+/** A batch's object and its line counts (from the recorded lines). */
+export interface StoredBatch {
+  body: string;
+  completed: number;
+  failed: number;
+}
+
+/**
+ * The Batch API's tables (textgen/batches/), per tenant like the rest: files' objects (their input
+ * content is a file under DATA_DIR; output and error files are built from the recorded lines),
+ * batches' objects, and each line's result, recorded once (a second record of a line is ignored),
+ * so a batch resumed after a crash never writes a line twice. Never evicted: deleted with their file.
+ */
+export interface BatchBackend {
+  saveFile(tenant: string, id: string, body: string, now: number): Promise<void>;
+  file(tenant: string, id: string): Promise<string | undefined>;
+  /** Newest first; `after`: a file id, the files older than it. */
+  listFiles(tenant: string, after: string | undefined, limit: number): Promise<JsonPage | "no_cursor">;
+  deleteFile(tenant: string, id: string): Promise<boolean>;
+  /** Creates or replaces a batch's object; `active`: its runner has work left (resumed at start). */
+  saveBatch(tenant: string, id: string, body: string, active: boolean, now: number): Promise<void>;
+  batch(tenant: string, id: string): Promise<StoredBatch | undefined>;
+  listBatches(tenant: string, after: string | undefined, limit: number): Promise<JsonPage | "no_cursor">;
+  /** Every tenant's batches with work left, oldest first. */
+  activeBatches(): Promise<{ tenant: string; id: string }[]>;
+  /** Records a line's result; false when it was recorded before (it is kept as it was). */
+  recordLine(tenant: string, batchId: string, line: number, ok: boolean, body: string): Promise<boolean>;
+  /** The numbers of the lines recorded so far. */
+  recordedLines(tenant: string, batchId: string): Promise<number[]>;
+  /** The recorded results of the lines that succeeded (`ok`) or failed, in line order. */
+  lineResults(tenant: string, batchId: string, ok: boolean): Promise<string[]>;
+}
+
 /** Every method takes the time it runs at (ms), so tests can move the clock. */
-export interface ResponsesBackend {
+export interface ResponsesBackend extends BatchBackend {
   /** Keeps a response (when `keep`) and appends its items to its conversation in one transaction. */
   saveResponse(tenant: string, response: NewResponse, now: number): Promise<"saved" | "no_conversation">;
   response(tenant: string, id: string, now: number): Promise<StoredResponse | undefined>;
@@ -122,6 +161,17 @@ export const BACKEND_METHODS = [
   "deleteConversationItem",
   "evict",
   "sizeBytes",
+  "saveFile",
+  "file",
+  "listFiles",
+  "deleteFile",
+  "saveBatch",
+  "batch",
+  "listBatches",
+  "activeBatches",
+  "recordLine",
+  "recordedLines",
+  "lineResults",
 ] as const satisfies readonly Exclude<keyof ResponsesBackend, "close">[];
 
 /** Objects one eviction transaction deletes, so a big sweep never holds the database long. */

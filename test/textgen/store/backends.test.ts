@@ -255,5 +255,45 @@ for (const kind of kinds) {
       assert.equal(await store.deleteObject("t", "response", "r", T0 + 7), true);
       assert.equal(await store.sizeBytes(), 0);
     });
+    it("batch tables: a line recorded once, results in line order, pages newest first, per tenant", async () => {
+      const store = await open();
+      for (const id of ["f1", "f2", "f3"]) await store.saveFile("t", id, JSON.stringify({ id }), T0);
+      await store.saveFile("other", "f4", JSON.stringify({ id: "f4" }), T0);
+      const first = await store.listFiles("t", undefined, 2);
+      assert.ok(first !== "no_cursor");
+      assert.deepEqual(ids(first.rows), ["f3", "f2"]);
+      assert.equal(first.hasMore, true);
+      const rest = await store.listFiles("t", "f2", 2);
+      assert.ok(rest !== "no_cursor");
+      assert.deepEqual([ids(rest.rows), rest.hasMore], [["f1"], false]);
+      assert.equal(await store.listFiles("t", "f4", 2), "no_cursor");
+      assert.equal(await store.file("other", "f1"), undefined);
+      assert.equal(await store.deleteFile("other", "f1"), false);
+      assert.equal(await store.deleteFile("t", "f1"), true);
+
+      await store.saveBatch("t", "b1", JSON.stringify({ id: "b1", status: "in_progress" }), true, T0);
+      await store.saveBatch("t", "b2", JSON.stringify({ id: "b2", status: "validating" }), true, T0);
+      assert.deepEqual(await store.activeBatches(), [
+        { tenant: "t", id: "b1" },
+        { tenant: "t", id: "b2" },
+      ]);
+      assert.equal(await store.recordLine("t", "b1", 3, true, '{"line":3}'), true);
+      assert.equal(await store.recordLine("t", "b1", 1, true, '{"line":1}'), true);
+      assert.equal(await store.recordLine("t", "b1", 2, false, '{"line":2}'), true);
+      // A line run again after a crash keeps its first result.
+      assert.equal(await store.recordLine("t", "b1", 3, false, '{"line":"again"}'), false);
+      assert.deepEqual(await store.recordedLines("t", "b1"), [1, 2, 3]);
+      assert.deepEqual(await store.lineResults("t", "b1", true), ['{"line":1}', '{"line":3}']);
+      assert.deepEqual(await store.lineResults("t", "b1", false), ['{"line":2}']);
+      const batch = await store.batch("t", "b1");
+      assert.deepEqual([batch?.completed, batch?.failed], [2, 1]);
+      assert.equal(await store.batch("other", "b1"), undefined);
+      await store.saveBatch("t", "b1", JSON.stringify({ id: "b1", status: "completed" }), false, T0 + 1);
+      assert.deepEqual(await store.activeBatches(), [{ tenant: "t", id: "b2" }]);
+      const batches = await store.listBatches("t", undefined, 10);
+      assert.ok(batches !== "no_cursor");
+      assert.deepEqual(ids(batches.rows), ["b2", "b1"]);
+      assert.equal(JSON.parse((await store.batch("t", "b1"))!.body).status, "completed");
+    });
   });
 }

@@ -13,7 +13,14 @@ import {
   type ValidationLimits,
 } from "../../engine/validation.js";
 import { noEffect, noteUnenforced } from "../../../core/dialect-plugin.js";
-import { clientGoneSignal, respond, unixSeconds, type StreamEncoder, type WireFrame } from "./run.js";
+import {
+  clientGoneSignal,
+  respond,
+  unixSeconds,
+  withPriority,
+  type StreamEncoder,
+  type WireFrame,
+} from "./run.js";
 import {
   ResponseFormat,
   decodeResponseFormat,
@@ -216,7 +223,9 @@ export function registerCompletions(app: TypedApp, service: TextgenService, limi
         // Each prompt (and each of its n answers) is its own request, side by side like any others.
         const results = await Promise.all(
           validated.map((one) =>
-            Promise.all(Array.from({ length: one.n }, () => target.run(one.request, signal))),
+            Promise.all(
+              Array.from({ length: one.n }, () => target.run(withPriority(request, one.request), signal)),
+            ),
           ),
         );
         return completionBody(id, target.name, prompts, results, echo);

@@ -14,7 +14,8 @@ import type { ApiError } from "../../../core/errors.js";
 import { toApiError } from "../../../core/http.js";
 import { openEventStream, startStreamReply } from "../../../core/sse.js";
 import type { GenerationEvent } from "../../engine/events.js";
-import type { CompletionResult } from "../../engine/generator.js";
+import type { CompletionResult, GenerationRequest } from "../../engine/generator.js";
+import { priorityOf } from "../../../core/internal-call.js";
 import type { ServedModel } from "../../engine/service.js";
 import type { Config } from "../../../core/config.js";
 import type { ValidatedRequest, ValidationLimits } from "../../engine/validation.js";
@@ -68,10 +69,11 @@ export async function respond<Body>(options: Respond<Body>): Promise<Body | Fast
   const failed = new AbortController();
   const signal = AbortSignal.any([clientSignal, failed.signal]);
   const choices = Array.from({ length: validated.n }, (_, i) => i);
+  const generation = withPriority(request, validated.request);
   if (!options.stream) {
     const results = await Promise.all(
       choices.map(() =>
-        model.run(validated.request, signal).catch((error: unknown) => {
+        model.run(generation, signal).catch((error: unknown) => {
           failed.abort();
           throw error;
         }),
@@ -96,7 +98,7 @@ export async function respond<Body>(options: Respond<Body>): Promise<Body | Fast
   try {
     const results = await Promise.all(
       choices.map((choice) =>
-        model.run(validated.request, signal, listener(choice)).catch((error: unknown) => {
+        model.run(generation, signal, listener(choice)).catch((error: unknown) => {
           failed.abort();
           throw error;
         }),
@@ -110,6 +112,12 @@ export async function respond<Body>(options: Respond<Body>): Promise<Body | Fast
     writer?.end();
   }
   return reply;
+}
+
+/** A batch line's generation runs at batch priority (core/internal-call.ts). */
+export function withPriority(request: FastifyRequest, generation: GenerationRequest): GenerationRequest {
+  const priority = priorityOf(request);
+  return priority === "interactive" ? generation : { ...generation, priority };
 }
 
 function openWriter(request: FastifyRequest, reply: FastifyReply, transport: "sse" | "ndjson") {
