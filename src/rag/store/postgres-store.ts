@@ -28,6 +28,7 @@
  *   REPEATABLE READ transaction, so a replica never mixes two versions.
  */
 import pg from "pg";
+import { applyPgMigrations } from "../../core/pg-migrations.js";
 
 import { badRequest, conflict, DomainError, notReady, storageFull } from "../../core/errors.js";
 import { toParts } from "../search/vectors/vector-codec.js";
@@ -1019,44 +1020,11 @@ class ColumnBatch {
  * Applies the migrations not yet applied, in order, in one transaction. The advisory lock makes a
  * second replica starting at the same moment wait, then find everything applied.
  */
-async function migrate(pool: pg.Pool): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
-    await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS lectern_schema_migrations (
-         version integer PRIMARY KEY,
-         name text NOT NULL,
-         applied_at timestamptz NOT NULL DEFAULT now()
-       )`,
-    );
-    const { rows } = await client.query<{ applied: number }>(
-      "SELECT coalesce(max(version), 0)::integer AS applied FROM lectern_schema_migrations",
-    );
-    const applied = rows[0]!.applied;
-    if (applied > PG_MIGRATIONS.length) {
-      throw new Error(
-        `the database has schema version ${applied}, newer than this program's ${PG_MIGRATIONS.length}; upgrade Lectern`,
-      );
-    }
-    for (let version = applied + 1; version <= PG_MIGRATIONS.length; version++) {
-      const migration = PG_MIGRATIONS[version - 1]!;
-      await client.query(migration.sql);
-      await client.query("INSERT INTO lectern_schema_migrations (version, name) VALUES ($1, $2)", [
-        version,
-        migration.name,
-      ]);
-    }
-    await client.query("COMMIT");
-    client.release();
-  } catch (error) {
-    try {
-      await client.query("ROLLBACK");
-      client.release();
-    } catch (rollbackError) {
-      client.release(rollbackError as Error);
-    }
-    throw error;
-  }
+function migrate(pool: pg.Pool): Promise<void> {
+  return applyPgMigrations(pool, {
+    lock: MIGRATION_LOCK.toString(),
+    ledger: { table: "lectern_schema_migrations", named: true },
+    migrations: PG_MIGRATIONS,
+    subject: "the database",
+  });
 }

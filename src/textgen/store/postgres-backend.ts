@@ -7,6 +7,7 @@
  * Items are `text` holding JSON, not `jsonb`: jsonb refuses `\u0000`, which JSON text may carry.
  */
 import pg from "pg";
+import { applyPgMigrations } from "../../core/pg-migrations.js";
 import { DomainError, notReady } from "../../core/errors.js";
 import { planPage, toPage } from "./paging.js";
 import { BATCH_MIGRATION, PostgresBatchTables } from "./postgres-batches.js";
@@ -430,38 +431,13 @@ class PostgresResponsesBackend implements ResponsesBackend {
   }
 }
 
-async function migrate(pool: pg.Pool): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
-    await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK.toString()]);
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS lectern_responses_migrations (
-         version integer PRIMARY KEY,
-         applied_at timestamptz NOT NULL DEFAULT now()
-       )`,
-    );
-    const { rows } = await client.query<{ applied: number }>(
-      "SELECT coalesce(max(version), 0)::integer AS applied FROM lectern_responses_migrations",
-    );
-    const applied = rows[0]!.applied;
-    if (applied > MIGRATIONS.length)
-      throw new Error(
-        `the database's Responses store has schema version ${applied}, newer than this program's ${MIGRATIONS.length}; upgrade Lectern`,
-      );
-    for (let version = applied + 1; version <= MIGRATIONS.length; version++) {
-      await client.query(MIGRATIONS[version - 1]!);
-      await client.query("INSERT INTO lectern_responses_migrations (version) VALUES ($1)", [version]);
-    }
-    await client.query("COMMIT");
-    client.release();
-  } catch (error) {
-    await client.query("ROLLBACK").then(
-      () => client.release(),
-      (rollback: Error) => client.release(rollback),
-    );
-    throw error;
-  }
+function migrate(pool: pg.Pool): Promise<void> {
+  return applyPgMigrations(pool, {
+    lock: MIGRATION_LOCK.toString(),
+    ledger: { table: "lectern_responses_migrations", named: false },
+    migrations: MIGRATIONS.map((sql) => ({ sql })),
+    subject: "the database's Responses store",
+  });
 }
 
 export function postgresBackend(
