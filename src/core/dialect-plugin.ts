@@ -7,6 +7,7 @@
  */
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import type { Static, TSchema } from "typebox";
 import { badRequest, notFound as routeNotFound, type ApiError } from "./errors.js";
 import { toApiError, type TypedApp } from "./http.js";
 import { pathOf } from "./url-path.js";
@@ -107,4 +108,17 @@ export function dialectPlugin<Options extends object>(
     installDialect(app, dialect);
     await routes(app as unknown as TypedApp, options);
   };
+}
+
+/**
+ * A dialect's POST route with a JSON body: the OpenAPI tags and summary, the body's schema, and a
+ * handler that receives the validated body (its type is the schema's).
+ */
+export function dialectPost<Body extends TSchema>(
+  app: TypedApp,
+  url: string,
+  schema: { tags: string[]; summary: string; body: Body },
+  handler: (body: Static<Body>, request: FastifyRequest, reply: FastifyReply) => Promise<unknown>,
+): void {
+  app.post(url, { schema }, (request, reply) => handler(request.body as Static<Body>, request, reply));
 }

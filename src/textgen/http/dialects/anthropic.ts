@@ -21,6 +21,7 @@ import {
 import { parseArgumentsObject } from "./json-partial.js";
 import { JsonSchemaObject } from "./openai-shared.js";
 import {
+  dialectPost,
   dialectPlugin,
   noEffect,
   noteIgnored,
@@ -604,17 +605,15 @@ export const anthropicRoutes = dialectPlugin<AnthropicRouteOptions>(anthropicDia
 });
 
 function registerMessages(app: TypedApp, service: TextgenService, limits: ValidationLimits): void {
-  app.post(
+  dialectPost(
+    app,
     "/messages",
     {
-      schema: {
-        tags: ["anthropic"],
-        summary: "Anthropic's Messages API: text, tool use, thinking, structured output",
-        body: MessagesRequestSchema,
-      },
+      tags: ["anthropic"],
+      summary: "Anthropic's Messages API: text, tool use, thinking, structured output",
+      body: MessagesRequestSchema,
     },
-    async (request, reply) => {
-      const body = request.body;
+    async (body, request, reply) => {
       const { decoding, validated: checked } = validated(body, request, reply, limits);
       const target = service.resolveModel(body.model, "generate");
       const head: MessageHead = {

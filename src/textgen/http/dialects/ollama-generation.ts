@@ -20,7 +20,7 @@ import {
 import type { ApiError } from "../../../core/errors.js";
 import { parseArgumentsObject } from "./json-partial.js";
 import { DEFAULT_CHAT_MAX_TOKENS, JsonSchemaObject } from "./openai-shared.js";
-import { noEffect, noteUnenforced } from "../../../core/dialect-plugin.js";
+import { dialectPost, noEffect, noteUnenforced } from "../../../core/dialect-plugin.js";
 import { respond, type StreamEncoder, type WireFrame } from "./run.js";
 
 export const ollamaErrorBody = (error: ApiError) => ({ error: error.message });
@@ -415,17 +415,15 @@ export function registerGeneration(
     },
   );
 
-  app.post(
+  dialectPost(
+    app,
     "/generate",
     {
-      schema: {
-        tags: ["ollama"],
-        summary: "Ollama's generate: NDJSON stream by default",
-        body: GenerateBody,
-      },
+      tags: ["ollama"],
+      summary: "Ollama's generate: NDJSON stream by default",
+      body: GenerateBody,
     },
-    async (request, reply) => {
-      const body = request.body;
+    async (body, request, reply) => {
       const target = resolve(body.model, body.keep_alive);
       const started = performance.now();
       // No prompt: only load the model (or unload it, keep_alive 0), as Ollama does.

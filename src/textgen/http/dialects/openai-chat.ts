@@ -15,7 +15,7 @@ import {
   type DialectProfile,
   type ValidationLimits,
 } from "../../engine/validation.js";
-import { noEffect, noteIgnored, noteUnenforced } from "../../../core/dialect-plugin.js";
+import { dialectPost, noEffect, noteIgnored, noteUnenforced } from "../../../core/dialect-plugin.js";
 import { respond, unixSeconds, type StreamEncoder, type WireFrame } from "./run.js";
 import {
   DEFAULT_CHAT_MAX_TOKENS,
@@ -373,17 +373,15 @@ export function registerChatCompletions(
   service: TextgenService,
   limits: ValidationLimits,
 ): void {
-  app.post(
+  dialectPost(
+    app,
     "/chat/completions",
     {
-      schema: {
-        tags: ["openai"],
-        summary: "Chat, with the model's own chat template; JSON output, tool calls, logprobs, reasoning, n",
-        body: ChatRequestSchema,
-      },
+      tags: ["openai"],
+      summary: "Chat, with the model's own chat template; JSON output, tool calls, logprobs, reasoning, n",
+      body: ChatRequestSchema,
     },
-    async (request, reply) => {
-      const body = request.body;
+    async (body, request, reply) => {
       const { decoded, ignored } = decodeChat(body);
       const validated = validateRequest(decoded, chatProfile(body), limits);
       noteIgnored(request, reply, ignored);

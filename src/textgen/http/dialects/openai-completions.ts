@@ -12,7 +12,7 @@ import {
   type DialectProfile,
   type ValidationLimits,
 } from "../../engine/validation.js";
-import { noEffect, noteUnenforced } from "../../../core/dialect-plugin.js";
+import { dialectPost, noEffect, noteUnenforced } from "../../../core/dialect-plugin.js";
 import {
   clientGoneSignal,
   respond,
@@ -193,18 +193,15 @@ class CompletionChunkEncoder implements StreamEncoder {
 }
 
 export function registerCompletions(app: TypedApp, service: TextgenService, limits: ValidationLimits): void {
-  app.post(
+  dialectPost(
+    app,
     "/completions",
     {
-      schema: {
-        tags: ["openai"],
-        summary:
-          "Continue a prompt (a list of prompts gives one choice each); JSON schema, GBNF, logprobs, n",
-        body: CompletionRequestSchema,
-      },
+      tags: ["openai"],
+      summary: "Continue a prompt (a list of prompts gives one choice each); JSON schema, GBNF, logprobs, n",
+      body: CompletionRequestSchema,
     },
-    async (request, reply) => {
-      const body = request.body;
+    async (body, request, reply) => {
       const id = `cmpl-${randomUUID()}`;
       const target = service.resolveModel(body.model, "generate", { keepAlive: body.keep_alive });
       const echo = body.echo === true;

@@ -22,7 +22,7 @@ import {
   type DialectProfile,
   type ValidationLimits,
 } from "../../engine/validation.js";
-import { noteIgnored, noteUnenforced } from "../../../core/dialect-plugin.js";
+import { dialectPost, noteIgnored, noteUnenforced } from "../../../core/dialect-plugin.js";
 import { respond, unixSeconds, type StreamEncoder, type WireFrame } from "./run.js";
 import {
   DEFAULT_CHAT_MAX_TOKENS,
@@ -781,18 +781,16 @@ export function registerResponses(
   store: ResponsesStore | undefined,
   fileSearch?: FileSearchPort,
 ): void {
-  app.post(
+  dialectPost(
+    app,
     "/responses",
     {
-      schema: {
-        tags: ["openai"],
-        summary:
-          "OpenAI's Responses API: text, tools (namespaces too), structured output, reasoning with summaries",
-        body: ResponsesRequestSchema,
-      },
+      tags: ["openai"],
+      summary:
+        "OpenAI's Responses API: text, tools (namespaces too), structured output, reasoning with summaries",
+      body: ResponsesRequestSchema,
     },
-    async (request, reply) => {
-      const body = request.body;
+    async (body, request, reply) => {
       const { decoding, validated, search } = await prepare(body, request, reply, limits, store, fileSearch);
       const target = service.resolveModel(body.model, "generate", { keepAlive: body.keep_alive });
       const stored = store !== undefined && body.store !== false;
