@@ -19,16 +19,11 @@ import path from "node:path";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { isPreflight } from "./cors.js";
 import { internalCallOf } from "./internal-call.js";
+import type { Principal } from "./principal.js";
 import { ApiError, ConfigError, parseConfigJson } from "./errors.js";
 import { normalisedPath, pathOf } from "./url-path.js";
 
-export interface Principal {
-  tenant: string;
-  scopes: ReadonlySet<string>;
-  admin: boolean;
-  /** First 12 hex digits of the key's digest: safe to log, enough to tell keys apart. */
-  keyId: string;
-}
+export type { Principal };
 
 interface StoredKey {
   digest: Buffer;

@@ -8,7 +8,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type { FastifyRequest } from "fastify";
-import type { Principal } from "./auth.js";
+import type { Principal } from "./principal.js";
 
 export interface InternalCall {
   /** Whom the call acts for; null with API keys off. */
