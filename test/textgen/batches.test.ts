@@ -257,20 +257,6 @@ describe("Batch API (openai client, the CLI on the test model)", () => {
     for (const batch of made) await until(alice, batch.id, (b) => FINAL.has(b.status));
   });
 
-  it("cancels a batch: cancelling, then cancelled with what had run", async () => {
-    const alice = client(served, ALICE);
-    const created = await startBatch(
-      alice,
-      Array.from({ length: 200 }, (_, i) => chatLine(`cancel-${i}`, 64)),
-    );
-    const cancelling = await alice.batches.cancel(created.id);
-    assert.equal(cancelling.status, "cancelling");
-    const batch = await until(alice, created.id, (b) => FINAL.has(b.status));
-    assert.equal(batch.status, "cancelled");
-    assert.ok(batch.cancelled_at! >= batch.cancelling_at!);
-    assert.ok(batch.request_counts!.completed < 200);
-  });
-
   it("answers an interactive request while a batch holds every sequence", async () => {
     const alice = client(served, ALICE);
     const created = await startBatch(
@@ -357,6 +343,47 @@ describe("Batch lines in-process (scripted generator: what the model was asked, 
         ["batch", "batch", "batch", "interactive"],
       );
     } finally {
+      await app.close();
+    }
+  });
+  it("cancels a batch: cancelling while its lines wait, then cancelled with what had run", async () => {
+    // The generator holds every line at a gate until the cancel is in: no race with a fast model.
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    class GatedGenerator extends ScriptedGenerator {
+      override async generate(...args: Parameters<ScriptedGenerator["generate"]>) {
+        await gate;
+        return super.generate(...args);
+      }
+    }
+    const config = testConfig({ GENERATION_UPSTREAM_URL: "http://127.0.0.1:9/v1", DATA_DIR: folder() });
+    const app = await buildTextgenApp({
+      config,
+      generator: new GatedGenerator({ text: { steps: [{ text: "Hello." }] } }),
+    });
+    try {
+      await app.listen({ host: "127.0.0.1", port: 0 });
+      const port = (app.server.address() as AddressInfo).port;
+      const openai = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "none", maxRetries: 0 });
+      const total = 20;
+      const created = await startBatch(
+        openai,
+        Array.from({ length: total }, (_, i) => chatLine(`cancel-${i}`)),
+      );
+      const cancelling = await openai.batches.cancel(created.id);
+      assert.equal(cancelling.status, "cancelling");
+      open();
+      const batch = await until(openai, created.id, (b) => FINAL.has(b.status));
+      assert.equal(batch.status, "cancelled");
+      assert.ok(batch.cancelled_at! >= batch.cancelling_at!);
+      assert.equal(batch.finalizing_at, null, "a cancelled batch goes from cancelling to cancelled");
+      // Only the lines already at the gate (BATCH_CONCURRENCY at most) ran.
+      assert.ok(
+        batch.request_counts!.completed <= config.batches.concurrency,
+        JSON.stringify(batch.request_counts),
+      );
+    } finally {
+      open();
       await app.close();
     }
   });

@@ -235,8 +235,10 @@ export class BatchRunner {
     if (batch.status === "failed") return;
     const cancelled = this.cancelled.has(keyOf(ref));
     const expired = !cancelled && nowSeconds() >= batch.expires_at;
-    if (cancelled) batch.cancelling_at ??= nowSeconds();
-    Object.assign(batch, { status: "finalizing", finalizing_at: nowSeconds() });
+    // A cancelled batch stays "cancelling" until it is "cancelled", as OpenAI's does.
+    if (cancelled)
+      Object.assign(batch, { status: "cancelling", cancelling_at: batch.cancelling_at ?? nowSeconds() });
+    else Object.assign(batch, { status: "finalizing", finalizing_at: nowSeconds() });
     await this.save(ref, state);
     if (expired) await this.recordExpired(ref, state);
     for (const kind of ["output", "error"] as const) {
