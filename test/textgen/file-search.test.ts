@@ -58,18 +58,22 @@ function folder(): string {
   return made;
 }
 
-/** A vector store holding `files`; its id as the RAG app answers it, and each file's id by name. */
+/**
+ * A vector store holding `files`, built as the openai client builds one (fileBatches.uploadAndPoll);
+ * its id as the RAG app answers it, and each file's id by name.
+ */
 async function makeStore(client: OpenAI, name: string, files: Record<string, string>) {
   const store = await client.vectorStores.create({ name });
+  const uploads = await Promise.all(
+    Object.entries(files).map(([filename, text]) => toFile(Buffer.from(text), filename)),
+  );
+  const batch = await client.vectorStores.fileBatches.uploadAndPoll(store.id, { files: uploads });
+  assert.equal(batch.status, "completed");
+  assert.equal(batch.file_counts.completed, uploads.length);
   const ids: Record<string, string> = {};
-  for (const [filename, text] of Object.entries(files)) {
-    const file = await client.files.create({
-      file: await toFile(Buffer.from(text), filename),
-      purpose: "assistants",
-    });
-    await client.vectorStores.files.createAndPoll(store.id, { file_id: file.id });
-    ids[filename] = file.id;
-  }
+  for await (const file of client.vectorStores.files.list(store.id))
+    ids[(await client.files.retrieve(file.id)).filename] = file.id;
+  assert.equal(Object.keys(ids).length, uploads.length);
   return { id: store.id, ids };
 }
 
@@ -114,8 +118,8 @@ describe("file_search with the RAG app in this process", () => {
     ragB = client(`${ragUrl}/v1`, TEAM_B);
     a = client(`${textgenUrl}/v1`, TEAM_A);
     b = client(`${textgenUrl}/v1`, TEAM_B);
-    handbook = await makeStore(ragA, "handbook", FILES);
-    drills = await makeStore(ragA, "drills", EXTRA);
+    handbook = await makeStore(ragA, "Team handbook", FILES);
+    drills = await makeStore(ragA, "Restore drills (2026)", EXTRA);
   });
   after(async () => {
     await textgen.close();
