@@ -3,14 +3,14 @@
  * the sampling fields' wire names (types only: ranges and defaults are validation.ts's), and small
  * pieces of their encodings.
  */
-import { Type } from "typebox";
+import { Type, type Static } from "typebox";
 import type { Usage } from "../../engine/events.js";
 import type { CompletionResult, TokenLogprob, ToolCall } from "../../engine/generator.js";
 import type { DecodedOutput, DecodedRequest, ReasoningEffort } from "../../engine/validation.js";
 import { noEffect, type Dialect } from "../../../core/dialect-plugin.js";
 
 import { openAiErrorBody } from "../../../core/error-shapes.js";
-import { decodeLlamaFields, type LlamaFieldsBody } from "./llama-fields.js";
+import { decodeLlamaFields } from "./llama-fields.js";
 import { unixSeconds, type WireFrame } from "./run.js";
 
 export { openAiErrorBody };
@@ -93,12 +93,9 @@ export const samplingFields = {
   grammar: Type.Optional(Type.String({ description: "a GBNF grammar the output follows" })),
 };
 
-interface SamplingBody extends LlamaFieldsBody {
-  presence_penalty?: number;
-  frequency_penalty?: number;
-  n?: number;
-  lora?: { id: number; scale: number }[];
-}
+const SamplingObject = Type.Object(samplingFields);
+/** The shared fields as the schema types them (each dialect's body holds them). */
+type SamplingBody = Static<typeof SamplingObject>;
 
 /** The shared fields in canonical names (decoding only: validation.ts judges them). */
 export function decodeSampling(body: SamplingBody): DecodedRequest {
@@ -147,10 +144,7 @@ export const ResponseFormat = Type.Object({
   ),
 });
 
-export interface ResponseFormatValue {
-  type: string;
-  json_schema?: { schema?: Record<string, unknown>; strict?: boolean };
-}
+export type ResponseFormatValue = Static<typeof ResponseFormat>;
 
 /** OpenAI's response_format as an output constraint; `text` (or an unknown type) is none. */
 export function decodeResponseFormat(format: ResponseFormatValue | undefined): DecodedOutput[] {
