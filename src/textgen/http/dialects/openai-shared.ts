@@ -3,7 +3,7 @@
  * the sampling fields' wire names (types only: ranges and defaults are validation.ts's), and small
  * pieces of their encodings.
  */
-import { Type, type Static } from "typebox";
+import { Type, type Static, type TObject } from "typebox";
 import type { Usage } from "../../engine/events.js";
 import type { CompletionResult, TokenLogprob, ToolCall } from "../../engine/generator.js";
 import type { DecodedOutput, DecodedRequest, ReasoningEffort } from "../../engine/validation.js";
@@ -93,9 +93,8 @@ export const samplingFields = {
   grammar: Type.Optional(Type.String({ description: "a GBNF grammar the output follows" })),
 };
 
-const SamplingObject = Type.Object(samplingFields);
 /** The shared fields as the schema types them (each dialect's body holds them). */
-type SamplingBody = Static<typeof SamplingObject>;
+type SamplingBody = Static<TObject<typeof samplingFields>>;
 
 /** The shared fields in canonical names (decoding only: validation.ts judges them). */
 export function decodeSampling(body: SamplingBody): DecodedRequest {
