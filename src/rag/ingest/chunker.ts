@@ -240,9 +240,14 @@ function validate({ chunkSize, overlap }: ChunkOptions): void {
   if (!Number.isInteger(chunkSize) || chunkSize < 2) {
     throw badRequest(`chunk_size must be an integer ≥ 2, got ${chunkSize}`);
   }
-  if (!Number.isInteger(overlap) || overlap < 0 || overlap > chunkSize / 2) {
+  if (!overlapFits(chunkSize, overlap)) {
     throw badRequest(`overlap must be an integer from 0 to chunk_size/2 (${chunkSize / 2}), got ${overlap}`);
   }
+}
+
+/** The one rule for an overlap: a whole number of characters from 0 to half a chunk. */
+export function overlapFits(chunkSize: number, overlap: number): boolean {
+  return Number.isInteger(overlap) && overlap >= 0 && overlap <= chunkSize / 2;
 }
 
 /** The overlap when a request names none: 128 characters, at most half a chunk. */

@@ -6,7 +6,7 @@
  */
 import { badRequest } from "../../core/errors.js";
 import { checkNestingDepth } from "../../core/validation.js";
-import { defaultOverlap } from "../ingest/chunker.js";
+import { defaultOverlap, overlapFits } from "../ingest/chunker.js";
 import { SCORER_NAMES } from "../search/scoring.js";
 import type { ScorerName } from "../search/index.js";
 import type { IndexSettings } from "../store/types.js";
@@ -46,7 +46,7 @@ export function resolveIndexSettings(given: Partial<IndexSettings>): IndexSettin
       [{ path: "/chunk_size" }],
     );
   const overlap = given.overlap ?? defaultOverlap(chunkSize);
-  if (!Number.isInteger(overlap) || overlap < 0 || overlap > chunkSize / 2)
+  if (!overlapFits(chunkSize, overlap))
     throw badRequest(
       `overlap must be a whole number from 0 to half the chunk size (${Math.floor(chunkSize / 2)})`,
       [{ path: "/overlap", message: "greater than chunk_size/2" }],
