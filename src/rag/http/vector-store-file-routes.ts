@@ -4,6 +4,7 @@
  * within the request (one write per request), so a file or batch is complete, or failed, when its
  * answer comes back; a batch cannot be cancelled any more by then, and cancel returns it as it is.
  */
+import { unixSeconds } from "../../core/time.js";
 import { Type, type Static } from "typebox";
 import { badRequest, DomainError, notFound } from "../../core/errors.js";
 import type { TypedApp } from "../../core/http.js";
@@ -23,7 +24,6 @@ import {
   chunkingOf,
   fileCounts,
   newId,
-  nowSeconds,
   page,
   recordsById,
   storeOf,
@@ -267,7 +267,7 @@ async function updateAttributes(
     id: fileId,
     filename: listing?.source ?? fileId,
     bytes: Buffer.byteLength(text),
-    created_at: nowSeconds(),
+    created_at: unixSeconds(),
     title,
     metadata: {},
     text,

@@ -4,6 +4,7 @@
  * that id. An index with no record (built with /rag/build, or a store made before records were kept)
  * is served as a vector store whose id and name are the index name, its documents as completed files.
  */
+import { unixSeconds } from "../../core/time.js";
 import { randomUUID } from "node:crypto";
 import { Type } from "typebox";
 import { badRequest, notFound } from "../../core/errors.js";
@@ -105,7 +106,6 @@ export interface BatchBody {
   status: FileStatus;
 }
 
-export const nowSeconds = () => Math.floor(Date.now() / 1000);
 let lastCreated = 0;
 /**
  * A record's creation time in milliseconds, later than any this process gave before: lists are ordered
@@ -174,7 +174,7 @@ export function vectorStoreObject(store: ResolvedStore, files: readonly FileStat
     usage_bytes: store.meta.sizeBytes,
     file_counts: counts,
     status:
-      expiresAt !== null && expiresAt < nowSeconds()
+      expiresAt !== null && expiresAt < unixSeconds()
         ? ("expired" as const)
         : counts.in_progress > 0
           ? ("in_progress" as const)
@@ -303,7 +303,7 @@ export async function storeObject(options: OpenAiRagOptions, store: ResolvedStor
 export async function touchStore(options: OpenAiRagOptions, store: ResolvedStore): Promise<void> {
   if (store.record === null) return;
   const body = bodyOf<StoreBody>(store.record);
-  const now = nowSeconds();
+  const now = unixSeconds();
   if (now - body.last_active_at < TOUCH_SECONDS) return;
   const record = { ...store.record, body: JSON.stringify({ ...body, last_active_at: now }) };
   await options.service.store.objects.put(record);

@@ -3,6 +3,7 @@
  * store maps to an index and its record): /v1/files (file-shelf.ts keeps the uploads), the stores
  * here, their files and file batches in vector-store-file-routes.ts, and search.
  */
+import { unixSeconds } from "../../core/time.js";
 import { randomUUID } from "node:crypto";
 import { Type, type Static } from "typebox";
 import { actingTenant, listingTenant } from "../../core/auth.js";
@@ -28,7 +29,6 @@ import {
   createdMs,
   storeCreatedMs,
   newId,
-  nowSeconds,
   page,
   searchAttributes,
   storeObject,
@@ -73,7 +73,7 @@ function registerFileRoutes(app: TypedApp, options: OpenAiRagOptions, shelf: Fil
         id: `file-${randomUUID().replace(/-/g, "")}`,
         filename: document.source ?? document.title ?? "upload",
         bytes: Buffer.byteLength(document.text),
-        created_at: nowSeconds(),
+        created_at: unixSeconds(),
         text: document.text,
         title: document.title ?? null,
         metadata: document.metadata ?? {},
@@ -151,7 +151,7 @@ async function createStore(
     // A new store gets vectors when an embedder is configured (hybrid search), as /rag/build.
     embedding: writeEmbedding(options.retrievers, undefined, null),
   });
-  const now = nowSeconds();
+  const now = unixSeconds();
   const storeBody: StoreBody = {
     name: body.name ?? "",
     metadata: body.metadata ?? null,
@@ -254,7 +254,7 @@ function registerStoreUpdateRoutes(app: TypedApp, options: OpenAiRagOptions): vo
     },
     async (request) => {
       const store = await storeOf(options, request);
-      const now = nowSeconds();
+      const now = unixSeconds();
       const before: StoreBody = store.record
         ? bodyOf<StoreBody>(store.record)
         : { name: store.id, metadata: null, expires_after: null, description: null, last_active_at: now };

@@ -78,5 +78,3 @@ export function ownerOf(principal: Principal | null): StoredOwner | null {
 export function principalOf(owner: StoredOwner | null): Principal | null {
   return owner && { ...owner, scopes: new Set(owner.scopes) };
 }
-
-export const nowSeconds = () => Math.floor(Date.now() / 1000);

@@ -4,6 +4,7 @@
  * the dialect plugin factory with OpenAI's error shape, beside the OpenAI routes (which answer
  * unknown routes under /v1). Everything is per tenant: another tenant's file or batch is a 404.
  */
+import { unixSeconds } from "../../core/time.js";
 import multipart from "@fastify/multipart";
 import type { FastifyRequest } from "fastify";
 import { Type } from "typebox";
@@ -14,7 +15,7 @@ import { badRequest, DomainError, notFound } from "../../core/errors.js";
 import type { TypedApp } from "../../core/http.js";
 import { openAiDialect } from "../http/dialects/openai-shared.js";
 import type { BatchBackend } from "../store/types.js";
-import { nowSeconds, ownerOf, type BatchObject, type BatchState } from "./batch-object.js";
+import { ownerOf, type BatchObject, type BatchState } from "./batch-object.js";
 import type { BatchRunner } from "./batch-runner.js";
 import type { BatchFiles } from "./files.js";
 import { newId, type FileObject } from "./files.js";
@@ -206,7 +207,7 @@ function registerBatchRoutes(app: TypedApp, { tables, files, runner }: BatchRout
         throw badRequest(`input_file_id '${body.input_file_id}' is not a file of purpose "batch" of yours`, [
           { path: "/input_file_id" },
         ]);
-      const created = nowSeconds();
+      const created = unixSeconds();
       const batch: BatchObject = {
         id: newId("batch_"),
         object: "batch",
@@ -286,7 +287,7 @@ function registerBatchCancel(app: TypedApp, { tables, runner }: BatchRouteOption
         runner.cancel({ tenant, id });
         const state = await readState(tables, tenant, id);
         if (cancellable(state))
-          Object.assign(state.batch, { status: "cancelling", cancelling_at: nowSeconds() });
+          Object.assign(state.batch, { status: "cancelling", cancelling_at: unixSeconds() });
         await tables.saveBatch(tenant, id, JSON.stringify(state), true, Date.now());
         runner.kick();
       } else if (before.batch.status !== "cancelling" && before.batch.status !== "cancelled")

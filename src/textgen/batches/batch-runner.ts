@@ -9,10 +9,11 @@
  * runner skips recorded lines, so a batch resumes where it stopped after a crash; a line cut short
  * by the crash runs again, and its one recorded result is what the output file shows.
  */
+import { unixSeconds } from "../../core/time.js";
 import type { FastifyInstance } from "fastify";
 import { withInternalCall } from "../../core/internal-call.js";
 import type { BatchBackend } from "../store/types.js";
-import { ACTIVE, nowSeconds, principalOf, type BatchState } from "./batch-object.js";
+import { ACTIVE, principalOf, type BatchState } from "./batch-object.js";
 import type { BatchFiles } from "./files.js";
 import { checkFile, fileLines, lineRequest, parseLine, type LineRequest } from "./jsonl.js";
 import { newId } from "./files.js";
@@ -95,7 +96,7 @@ export class BatchRunner {
     // A cancellation the route made while this copy was in hand is kept (cancel() comes first).
     const { batch } = state;
     if (this.cancelled.has(keyOf(ref)) && (batch.status === "validating" || batch.status === "in_progress"))
-      Object.assign(batch, { status: "cancelling", cancelling_at: batch.cancelling_at ?? nowSeconds() });
+      Object.assign(batch, { status: "cancelling", cancelling_at: batch.cancelling_at ?? unixSeconds() });
     const active = ACTIVE.has(state.batch.status);
     return this.tables.saveBatch(ref.tenant, ref.id, JSON.stringify(state), active, Date.now());
   }
@@ -116,7 +117,7 @@ export class BatchRunner {
           object: "list",
           data: [{ code: "file_unreadable", message, line: null, param: null }],
         };
-        Object.assign(state.batch, { status: "failed", failed_at: nowSeconds() });
+        Object.assign(state.batch, { status: "failed", failed_at: unixSeconds() });
         await this.save(ref, state);
         return;
       }
@@ -135,20 +136,20 @@ export class BatchRunner {
       }),
     );
     if (check.errors.length > 0) {
-      Object.assign(batch, { status: "failed", failed_at: nowSeconds() });
+      Object.assign(batch, { status: "failed", failed_at: unixSeconds() });
       batch.errors = { object: "list", data: check.errors };
       await this.save(ref, state);
       return false;
     }
     if (this.cancelled.has(keyOf(ref))) return true;
-    Object.assign(batch, { status: "in_progress", in_progress_at: nowSeconds() });
+    Object.assign(batch, { status: "in_progress", in_progress_at: unixSeconds() });
     batch.request_counts.total = check.total;
     await this.save(ref, state);
     return true;
   }
 
   private stopping(ref: Ref, state: BatchState): boolean {
-    return this.closing || this.cancelled.has(keyOf(ref)) || nowSeconds() >= state.batch.expires_at;
+    return this.closing || this.cancelled.has(keyOf(ref)) || unixSeconds() >= state.batch.expires_at;
   }
 
   /** Every line not recorded yet, BATCH_CONCURRENCY at a time, until done or told to stop. */
@@ -194,7 +195,7 @@ export class BatchRunner {
     const body = request.url === "/v1/embeddings" ? request.body : { ...request.body, stream: false };
     const internal = { principal: principalOf(state.owner), priority: "batch" as const };
     for (;;) {
-      if (this.closing || nowSeconds() >= state.batch.expires_at) return undefined;
+      if (this.closing || unixSeconds() >= state.batch.expires_at) return undefined;
       const response = await withInternalCall(internal, (headers) =>
         this.app.inject({
           method: "POST",
@@ -234,11 +235,11 @@ export class BatchRunner {
     const { batch } = state;
     if (batch.status === "failed") return;
     const cancelled = this.cancelled.has(keyOf(ref));
-    const expired = !cancelled && nowSeconds() >= batch.expires_at;
+    const expired = !cancelled && unixSeconds() >= batch.expires_at;
     // A cancelled batch stays "cancelling" until it is "cancelled", as OpenAI's does.
     if (cancelled)
-      Object.assign(batch, { status: "cancelling", cancelling_at: batch.cancelling_at ?? nowSeconds() });
-    else Object.assign(batch, { status: "finalizing", finalizing_at: nowSeconds() });
+      Object.assign(batch, { status: "cancelling", cancelling_at: batch.cancelling_at ?? unixSeconds() });
+    else Object.assign(batch, { status: "finalizing", finalizing_at: unixSeconds() });
     await this.save(ref, state);
     if (expired) await this.recordExpired(ref, state);
     for (const kind of ["output", "error"] as const) {
@@ -248,7 +249,7 @@ export class BatchRunner {
       const file = await this.files.recordResults(ref.tenant, ref.id, kind, bytes);
       batch[kind === "output" ? "output_file_id" : "error_file_id"] = file.id;
     }
-    const at = nowSeconds();
+    const at = unixSeconds();
     if (cancelled) Object.assign(batch, { status: "cancelled", cancelled_at: at });
     else if (expired) Object.assign(batch, { status: "expired", expired_at: at });
     else Object.assign(batch, { status: "completed", completed_at: at });

@@ -136,7 +136,7 @@ function openWriter(request: FastifyRequest, reply: FastifyReply, transport: "ss
   };
 }
 
-export const unixSeconds = () => Math.floor(Date.now() / 1000);
+export { unixSeconds } from "../../../core/time.js";
 
 /** The limits validation reads, from the configuration's. */
 export type LimitsConfig = Pick<
