@@ -47,6 +47,26 @@ export function runSync<T>(script: Script<T>): T {
   return next.value;
 }
 
+/**
+ * Runs a script over a synchronous port in slices: after each step that ends a slice of `sliceMs`,
+ * the event loop runs before the next (a large write's inserts, on a connection of their own that
+ * holds the transaction in between).
+ */
+export async function runSliced<T>(script: Script<T>, sliceMs: number): Promise<T> {
+  let sliceStart = performance.now();
+  let next = script.next();
+  while (next.done !== true) {
+    if (isThenable(next.value)) throw new TypeError("a synchronous store's port returned a promise");
+    const value = next.value;
+    if (performance.now() - sliceStart >= sliceMs) {
+      await new Promise((resume) => setImmediate(resume));
+      sliceStart = performance.now();
+    }
+    next = script.next(value);
+  }
+  return next.value;
+}
+
 /** Runs a script over an asynchronous port; a rejected step is thrown into the script where it stands. */
 export async function runAsync<T>(script: Script<T>): Promise<T> {
   let next = script.next();

@@ -18,13 +18,13 @@
  * holding (tenant, name, version) can never mistake a new index for an old one.
  */
 import fs from "node:fs";
+import { createRequire } from "node:module";
 import path from "node:path";
+import { Worker } from "node:worker_threads";
 
 import Database from "better-sqlite3";
 
-import type { Worker } from "node:worker_threads";
-import { DomainError, storageFull, type DomainErrorOptions } from "../../core/errors.js";
-import { startWorker } from "../search/indexer/start-worker.js";
+import { storageFull } from "../../core/errors.js";
 import { toParts } from "../search/vectors/vector-codec.js";
 import {
   asBuffer,
@@ -33,12 +33,12 @@ import {
   label,
   validateMerge,
   validateWrite,
-  StaleVersionError,
   type ChunkHitRow,
   type SegmentRow,
   type TombstoneRow,
 } from "./common.js";
 import {
+  runSliced,
   runSync,
   type IndexSnapshot,
   type IndexTransaction,
@@ -79,6 +79,8 @@ export const SQLITE_FILE_NAME = "lectern.db";
 
 /** Milliseconds a writer waits for another process's write lock before failing with SQLITE_BUSY. */
 const BUSY_TIMEOUT_MS = 10_000;
+/** better-sqlite3 as a plain script requires it (checkpointOffThread). */
+const betterSqlitePath = createRequire(import.meta.url).resolve("better-sqlite3");
 
 /**
  * Schema migrations, applied in order at open; `PRAGMA user_version` holds how many have run.
@@ -492,102 +494,82 @@ function translated<T>(work: () => T, key?: IndexKey): T {
   try {
     return work();
   } catch (error) {
-    if (error instanceof Database.SqliteError) {
-      if (key !== undefined && error.code.startsWith("SQLITE_CONSTRAINT"))
-        throw internal(`the write to ${label(key)} breaks a constraint of the store: ${error.message}`);
-      if (error.code === "SQLITE_FULL") throw storageFull();
-    }
-    throw error;
+    throw translatedError(error, key);
   }
-}
-
-/** Characters of text (documents and chunks) above which a write commits on a worker thread. */
-export const OFF_THREAD_WRITE_CHARS = 4 * 1024 * 1024;
-/** Characters of text sent to the worker per message. */
-const OFF_THREAD_RUN_CHARS = 1024 * 1024;
-
-function upsertChars({ document, chunks }: IndexWrite["upsert"][number]): number {
-  let chars = document.text.length;
-  for (const chunk of chunks) chars += chunk.text.length;
-  return chars;
 }
 
 /**
- * An upsert entry without the chunk texts that are slices of its document's text (all of them, as
- * the service chunks): the worker slices them again (withSlicedTexts) instead of receiving a copy.
+ * Characters of text (documents and chunks) above which a write commits in slices (writeInSlices)
+ * rather than in one synchronous transaction: about 40 ms of inserts.
  */
-function withoutSlicedTexts(entry: IndexWrite["upsert"][number]): IndexWrite["upsert"][number] {
-  const text = entry.document.text;
-  const chunks = entry.chunks.map((chunk) =>
-    chunk.text === text.slice(chunk.start, chunk.end) ? { ...chunk, text: null as unknown as string } : chunk,
-  );
-  return { document: entry.document, chunks };
-}
-
-/** The inverse of withoutSlicedTexts. */
-export function withSlicedTexts(entry: IndexWrite["upsert"][number]): IndexWrite["upsert"][number] {
-  const text = entry.document.text;
-  for (const chunk of entry.chunks)
-    if ((chunk.text as string | null) === null) chunk.text = text.slice(chunk.start, chunk.end);
-  return entry;
-}
+export const SLICED_WRITE_CHARS = 4 * 1024 * 1024;
+/** How long a slice of a large write's inserts may hold the event loop before it runs, in ms. */
+const WRITE_SLICE_MS = 20;
 
 /** Whether `change` is large enough that its inserts would hold the event loop (tens of ms or more). */
-function writesOffThread(change: IndexWrite): boolean {
+function writesInSlices(change: IndexWrite): boolean {
   let chars = change.segment?.bytes.byteLength ?? 0;
-  for (const entry of change.upsert) {
-    chars += upsertChars(entry);
-    if (chars > OFF_THREAD_WRITE_CHARS) return true;
+  for (const { document, chunks } of change.upsert) {
+    chars += document.text.length;
+    for (const chunk of chunks) chars += chunk.text.length;
+    if (chars > SLICED_WRITE_CHARS) return true;
   }
-  return chars > OFF_THREAD_WRITE_CHARS;
+  return chars > SLICED_WRITE_CHARS;
 }
 
-/** The worker's messages in order, one `next()` each; an exit or error of the thread rejects. */
-function messagesOf(worker: Worker) {
-  const queued: unknown[] = [];
-  const waiting: Array<{ resolve: (value: unknown) => void; reject: (error: Error) => void }> = [];
-  let failed: Error | null = null;
-  const fail = (error: Error) => {
-    failed = error;
-    for (const waiter of waiting.splice(0)) waiter.reject(error);
-  };
-  worker.on("message", (message: unknown) => {
-    const waiter = waiting.shift();
-    if (waiter) waiter.resolve(message);
-    else queued.push(message);
+/** The page cache of a sliced write's connection, in KiB: its dirty pages are what COMMIT writes inline. */
+const SLICED_WRITE_CACHE_KIB = 2048;
+
+/** fsync of `file` on libuv's thread pool (absent: nothing to do). */
+async function syncFile(file: string): Promise<void> {
+  let handle: fs.promises.FileHandle;
+  try {
+    handle = await fs.promises.open(file, "r");
+  } catch {
+    return;
+  }
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Copies the WAL's committed pages into the database (a PASSIVE checkpoint: readers and writers go on)
+ * on a short-lived thread: after a large write it is hundreds of milliseconds of copying and an fsync.
+ * The thread is plain JavaScript with better-sqlite3 alone (no module of ours), so it costs a few MB.
+ * A failure is harmless (the pages stay in the WAL; the next checkpoint copies them), so it is ignored.
+ */
+function checkpointOffThread(file: string): Promise<void> {
+  const source = `
+    const { parentPort, workerData } = require("node:worker_threads");
+    const Database = require(workerData.module);
+    const db = new Database(workerData.file);
+    try {
+      db.pragma("busy_timeout = ${BUSY_TIMEOUT_MS}");
+      db.pragma("wal_checkpoint(PASSIVE)");
+    } finally {
+      db.close();
+    }`;
+  const worker = new Worker(source, {
+    eval: true,
+    workerData: { file, module: betterSqlitePath },
   });
-  worker.on("error", fail);
-  worker.on("exit", (code) => fail(new Error(`the SQLite write thread exited (${code})`)));
-  return {
-    next: () =>
-      new Promise<unknown>((resolve, reject) => {
-        if (queued.length > 0) resolve(queued.shift());
-        else if (failed) reject(failed);
-        else waiting.push({ resolve, reject });
-      }),
-  };
+  return new Promise<void>((resolve) => {
+    worker.once("error", () => resolve());
+    worker.once("exit", () => resolve());
+  });
 }
 
-/** What a write's failure on the worker thread is sent back as (an Error's class does not cross threads). */
-export type WriteFailure =
-  | { domain: { kind: DomainError["kind"]; message: string; name: string; options: DomainErrorOptions } }
-  | { sqlite: { code: string; message: string } }
-  | { failure: string };
-
-/** The error the worker's write failed with, as the store throws it inline (translated). */
-function rebuiltFailure(failure: WriteFailure, key: IndexKey): Error {
-  if ("domain" in failure) {
-    const { kind, message, name, options } = failure.domain;
-    // The writers' retry of a stale base (write-exclusion.ts) knows the conflict by its class.
-    const error =
-      name === "StaleVersionError"
-        ? new StaleVersionError(key, undefined, 0)
-        : new DomainError(kind, message, options);
-    error.message = message;
-    return error;
+/** The store's own error for a failed SQLite call (a broken constraint, a full disk), else the error. */
+function translatedError(error: unknown, key?: IndexKey): unknown {
+  if (error instanceof Database.SqliteError) {
+    if (key !== undefined && error.code.startsWith("SQLITE_CONSTRAINT"))
+      return internal(`the write to ${label(key)} breaks a constraint of the store: ${error.message}`);
+    if (error.code === "SQLITE_FULL") return storageFull();
   }
-  if ("sqlite" in failure) return new Database.SqliteError(failure.sqlite.message, failure.sqlite.code);
-  return internal(`the SQLite write thread failed: ${failure.failure}`);
+  return error;
 }
 
 /**
@@ -742,14 +724,16 @@ export class SqliteIndexStore implements IndexStore {
     // A write that only deletes may use the slack on a full disk; one that adds data needs it in place.
     if (change.upsert.length === 0 && change.segment === null)
       return this.reserve.guardDelete(() => this.writeInline(change), this.reclaim);
-    if (!writesOffThread(change)) return this.reserve.guardWrite(() => this.writeInline(change));
-    const committing = this.reserve.guardWriteAsync(() => this.writeOnWorker(change));
-    this.offThread = committing;
-    try {
-      return await committing;
-    } finally {
-      this.offThread = null;
-    }
+    if (!writesInSlices(change)) return this.reserve.guardWrite(() => this.writeInline(change));
+    const committing = this.reserve.guardWriteAsync(() => this.writeInSlices(change));
+    const done = committing.then(({ checkpoint }) => checkpoint);
+    this.offThread = done;
+    void done
+      .catch(() => undefined)
+      .finally(() => {
+        if (this.offThread === done) this.offThread = null;
+      });
+    return (await committing).meta;
   }
 
   /**
@@ -760,29 +744,37 @@ export class SqliteIndexStore implements IndexStore {
     while (this.offThread !== null) await this.offThread.catch(() => undefined);
   }
 
-  /** Commits `change` on a worker thread of its own (sqlite-write-worker.ts), sent in runs. */
-  private async writeOnWorker(change: IndexWrite): Promise<IndexMeta> {
-    const worker = startWorker("sqlite-write-worker", { workerData: { file: this.path } }, import.meta.url);
+  /**
+   * Commits a large `change` in slices with the event loop free between them: on a connection of its
+   * own, which holds the write transaction (BEGIN IMMEDIATE) from the first insert to the commit, so
+   * the store's readers see the index as it was until then (WAL) and a crash at any moment leaves it
+   * before or after. The store's other writes wait (afterOffThread) until its checkpoint is done too.
+   * Unlike a worker thread, it needs no copy of the write: a thread took a copy of every text and
+   * the segment, and a heap of its own (+150 MB of peak memory for a 52 MB build).
+   *
+   * What stays synchronous is kept small: the connection's page cache is small (pages spill to the
+   * WAL while the slices run), the WAL is fsynced off the loop before COMMIT (whose own fsync then
+   * has little left to write), and the checkpoint that copies the WAL into the database runs on a
+   * thread (checkpointOffThread) rather than in COMMIT.
+   */
+  private async writeInSlices(change: IndexWrite): Promise<{ meta: IndexMeta; checkpoint: Promise<void> }> {
+    const db = openConnection(this.path);
     try {
-      const replies = messagesOf(worker);
-      const { upsert, ...rest } = change;
-      for (let at = 0; at < upsert.length;) {
-        // Runs of about OFF_THREAD_RUN_CHARS: each copied while the loop waits, the loop free between.
-        let chars = 0;
-        const run: IndexWrite["upsert"] = [];
-        while (at < upsert.length && (run.length === 0 || chars < OFF_THREAD_RUN_CHARS)) {
-          chars += upsertChars(upsert[at]!);
-          run.push(upsert[at++]!);
-        }
-        worker.postMessage({ upsert: run.map(withoutSlicedTexts) });
-        await replies.next();
+      db.pragma("wal_autocheckpoint = 0");
+      db.pragma(`cache_size = -${SLICED_WRITE_CACHE_KIB}`);
+      const port = new SqlitePort(prepareStatements(db));
+      db.exec("BEGIN IMMEDIATE");
+      try {
+        const meta = await runSliced(applyWrite(port, change), WRITE_SLICE_MS);
+        await syncFile(`${this.path}-wal`);
+        db.exec("COMMIT");
+        return { meta, checkpoint: checkpointOffThread(this.path) };
+      } catch (error) {
+        if (db.inTransaction) db.exec("ROLLBACK");
+        throw translatedError(error, change.key);
       }
-      worker.postMessage({ rest });
-      const reply = (await replies.next()) as { meta?: IndexMeta; error?: WriteFailure };
-      if (reply.meta) return reply.meta;
-      throw rebuiltFailure(reply.error!, change.key);
     } finally {
-      void worker.terminate();
+      db.close();
     }
   }
 

@@ -316,6 +316,26 @@ function countsOf(meta: IndexMeta): Counts {
   };
 }
 
+/** Characters of text (documents and their chunks) one insert step of a write carries, about. */
+const INSERT_RUN_CHARS = 1024 * 1024;
+
+/** A write's upserts in runs of about INSERT_RUN_CHARS (a larger document is a run of its own). */
+function* upsertRuns(upsert: IndexWrite["upsert"]): Generator<IndexWrite["upsert"]> {
+  let run: IndexWrite["upsert"] = [];
+  let chars = 0;
+  for (const entry of upsert) {
+    run.push(entry);
+    chars += entry.document.text.length;
+    for (const chunk of entry.chunks) chars += chunk.text.length;
+    if (chars >= INSERT_RUN_CHARS) {
+      yield run;
+      run = [];
+      chars = 0;
+    }
+  }
+  if (run.length > 0) yield run;
+}
+
 /**
  * A write, executed in the store's write transaction: the index row read (under the store's writer
  * lock, if it has one), the plan made, then its rows removed and added in this order, and the index
@@ -335,13 +355,18 @@ export function* applyWrite<Row extends AnyIndexRow>(
     plan.removeDocumentIds.length === 0 ? [] : yield* step(tx.removeDocuments(id, plan.removeDocumentIds));
   if (plan.segment !== null) yield* step(tx.insertSegment(id, plan.segment, version));
   yield* insertTombstones(tx, id, plan.tombstones, version);
-  const documents = plan.upsert.map(({ document, chunks }) => ({
-    document,
-    chunks,
-    ...serialiseDocument(document, chunks),
-  }));
-  if (documents.length > 0) yield* step(tx.insertDocuments(id, documents));
-  const insertedBytes = documents.reduce((sum, document) => sum + document.bytes, 0);
+  let insertedBytes = 0;
+  // In runs, each serialised only when its turn comes: a store that runs a script in slices
+  // (sqlite-store.ts) yields between them, and no copy of a large write's metadata is made at once.
+  for (const run of upsertRuns(plan.upsert)) {
+    const documents = run.map(({ document, chunks }) => ({
+      document,
+      chunks,
+      ...serialiseDocument(document, chunks),
+    }));
+    for (const document of documents) insertedBytes += document.bytes;
+    yield* step(tx.insertDocuments(id, documents));
+  }
   const segmentDocuments = yield* step(tx.segmentDocumentTotal(id));
   const update = indexAfterWrite(plan, { removedDocuments, insertedBytes, segmentDocuments, version, now });
   return yield* storeIndexRow(tx, key, id, update);
