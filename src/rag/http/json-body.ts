@@ -8,6 +8,7 @@
  * unread, which holds their senders back.
  */
 import type { Readable } from "node:stream";
+import type { Worker } from "node:worker_threads";
 import type { FastifyRequest } from "fastify";
 import secureJson from "secure-json-parse";
 import { depthExceededAt, tooDeep } from "../../core/json-body.js";
@@ -61,7 +62,10 @@ async function parseJsonBody(request: FastifyRequest, payload: Readable, maxDept
     size += value.byteLength;
     if (size > limit) throw tooLarge();
     head.push(value);
-    if (size > INLINE_BYTES) return slots.run(() => parseOffThread(head, stream, size, limit, maxDepth));
+    if (size > INLINE_BYTES)
+      return slots.run(() =>
+        parseOffThread(declared > 0 ? declared : 0, head, stream, size, limit, maxDepth),
+      );
   }
   if (size === 0) throw empty();
   const text = Buffer.concat(head, size).toString("utf8");
@@ -74,8 +78,22 @@ async function parseJsonBody(request: FastifyRequest, payload: Readable, maxDept
   }
 }
 
-/** Streams the body (what was read, and the rest) to a thread that parses it, and receives the value. */
+/**
+ * Hands a piece of the body to the parsing thread: moved (transferred) when it is a buffer of its own,
+ * as the socket's pieces are, so the loop keeps no copy of the body meanwhile; copied otherwise.
+ */
+function sendPiece(worker: Worker, piece: Buffer): void {
+  const owned = piece.byteOffset === 0 && piece.byteLength === piece.buffer.byteLength;
+  const data = owned ? piece : new Uint8Array(piece);
+  worker.postMessage({ piece: data }, [data.buffer as ArrayBuffer]);
+}
+
+/**
+ * Streams the body (what was read, and the rest) to a thread that parses it, and receives the value.
+ * `expectedBytes`: its declared length (0: unknown), so the thread can gather it in one buffer.
+ */
 async function parseOffThread(
+  expectedBytes: number,
   head: Buffer[],
   rest: AsyncIterator<Buffer>,
   size: number,
@@ -84,7 +102,7 @@ async function parseOffThread(
 ): Promise<unknown> {
   const worker = startWorker(
     "json-body-worker",
-    { resourceLimits: DATA_THREAD_LIMITS, workerData: { maxDepth } },
+    { resourceLimits: DATA_THREAD_LIMITS, workerData: { maxDepth, expectedBytes } },
     import.meta.url,
   );
   const ended = new Promise<never>((_, reject) => {
@@ -95,13 +113,13 @@ async function parseOffThread(
   });
   ended.catch(() => undefined);
   try {
-    for (const piece of head.splice(0)) worker.postMessage({ piece });
+    for (const piece of head.splice(0)) sendPiece(worker, piece);
     for (;;) {
       const { done, value } = await rest.next();
       if (done) break;
       size += value.byteLength;
       if (size > limit) throw tooLarge();
-      worker.postMessage({ piece: value });
+      sendPiece(worker, value);
     }
     worker.postMessage({ end: true });
     return await Promise.race([

@@ -58,9 +58,11 @@ export async function sendInPieces(
     return object;
   };
   const skeleton = cut(value, [], 0);
-  for (const piece of pending) {
+  for (let i = 0; i < pending.length; i++) {
     await next();
-    port.postMessage(piece);
+    port.postMessage(pending[i]);
+    // Sent: this thread's copy may go (the value is the sender's own, emptied as it goes).
+    pending[i] = undefined as unknown as Piece;
   }
   await next();
   port.postMessage({ skeleton, holes } satisfies Piece, transfer);
