@@ -119,35 +119,44 @@ export function normalisedById(
 ): Map<string, { record: DocumentRecord; position: number }> {
   const byId = new Map<string, { record: DocumentRecord; position: number }>();
   inputs.forEach((input, position) => {
-    // Whitespace-only text would be stored as a document with no chunks that no query can find.
-    if (input.text.trim() === "") {
-      const which = input.source ? `File "${input.source}"` : `documents[${position}]`;
-      throw badRequest(`${which} has no text to index (empty or only whitespace)`, [
-        { path: `/documents/${position}/text`, message: "empty or only whitespace" },
-      ]);
-    }
-    const id = input.id ?? createHash("sha256").update(input.text).digest("hex").slice(0, 16);
-    const record: DocumentRecord = {
-      id,
-      // Lone UTF-16 surrogates cannot be stored as UTF-8: replace them now, so what is served from
-      // memory is what is served after a restart.
-      title: input.title == null ? null : toWellFormed(input.title),
-      text: toWellFormed(input.text),
-      metadata: input.metadata ?? {},
-      source: input.source ?? null,
-      contentHash: input.contentHash ?? null,
-    };
-    if (input.pageStarts) pageStartsOf.set(record, input.pageStarts);
-    if (input.sections) sectionsOf.set(record, input.sections);
-    if (input.chunking) chunkingOf.set(record, input.chunking);
-    const previous = byId.get(id)?.record;
-    if (previous && (previous.text !== record.text || input.id !== undefined)) {
-      throw badRequest(
-        `Document id "${id}" appears more than once in this request (documents[${position}])`,
-        [{ path: `/documents/${position}/id`, message: "duplicate id" }],
-      );
-    }
-    byId.set(id, { record, position });
+    const record = normaliseDocument(input, position);
+    const previous = byId.get(record.id)?.record;
+    if (previous && (previous.text !== record.text || input.id !== undefined))
+      throw duplicateId(record.id, position);
+    byId.set(record.id, { record, position });
   });
   return byId;
+}
+
+/** The record of the input at `position` (400 when it has no text); ids as normalisedById gives them. */
+export function normaliseDocument(input: DocumentInput, position: number): DocumentRecord {
+  // Whitespace-only text would be stored as a document with no chunks that no query can find.
+  if (input.text.trim() === "") {
+    const which = input.source ? `File "${input.source}"` : `documents[${position}]`;
+    throw badRequest(`${which} has no text to index (empty or only whitespace)`, [
+      { path: `/documents/${position}/text`, message: "empty or only whitespace" },
+    ]);
+  }
+  const id = input.id ?? createHash("sha256").update(input.text).digest("hex").slice(0, 16);
+  const record: DocumentRecord = {
+    id,
+    // Lone UTF-16 surrogates cannot be stored as UTF-8: replace them now, so what is served from
+    // memory is what is served after a restart.
+    title: input.title == null ? null : toWellFormed(input.title),
+    text: toWellFormed(input.text),
+    metadata: input.metadata ?? {},
+    source: input.source ?? null,
+    contentHash: input.contentHash ?? null,
+  };
+  if (input.pageStarts) pageStartsOf.set(record, input.pageStarts);
+  if (input.sections) sectionsOf.set(record, input.sections);
+  if (input.chunking) chunkingOf.set(record, input.chunking);
+  return record;
+}
+
+/** The 400 for an id seen twice in one request (the second at `position`). */
+export function duplicateId(id: string, position: number) {
+  return badRequest(`Document id "${id}" appears more than once in this request (documents[${position}])`, [
+    { path: `/documents/${position}/id`, message: "duplicate id" },
+  ]);
 }

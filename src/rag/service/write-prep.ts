@@ -25,6 +25,8 @@ import {
   chunkDocuments,
   chunkPages,
   engineText,
+  duplicateId,
+  normaliseDocument,
   normaliseDocuments,
   normalisedById,
   chunkMetadata,
@@ -130,53 +132,88 @@ export interface DocumentsJobResult {
 
 /** The work of the thread (pure: the tests run it inline too). */
 export function runDocumentsJob(job: DocumentsJob): DocumentsJobResult {
-  const { inputs, chunking, analysis, wantTexts } = job;
+  const { inputs } = job;
+  const preparation = new DocumentsPreparation(job);
   const kept = [...normalisedById(inputs).values()];
-  const positions = new Uint32Array(kept.length);
-  const ids: string[] = [];
-  const rewritten: DocumentsJobResult["rewritten"] = [];
-  const chunkCounts = new Uint32Array(kept.length);
-  const bounds: number[] = [];
-  const pageList: number[] = [];
-  let paged = false;
-  const engineTexts: string[] | null = wantTexts ? [] : null;
-  const builder = new SegmentBuilder(analysis.analyzer, analysis.scorer);
-  kept.forEach((entry, at) => {
-    const { record, position } = entry;
-    const input = inputs[position]!;
-    positions[at] = position;
-    ids.push(record.id);
-    if (record.text !== input.text || record.title !== (input.title ?? null))
-      rewritten.push({ at, text: record.text, title: record.title });
-    const pageStarts = pageStartsOfRecord(record);
-    const chunks = chunkDocument(record, input.chunking ?? chunking);
-    chunkCounts[at] = chunks.length;
-    for (const chunk of chunks) {
-      bounds.push(chunk.start, chunk.end);
-      if (pageStarts) {
-        paged = true;
-        const { page, first, last } = chunkPages(pageStarts, chunk.start, chunk.end);
-        pageList.push(page, first, last);
-      } else pageList.push(0, 0, 0);
-      const text = engineText(record.title, chunk.text);
-      builder.add(text);
-      engineTexts?.push(text);
-    }
+  kept.forEach(({ record, position }, at) => {
+    preparation.add(record, inputs[position]!, position);
     if (job.release) {
       inputs[position] = undefined as unknown as DocumentInput;
       (kept as unknown[])[at] = undefined;
     }
   });
-  return {
-    positions,
-    ids,
-    rewritten,
-    chunkCounts,
-    bounds: Uint32Array.from(bounds),
-    pages: paged ? Uint32Array.from(pageList) : null,
-    engineTexts,
-    built: builder.finish(),
-  };
+  return preparation.finish();
+}
+
+/**
+ * Documents normalised, chunked and analysed one at a time into a job's result. `addInOrder` takes
+ * them as they come (the thread need not hold a write's every text at once), which keeps
+ * normalisedById's outcome only when every input names its id: then any id seen twice is a 400, as
+ * there (an input without an id may repeat an earlier one, the later kept, so those go through
+ * runDocumentsJob, which sees them all first).
+ */
+export class DocumentsPreparation {
+  private readonly positions: number[] = [];
+  private readonly ids: string[] = [];
+  private readonly seen = new Set<string>();
+  private readonly rewritten: DocumentsJobResult["rewritten"] = [];
+  private readonly chunkCounts: number[] = [];
+  private readonly bounds: number[] = [];
+  private readonly pageList: number[] = [];
+  private paged = false;
+  private readonly engineTexts: string[] | null;
+  private readonly builder: SegmentBuilder;
+
+  constructor(private readonly job: Omit<DocumentsJob, "inputs">) {
+    this.engineTexts = job.wantTexts ? [] : null;
+    this.builder = new SegmentBuilder(job.analysis.analyzer, job.analysis.scorer);
+  }
+
+  /** The inputs at positions `base`, `base + 1`, …, each with its own id. */
+  addInOrder(inputs: readonly DocumentInput[], base: number): void {
+    inputs.forEach((input, i) => {
+      const record = normaliseDocument(input, base + i);
+      if (this.seen.has(record.id)) throw duplicateId(record.id, base + i);
+      this.seen.add(record.id);
+      this.add(record, input, base + i);
+    });
+  }
+
+  /** One document kept: `record` normalised from `input`, at `position` of the write's inputs. */
+  add(record: DocumentRecord, input: DocumentInput, position: number): void {
+    const at = this.ids.length;
+    this.positions.push(position);
+    this.ids.push(record.id);
+    if (record.text !== input.text || record.title !== (input.title ?? null))
+      this.rewritten.push({ at, text: record.text, title: record.title });
+    const pageStarts = pageStartsOfRecord(record);
+    const chunks = chunkDocument(record, input.chunking ?? this.job.chunking);
+    this.chunkCounts.push(chunks.length);
+    for (const chunk of chunks) {
+      this.bounds.push(chunk.start, chunk.end);
+      if (pageStarts) {
+        this.paged = true;
+        const { page, first, last } = chunkPages(pageStarts, chunk.start, chunk.end);
+        this.pageList.push(page, first, last);
+      } else this.pageList.push(0, 0, 0);
+      const text = engineText(record.title, chunk.text);
+      this.builder.add(text);
+      this.engineTexts?.push(text);
+    }
+  }
+
+  finish(): DocumentsJobResult {
+    return {
+      positions: Uint32Array.from(this.positions),
+      ids: this.ids,
+      rewritten: this.rewritten,
+      chunkCounts: Uint32Array.from(this.chunkCounts),
+      bounds: Uint32Array.from(this.bounds),
+      pages: this.paged ? Uint32Array.from(this.pageList) : null,
+      engineTexts: this.engineTexts,
+      built: this.builder.finish(),
+    };
+  }
 }
 
 /** The buffers of a result, transferred to the event loop rather than copied. */
@@ -248,13 +285,16 @@ type Failure =
 /**
  * Runs the job on a thread of its own (started for it, gone after it). The documents go to it in runs
  * and the result comes back in pieces (search/indexer/pieces.ts), the loop free in between: a write's
- * text copied in one message would hold it as long as parsing it would.
+ * text copied in one message would hold it as long as parsing it would. Streamed (every input with
+ * its id), each run is sent once the thread has prepared the one before.
  */
 async function runOffThread(job: DocumentsJob): Promise<DocumentsJobResult> {
   const { inputs, ...settings } = job;
+  // Every input naming its id: the thread prepares each run as it comes (DocumentsPreparation).
+  const streamed = inputs.every((input) => input.id !== undefined);
   const worker = startWorker(
     "write-prep-worker",
-    { workerData: settings, resourceLimits: DATA_THREAD_LIMITS },
+    { workerData: { ...settings, streamed }, resourceLimits: DATA_THREAD_LIMITS },
     import.meta.url,
   );
   try {
@@ -275,14 +315,18 @@ async function runOffThread(job: DocumentsJob): Promise<DocumentsJobResult> {
           let chars = 0;
           while (end < inputs.length && end - at < RUN_DOCUMENTS && chars < RUN_CHARS)
             chars += inputs[end++]!.text.length;
-          worker.postMessage({ inputs: inputs.slice(at, end) });
+          worker.postMessage({ inputs: inputs.slice(at, end), base: at });
           at = end;
-          await new Promise((next) => setImmediate(next));
+          if (!streamed) await new Promise((next) => setImmediate(next));
+          else {
+            const reply = await new Promise((answer) => worker.once("message", answer));
+            if (!(reply as { more?: boolean }).more) return failed(reply);
+          }
         }
         worker.postMessage({ go: true });
         return receivePieces(worker, failed) as Promise<DocumentsJobResult>;
       };
-      send().then(resolve, reject);
+      send().then((result) => result && resolve(result), reject);
     });
   } finally {
     // Its heap is gone before the write goes on to the store (both count in this process's peak).

@@ -12,6 +12,7 @@ import { RagService, type DocumentInput } from "../../../src/rag/service.js";
 import { chunkDocuments, normaliseDocuments } from "../../../src/rag/service/documents.js";
 import {
   analysisOf,
+  DocumentsPreparation,
   OFF_THREAD_CHARS,
   prepareDocuments,
   preparesOffThread,
@@ -84,6 +85,42 @@ describe("write preparation off the event loop", () => {
       assert.match(error.message, /"doc-3" appears more than once/);
       return true;
     });
+  });
+
+  it("prepared run by run as the thread receives them (every input with its id): the same result and 400s", async () => {
+    const inputs = mixedInputs().map((input, i) => ({ ...input, id: input.id ?? `given-${i}` }));
+    const whole = runDocumentsJob({ inputs, chunking: SETTINGS, analysis: ANALYSIS, wantTexts: true });
+    const preparation = new DocumentsPreparation({ chunking: SETTINGS, analysis: ANALYSIS, wantTexts: true });
+    preparation.addInOrder(inputs.slice(0, 3), 0);
+    preparation.addInOrder(inputs.slice(3), 3);
+    assert.deepEqual(preparation.finish(), whole);
+
+    // A large write: the first error in the inputs' order is the one inline preparation gives.
+    const random = seededRandom(13);
+    const big = Array.from({ length: 30 }, (_, i) => ({
+      id: `d-${i}`,
+      text: makeProse(random, OFF_THREAD_CHARS / 20),
+    }));
+    for (const bad of [
+      [...big.slice(0, 12), { id: "blank", text: " \n " }, ...big.slice(12), { id: "d-2", text: "x" }],
+      [...big.slice(0, 20), { id: "d-4", text: "again" }, ...big.slice(20), { id: "blank", text: "" }],
+    ]) {
+      assert.ok(preparesOffThread(bad));
+      const inline = (() => {
+        try {
+          normaliseDocuments(bad);
+        } catch (error) {
+          return error as DomainError;
+        }
+        throw new Error("inline preparation accepted the write");
+      })();
+      await assert.rejects(prepareDocuments(bad, SETTINGS, ANALYSIS, false), (error) => {
+        assert.ok(error instanceof DomainError && error.kind === "invalid", String(error));
+        assert.equal(error.message, inline.message);
+        assert.deepEqual(error.details, inline.details);
+        return true;
+      });
+    }
   });
 
   it("an index built from a large write answers as one built in small appends", async (t) => {
