@@ -23,10 +23,17 @@ export function bytesOf(array: ArrayBufferView): Uint8Array {
   return new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
 }
 
-/** `total` zero bytes that start with the header: `words` (eight u32) and then the f64 `float`. */
-export function withHeader(total: number, words: readonly number[], float: number): Uint8Array {
-  const out = new Uint8Array(total);
-  const view = new DataView(out.buffer);
+/**
+ * `total` zero bytes that start with the header: `words` (eight u32) and then the f64 `float`; written
+ * into `out` when given (of `total` bytes).
+ */
+export function withHeader(
+  total: number,
+  words: readonly number[],
+  float: number,
+  out: Uint8Array = new Uint8Array(total),
+): Uint8Array {
+  const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
   words.forEach((value, i) => view.setUint32(4 * i, value, true));
   view.setFloat64(32, float, true);
   return out;

@@ -29,7 +29,7 @@
  */
 
 import { assertLittleEndian, bytesOf, HEADER_BYTES, padded, withHeader } from "./binary-header.js";
-import type { SegmentData, TermFrequencies } from "./segment.js";
+import { termFrequencyArray, type SegmentData, type TermFrequencies } from "./segment.js";
 
 const MAGIC = 0x4753584c; // "LXSG" read as a little-endian u32
 export const SEGMENT_FORMAT_VERSION = 2;
@@ -38,7 +38,7 @@ function corrupt(reason: string): Error {
   return new Error(`segment bytes are corrupt: ${reason}`);
 }
 
-export function encodeSegment(segmentId: number, data: SegmentData): Uint8Array {
+export function encodeSegment(segmentId: number, data: SegmentData, into?: Uint8Array): Uint8Array {
   assertLittleEndian("segment codec");
   const { keys, docLengths, terms, termOffsets, docIds, termFreqs } = data;
   const dictionaryBytes = new TextEncoder().encode(terms.join(""));
@@ -49,6 +49,8 @@ export function encodeSegment(segmentId: number, data: SegmentData): Uint8Array 
   let total = HEADER_BYTES;
   for (const section of sections) total += padded(section.byteLength);
   total += dictionaryBytes.byteLength;
+  if (into !== undefined && into.byteLength !== total)
+    throw new Error("encodeSegment: the buffer's size is not the segment's");
   const header = [
     MAGIC,
     SEGMENT_FORMAT_VERSION,
@@ -59,14 +61,44 @@ export function encodeSegment(segmentId: number, data: SegmentData): Uint8Array 
     dictionaryBytes.byteLength,
     segmentId,
   ];
-  const out = withHeader(total, header, data.referenceAverageLength);
+  const out = withHeader(total, header, data.referenceAverageLength, into);
   let offset = HEADER_BYTES;
   for (const section of sections) {
-    out.set(section, offset);
+    // A section made in place (segmentLayout) is already where it goes.
+    const inPlace = section.buffer === out.buffer && section.byteOffset === out.byteOffset + offset;
+    if (!inPlace) out.set(section, offset);
     offset += padded(section.byteLength);
   }
   out.set(dictionaryBytes, offset);
   return out;
+}
+
+/**
+ * The bytes of a segment of this shape, and its two posting sections (docIds, termFreqs) as views into
+ * them where encodeSegment puts them: a writer that makes its postings there (SegmentWriter.finish)
+ * leaves encodeSegment(…, out) nothing to copy but the small sections, so a large segment is not held
+ * twice while it is encoded.
+ */
+export function segmentLayout(shape: {
+  documentCount: number;
+  terms: readonly string[];
+  postingCount: number;
+  maxFrequency: number;
+}): { out: Uint8Array; docIds: Uint32Array; termFreqs: TermFrequencies } {
+  const { documentCount, terms, postingCount } = shape;
+  const frequencyBytes = termFrequencyArray(0, shape.maxFrequency).BYTES_PER_ELEMENT;
+  const docIdsAt = HEADER_BYTES + 8 * documentCount + 4 * terms.length + 4 * (terms.length + 1);
+  const freqsAt = docIdsAt + 4 * postingCount;
+  const dictionaryAt = freqsAt + padded(frequencyBytes * postingCount);
+  const out = new Uint8Array(dictionaryAt + Buffer.byteLength(terms.join(""), "utf8"));
+  const docIds = new Uint32Array(out.buffer, docIdsAt, postingCount);
+  const termFreqs =
+    frequencyBytes === 1
+      ? new Uint8Array(out.buffer, freqsAt, postingCount)
+      : frequencyBytes === 2
+        ? new Uint16Array(out.buffer, freqsAt, postingCount)
+        : new Uint32Array(out.buffer, freqsAt, postingCount);
+  return { out, docIds, termFreqs };
 }
 
 /**

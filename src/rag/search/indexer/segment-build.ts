@@ -10,7 +10,7 @@
  */
 import type { ScorerParameters } from "../scoring.js";
 import type { AnalyzerOptions } from "../types.js";
-import { encodeSegment } from "../core/segment-codec.js";
+import { encodeSegment, segmentLayout } from "../core/segment-codec.js";
 import { derivePostings, postingsArrays, type PostingsDerived } from "../core/segment.js";
 import { SegmentWriter } from "./segment-writer.js";
 
@@ -63,7 +63,12 @@ export class SegmentBuilder {
     const keys = new Uint32Array(documentCount);
     for (let d = 0; d < documentCount; d++) keys[d] = d;
     const reference = totalLength > 0 ? totalLength / documentCount : 1;
-    const data = writer.finish(keys, reference);
+    // The postings are made inside the encoded segment's bytes (segmentLayout), not copied there.
+    let layout: ReturnType<typeof segmentLayout> | undefined;
+    const data = writer.finish(keys, reference, (postingCount, maxFrequency) => {
+      layout = segmentLayout({ documentCount, terms: writer.termList, postingCount, maxFrequency });
+      return layout;
+    });
     const termByteEnds = new Uint32Array(data.terms.length);
     const wideTerms = new Map<number, string>();
     let end = 0;
@@ -73,7 +78,8 @@ export class SegmentBuilder {
       if (!isAscii(term)) wideTerms.set(t, term);
     });
     const derived = derivePostings(data, this.scorer, null);
-    return { bytes: encodeSegment(0, data), documentCount, totalLength, termByteEnds, wideTerms, derived };
+    const bytes = encodeSegment(0, data, layout?.out);
+    return { bytes, documentCount, totalLength, termByteEnds, wideTerms, derived };
   }
 }
 

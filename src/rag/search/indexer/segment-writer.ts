@@ -17,7 +17,7 @@ import {
   segmentWords,
 } from "../analyzer.js";
 import type { ResolvedAnalyzerOptions } from "../analyzer.js";
-import { termFrequencyArray, type SegmentData } from "../core/segment.js";
+import { termFrequencyArray, type SegmentData, type TermFrequencies } from "../core/segment.js";
 import { detach } from "../core/term-dictionary.js";
 import { hashWord, WordScanner, WordTable } from "../scanner.js";
 import { STOP_WORD, UNKNOWN_WORD, type TermCache } from "../term-cache.js";
@@ -183,7 +183,18 @@ export class SegmentWriter {
    * The segment data of the documents added so far; document i gets key `keys[i]` (ascending).
    * The writer must not be used afterwards (the data shares its term list).
    */
-  finish(keys: Uint32Array, referenceAverageLength: number): SegmentData {
+  finish(
+    keys: Uint32Array,
+    referenceAverageLength: number,
+    /** Where the postings go (segment-codec.ts segmentLayout: into the encoded segment's bytes). */
+    allocate: (
+      postingCount: number,
+      maxFrequency: number,
+    ) => { docIds: Uint32Array; termFreqs: TermFrequencies } = (count, maxFrequency) => ({
+      docIds: new Uint32Array(count),
+      termFreqs: termFrequencyArray(count, maxFrequency),
+    }),
+  ): SegmentData {
     if (keys.length !== this.documentCount) throw new Error("SegmentWriter.finish: one key per document");
     const vocabularySize = this.terms.length;
     const postingCount = this.postingCount;
@@ -192,8 +203,7 @@ export class SegmentWriter {
     const termOffsets = new Uint32Array(vocabularySize + 1);
     for (let t = 0; t < vocabularySize; t++) termOffsets[t + 1] = (termOffsets[t] ?? 0) + (df[t] ?? 0);
     const cursor = termOffsets.slice(0, vocabularySize);
-    const docIds = new Uint32Array(postingCount);
-    const termFreqs = termFrequencyArray(postingCount, this.maxFrequency);
+    const { docIds, termFreqs } = allocate(postingCount, this.maxFrequency);
     const docStarts = this.docStarts.array;
     const bigFrequencies = this.bigFrequencies;
     // Walking the postings in document order keeps every term's postings sorted by ordinal.
