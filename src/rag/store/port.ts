@@ -139,11 +139,17 @@ export interface IndexUpdate {
 /** A document to insert with its metadata serialised (common.ts serialiseDocument) and its size. */
 export interface SerialisedDocument {
   document: DocumentRecord;
+  /** The chunks to insert with it: all of them, or a run of them (a large document goes in parts). */
   chunks: readonly StoredChunk[];
   metadata: string;
+  /** The metadata of `chunks`, in their order. */
   chunkMetadata: readonly string[];
-  /** UTF-8 bytes of the text, metadata and chunks. */
+  /** UTF-8 bytes of the text, metadata and chunks (the whole document's). */
   bytes: number;
+  /** The document's chunks in all (its row's count). */
+  chunkCount: number;
+  /** Whether this part inserts the document's row (its first part); later parts add chunks only. */
+  documentRow: boolean;
 }
 
 /** What a removed document row held. */
@@ -187,7 +193,10 @@ export interface IndexTransaction<Row extends AnyIndexRow> extends IndexRowReade
   segmentDocumentCounts(id: Row["id"], segmentIds: readonly number[]): Awaitable<ReadonlyMap<number, number>>;
   /** Inserts tombstones (already checked against their segments), created at `version`. */
   insertTombstones(id: Row["id"], tombstones: readonly Tombstone[], version: number): Awaitable<void>;
-  /** Inserts documents, then their chunks (a chunk row references its document row). */
+  /**
+   * Inserts documents (the parts with `documentRow`), then their chunks (a chunk row references its
+   * document row, inserted by this call or an earlier one of the same transaction).
+   */
   insertDocuments(id: Row["id"], documents: readonly SerialisedDocument[]): Awaitable<void>;
   /** Documents in all the index's segments, deleted ones included. */
   segmentDocumentTotal(id: Row["id"]): Awaitable<number>;

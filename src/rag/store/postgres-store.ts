@@ -808,10 +808,11 @@ class PostgresPort implements IndexTransaction<IndexRow>, IndexSnapshot<IndexRow
       this.tenant,
       id,
     ]);
-    for (const { document, chunks, metadata, bytes } of documents) {
+    for (const { document, metadata, bytes, chunkCount, documentRow } of documents) {
+      if (!documentRow) continue;
       const { title, source, text, contentHash } = document;
       await documentRows.add(
-        [document.id, chunks.length, bytes, title, source, metadata, text, contentHash],
+        [document.id, chunkCount, bytes, title, source, metadata, text, contentHash],
         utf8(text) + utf8(metadata),
       );
     }

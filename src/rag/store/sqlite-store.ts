@@ -414,19 +414,20 @@ class SqlitePort implements IndexTransaction<IndexRow>, IndexSnapshot<IndexRow> 
   }
 
   insertDocuments(id: number, documents: readonly SerialisedDocument[]): void {
-    for (const { document, chunks, metadata, chunkMetadata, bytes } of documents) {
+    for (const { document, chunks, metadata, chunkMetadata, bytes, chunkCount, documentRow } of documents) {
       const { title, source, text, contentHash } = document;
-      this.stmt.insertDocument.run(
-        id,
-        document.id,
-        chunks.length,
-        bytes,
-        title,
-        source,
-        metadata,
-        text,
-        contentHash,
-      );
+      if (documentRow)
+        this.stmt.insertDocument.run(
+          id,
+          document.id,
+          chunkCount,
+          bytes,
+          title,
+          source,
+          metadata,
+          text,
+          contentHash,
+        );
       chunks.forEach((chunk, i) => {
         const { seq, chunkId, start, end } = chunk;
         this.stmt.insertChunk.run(

@@ -23,6 +23,7 @@ import {
   type IndexUpdate,
   type RemovedDocument,
   type Script,
+  type SerialisedDocument,
 } from "./port.js";
 import type {
   IndexKey,
@@ -317,23 +318,50 @@ function countsOf(meta: IndexMeta): Counts {
 }
 
 /** Characters of text (documents and their chunks) one insert step of a write carries, about. */
-const INSERT_RUN_CHARS = 1024 * 1024;
+const INSERT_STEP_CHARS = 1024 * 1024;
 
-/** A write's upserts in runs of about INSERT_RUN_CHARS (a larger document is a run of its own). */
-function* upsertRuns(upsert: IndexWrite["upsert"]): Generator<IndexWrite["upsert"]> {
-  let run: IndexWrite["upsert"] = [];
+/**
+ * A write's documents serialised for insertion, in steps of about INSERT_STEP_CHARS: a store that runs
+ * a script in slices (sqlite-store.ts) yields between them, so a large document goes in parts (its
+ * row with the first, its chunks after), and no copy of a large write's metadata is made at once.
+ * `bytes`: what the documents the step begins count in the index's size.
+ */
+function* insertSteps(
+  upsert: IndexWrite["upsert"],
+): Generator<{ parts: SerialisedDocument[]; bytes: number }> {
+  let parts: SerialisedDocument[] = [];
   let chars = 0;
-  for (const entry of upsert) {
-    run.push(entry);
-    chars += entry.document.text.length;
-    for (const chunk of entry.chunks) chars += chunk.text.length;
-    if (chars >= INSERT_RUN_CHARS) {
-      yield run;
-      run = [];
+  let bytes = 0;
+  for (const { document, chunks } of upsert) {
+    const serialised = serialiseDocument(document, chunks);
+    bytes += serialised.bytes;
+    chars += document.text.length;
+    const part = (from: number, to: number, documentRow: boolean): SerialisedDocument => ({
+      document,
+      chunks: from === 0 && to === chunks.length ? chunks : chunks.slice(from, to),
+      metadata: serialised.metadata,
+      chunkMetadata:
+        from === 0 && to === chunks.length
+          ? serialised.chunkMetadata
+          : serialised.chunkMetadata.slice(from, to),
+      bytes: serialised.bytes,
+      chunkCount: chunks.length,
+      documentRow,
+    });
+    let from = 0;
+    for (let i = 0; i < chunks.length; i++) {
+      chars += chunks[i]!.text.length;
+      if (chars < INSERT_STEP_CHARS) continue;
+      parts.push(part(from, i + 1, from === 0));
+      yield { parts, bytes };
+      parts = [];
       chars = 0;
+      bytes = 0;
+      from = i + 1;
     }
+    if (from === 0 || from < chunks.length) parts.push(part(from, chunks.length, from === 0));
   }
-  if (run.length > 0) yield run;
+  if (parts.length > 0) yield { parts, bytes };
 }
 
 /**
@@ -356,16 +384,9 @@ export function* applyWrite<Row extends AnyIndexRow>(
   if (plan.segment !== null) yield* step(tx.insertSegment(id, plan.segment, version));
   yield* insertTombstones(tx, id, plan.tombstones, version);
   let insertedBytes = 0;
-  // In runs, each serialised only when its turn comes: a store that runs a script in slices
-  // (sqlite-store.ts) yields between them, and no copy of a large write's metadata is made at once.
-  for (const run of upsertRuns(plan.upsert)) {
-    const documents = run.map(({ document, chunks }) => ({
-      document,
-      chunks,
-      ...serialiseDocument(document, chunks),
-    }));
-    for (const document of documents) insertedBytes += document.bytes;
-    yield* step(tx.insertDocuments(id, documents));
+  for (const { parts, bytes } of insertSteps(plan.upsert)) {
+    insertedBytes += bytes;
+    yield* step(tx.insertDocuments(id, parts));
   }
   const segmentDocuments = yield* step(tx.segmentDocumentTotal(id));
   const update = indexAfterWrite(plan, { removedDocuments, insertedBytes, segmentDocuments, version, now });

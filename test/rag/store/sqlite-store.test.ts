@@ -12,7 +12,7 @@ import {
   SqliteIndexStore,
 } from "../../../src/rag/store/sqlite-store.js";
 import { IndexModel, makeEntries, makeWrite } from "../../helpers/store-fixtures.js";
-import { StaleVersionError } from "../../../src/rag/store/common.js";
+import { serialiseDocument, StaleVersionError } from "../../../src/rag/store/common.js";
 import { toApiError } from "../../../src/core/http.js";
 import { HEALTH_BOUND_MS } from "../../helpers/liveness.js";
 import { storeContract } from "./store-contract.js";
@@ -229,7 +229,7 @@ describe("SqliteIndexStore", () => {
   });
 });
 
-describe("SqliteIndexStore: a large write commits on a worker thread (#35)", () => {
+describe("SqliteIndexStore: a large write commits in slices, the loop free between them (#35)", () => {
   const KEY = { tenantId: "default", name: "large" };
   // Above OFF_THREAD_WRITE_CHARS: 12 documents of 600,000 characters, chunks of 2,000.
   const settings = { scorer: "bm25" as const, chunkSize: 2000, overlap: 100 };
@@ -266,12 +266,21 @@ describe("SqliteIndexStore: a large write commits on a worker thread (#35)", () 
     assert.ok(slowest < HEALTH_BOUND_MS, `the loop stalled ${Math.round(slowest)} ms`);
     assert.ok(meta.version > first.version);
     assert.equal(meta.documentsCount, 3 + entries.length);
-    // The chunk texts the worker sliced again are the ones written.
+    // Each document of 1.2 M characters (text and chunks) went in two parts: its row with the first.
     const stored = await store.getDocumentChunks(KEY, ["big-4"]);
     assert.deepEqual(
       stored.get("big-4")!.chunks.map((chunk) => chunk.text),
       entries[4]!.chunks.map((chunk) => chunk.text),
     );
+    assert.equal(meta.chunksCount, first.chunksCount + entries.reduce((n, e) => n + e.chunks.length, 0));
+    const rows = new Database(store.path, { readonly: true });
+    const row = rows.prepare("SELECT chunks_count, size_bytes FROM documents WHERE doc_id = 'big-4'").get();
+    rows.close();
+    const { document, chunks } = entries[4]!;
+    assert.deepEqual(row, {
+      chunks_count: chunks.length,
+      size_bytes: serialiseDocument(document, chunks).bytes,
+    });
     assert.equal(store.integrityCheck(), "ok");
     await store.close();
   });
