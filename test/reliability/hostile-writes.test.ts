@@ -10,7 +10,7 @@
  * writeInSlices). Peak memory: the body's bytes move to the parsing thread (not copied), the write's
  * texts stream to the preparing thread one run at a time, the segment is encoded where its postings
  * are made, and SQLite's write needs no thread with a copy of the write: the 52 MB build grew peak RSS
- * 268–327 MB on PostgreSQL and 340–375 MB on SQLite before, 205–250 MB on both after.
+ * 268–327 MB on PostgreSQL and 340–375 MB on SQLite before, 203–259 MB after (docs/RELIABILITY.md).
  * Bodies go out through curl, so this process only probes.
  */
 import assert from "node:assert/strict";
