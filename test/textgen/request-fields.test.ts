@@ -37,6 +37,30 @@ describe("request fields and small routes on the test model", () => {
     return json.choices[0].text as string;
   };
 
+  it("a raw prompt past 32,768 characters (/v1/completions, /api/generate) meets the context check, not a length cap; past MAX_TOKENIZE_CHARS a 413", async () => {
+    // A coding agent's prefix alone is tens of thousands of tokens; the test model's context is 512.
+    const long = "Once upon a time there was a little girl named Lily. ".repeat(800);
+    assert.ok(long.length > 40_000);
+    const completion = await request("POST", "/v1/completions", { prompt: long, max_tokens: 4 });
+    const generate = await request("POST", "/api/generate", {
+      model: testModelName,
+      prompt: long,
+      stream: false,
+      options: { num_predict: 4 },
+    });
+    for (const { status, body } of [completion, generate]) {
+      const message = JSON.stringify(body);
+      assert.equal(status, 400, message);
+      assert.doesNotMatch(message, /characters/);
+      assert.match(message, /context/i);
+    }
+    const huge = "Once upon a time. ".repeat(8_000);
+    assert.ok(huge.length > 131_072);
+    const tooLong = await request("POST", "/v1/completions", { prompt: huge, max_tokens: 4 });
+    assert.equal(tooLong.status, 413, JSON.stringify(tooLong.body));
+    assert.match(tooLong.body.error.message, /MAX_TOKENIZE_CHARS/);
+  });
+
   it("top_k and min_p are honoured: top_k 1 or min_p 1 make random sampling greedy", async () => {
     const greedy = await complete({ temperature: 0 });
     const random = await complete({ temperature: 2, seed: 5 });

@@ -134,7 +134,8 @@ export const ChatBody = Type.Object({
 });
 export const GenerateBody = Type.Object({
   ...generationFields,
-  prompt: Type.Optional(Type.String({ maxLength: 32_768 })),
+  // Bounded by the body's size, MAX_TOKENIZE_CHARS and the context, as chat is (Ollama has no limit).
+  prompt: Type.Optional(Type.String()),
   system: Type.Optional(Type.String()),
   template: Type.Optional(Type.String(noEffect("the model's own chat template applies"))),
   context: Type.Optional(Type.Array(Type.Integer(), noEffect("the prompt cache keeps context"))),

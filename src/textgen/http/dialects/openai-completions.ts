@@ -58,7 +58,6 @@ export const CompletionRequestSchema = Type.Object({
 type CompletionBody = Static<typeof CompletionRequestSchema>;
 
 const MAX_PROMPTS = 16;
-const MAX_PROMPT_CHARS = 32_768;
 
 export function decodeCompletion(body: CompletionBody, prompt: string): DecodedRequest {
   const sampling = decodeSampling(body);
@@ -92,9 +91,11 @@ async function promptTexts(body: CompletionBody, model: ServedModel): Promise<st
   } else texts = prompt as string[];
   if (texts.length === 0 || texts.length > MAX_PROMPTS)
     throw badRequest(`prompt takes 1 to ${MAX_PROMPTS} prompts`, [{ path: "/prompt" }]);
+  // No length of our own (OpenAI and llama.cpp's server have none): what bounds a prompt is the
+  // body's size, MAX_TOKENIZE_CHARS (413) and the model's context (400), as for chat. A coding
+  // agent's prefix alone is tens of thousands of tokens.
   texts.forEach((text, i) => {
-    if (text === "" || text.length > MAX_PROMPT_CHARS)
-      throw badRequest(`prompt ${i} must be 1 to ${MAX_PROMPT_CHARS} characters`, [{ path: "/prompt" }]);
+    if (text === "") throw badRequest(`prompt ${i} is empty`, [{ path: "/prompt" }]);
   });
   return texts;
 }
