@@ -30,6 +30,8 @@ export interface CompletionSample {
 export interface Server {
   name: string;
   pid: number;
+  /** Its base URL (http://127.0.0.1:PORT), for requests of its own kind beyond complete(). */
+  url: string;
   /** How it was started (flags or environment). */
   described: string;
   complete(request: Completion): Promise<CompletionSample>;
@@ -83,6 +85,7 @@ export async function startLlamaServer(
   return {
     name,
     pid: child.pid!,
+    url,
     described: `llama-server ${args.join(" ")}`.trim(),
     async complete(request) {
       const started = performance.now();
@@ -152,6 +155,7 @@ export async function startOurApp(
   return {
     name,
     pid: server.pid,
+    url: server.url,
     described: `lectern ${Object.entries(env)
       .map(([key, value]) => `${key}=${value}`)
       .join(" ")}`.trim(),
