@@ -8,7 +8,8 @@
  * a few minutes on 2 cores: the figures are the batch machinery's (the runner, its store, the
  * scheduler's priorities), not a real model's speed. Our app runs with its defaults (MAX_CONCURRENT 4,
  * BATCH_CONCURRENCY 2; `--batch-concurrency` changes it) and a data folder of its own (the SQLite
- * store), MAX_QUEUE raised to hold every request sent at once (the default 64 would refuse most).
+ * store), MAX_QUEUE raised to hold every request sent at once (the default 64 would refuse most) and
+ * REQUEST_TIMEOUT_MS to let the last of them wait for the others.
  *
  * Phases, on one server: (1) the lines as /v1/completions requests sent at once, wall time; (2) the
  * same lines (numbered apart, so neither phase is served from the other's prompt cache) as a batch:
@@ -30,7 +31,12 @@ import { parseArgs } from "node:util";
 import { loadConfig } from "../src/core/config.js";
 import { benchModelPath, repoRoot } from "./lib/bench-env.js";
 import { benchSyntheticModel, SMALL_SHAPE } from "./lib/llama-cpp-tools.js";
-import { startOurApp, type CompletionSample, type Server } from "./lib/llama-server-process.js";
+import {
+  fetchPatiently,
+  startOurApp,
+  type CompletionSample,
+  type Server,
+} from "./lib/llama-server-process.js";
 import { fmt, median, quantile, textTable } from "./lib/report.js";
 import { writeResult, type ResultRow } from "./lib/result.js";
 
@@ -135,7 +141,7 @@ async function atOnce(server: Server, tag: string): Promise<Throughput> {
   let failed = 0;
   await Promise.all(
     Array.from({ length: LINES }, async (_, i) => {
-      const response = await fetch(`${server.url}/v1/completions`, {
+      const response = await fetchPatiently(`${server.url}/v1/completions`, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify(body(tag, i)),
@@ -188,6 +194,8 @@ const env = {
   MAX_CONCURRENT: String(MAX_CONCURRENT),
   BATCH_CONCURRENCY: String(BATCH_CONCURRENCY),
   MAX_QUEUE: String(LINES + PROBES),
+  // The last of the lines sent at once waits for all the others: past the default 120 s bound.
+  REQUEST_TIMEOUT_MS: "1800000",
   BATCH_MAX_LINES: String(Math.max(LINES, 1)),
 };
 const server = await startOurApp(modelPath, THREADS, env);

@@ -44,7 +44,7 @@ export interface Server {
  * prompt processing before its first byte, past fetch's default 300 s body and headers timeouts.
  */
 const patient = new Agent({ bodyTimeout: 0, headersTimeout: 0 });
-const fetchPatiently = (
+export const fetchPatiently = (
   url: string,
   init: { method: string; headers: Record<string, string>; body: string },
 ) => undiciFetch(url, { ...init, dispatcher: patient });
