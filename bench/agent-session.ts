@@ -127,6 +127,8 @@ const subjects: { name: string; start: () => Promise<Server> }[] = [
       startOurApp(modelPath, THREADS, {
         MAX_CONCURRENT: String(PARALLEL),
         LLAMA_CONTEXT_SIZE: String(PARALLEL * PER_SEQUENCE),
+        // A first turn of 20,000 tokens takes minutes on 2 cores: past the default 120 s bound.
+        REQUEST_TIMEOUT_MS: "1800000",
       }),
   },
 ];

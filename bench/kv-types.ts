@@ -73,6 +73,8 @@ const ours = (type: string, context: number) =>
     LLAMA_CONTEXT_SIZE: String(PARALLEL * context),
     // Memory of the cache itself: no RAM prefix cache copies on top.
     PROMPT_CACHE_RAM_MB: "0",
+    // Eight ~1,000-token prompts at once take minutes on 2 cores: past the default 120 s bound.
+    REQUEST_TIMEOUT_MS: "1800000",
   });
 const theirs = (type: string) =>
   startLlamaServer(

@@ -5,6 +5,7 @@
  * (agent-session.ts, speculative.ts, kv-types.ts).
  */
 import { spawn } from "node:child_process";
+import { Agent, fetch as undiciFetch } from "undici";
 import { freePort } from "../../scripts/lib/free-port.js";
 import { startTextgenProcess } from "./textgen-process.js";
 
@@ -30,11 +31,23 @@ export interface CompletionSample {
 export interface Server {
   name: string;
   pid: number;
+  /** Its base URL (http://127.0.0.1:PORT), for requests of its own kind beyond complete(). */
+  url: string;
   /** How it was started (flags or environment). */
   described: string;
   complete(request: Completion): Promise<CompletionSample>;
   close(): Promise<void>;
 }
+
+/**
+ * Completions wait as long as they take: a first turn of 20,000 tokens on 2 cores is minutes of
+ * prompt processing before its first byte, past fetch's default 300 s body and headers timeouts.
+ */
+const patient = new Agent({ bodyTimeout: 0, headersTimeout: 0 });
+export const fetchPatiently = (
+  url: string,
+  init: { method: string; headers: Record<string, string>; body: string },
+) => undiciFetch(url, { ...init, dispatcher: patient });
 
 /** Reads a server-sent-event body block by block. */
 async function* events(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
@@ -83,10 +96,11 @@ export async function startLlamaServer(
   return {
     name,
     pid: child.pid!,
+    url,
     described: `llama-server ${args.join(" ")}`.trim(),
     async complete(request) {
       const started = performance.now();
-      const response = await fetch(`${url}/completion`, {
+      const response = await fetchPatiently(`${url}/completion`, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({
@@ -152,12 +166,13 @@ export async function startOurApp(
   return {
     name,
     pid: server.pid,
+    url: server.url,
     described: `lectern ${Object.entries(env)
       .map(([key, value]) => `${key}=${value}`)
       .join(" ")}`.trim(),
     async complete(request) {
       const started = performance.now();
-      const response = await fetch(`${server.url}/v1/completions`, {
+      const response = await fetchPatiently(`${server.url}/v1/completions`, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({

@@ -421,6 +421,7 @@ const rowsByKind: ReadonlyArray<[prefix: string, rows: (details: Json) => Result
   ["agent-session", precomputedRows],
   ["speculative", precomputedRows],
   ["kv-types", precomputedRows],
+  ["batches", precomputedRows],
 ];
 
 /** Benchmarks that write their rows themselves, in `details.summary_rows` (agent-session.ts, …). */
