@@ -161,6 +161,8 @@ interface Sampled {
 const REPEAT_PENALTY_LAST_TOKENS = 64;
 /** Guesses per sequence and step at most (llama.cpp's --draft-max). */
 const DEFAULT_MAX_DRAFT = 16;
+/** The longest pause in guessing after refused guesses (Running.draftPause), in steps. */
+const MAX_DRAFT_PAUSE = 32;
 /** A free sequence about to lose this many cells or more is copied to the RAM prefix cache first. */
 const SAVE_MIN_LOST_TOKENS = 256;
 /** A RAM entry is restored rather than the sequence's own cells kept when it holds this many more. */
@@ -193,6 +195,14 @@ interface Running {
    * batcher's maximum while it agrees, so a confident but wrong draft costs one guess a step, not 16.
    */
   draftLimit: number;
+  /**
+   * Steps left without guesses, and the length of the next such pause: a single guess refused starts
+   * a pause that doubles at each refusal after one (up to MAX_DRAFT_PAUSE steps) and ends at the first
+   * guess accepted. A draft model that is always wrong cost more than half the speed at one guess a
+   * step (its own decode and the check each step); paused, it costs a step now and then.
+   */
+  draftPause: number;
+  draftBackoff: number;
   logprobs?: TokenLogprob[];
   resolve(result: BatchResult): void;
   reject(error: unknown): void;
@@ -406,6 +416,10 @@ export class ContinuousBatcher {
     if (candidates.length === 0) return drafts;
     const share = Math.floor((this.batchSize - generating.length) / candidates.length);
     for (const sequence of candidates) {
+      if (sequence.draftPause > 0) {
+        sequence.draftPause--;
+        continue;
+      }
       // Never guess past the answer's length: the last token of it needs no follower.
       const left = sequence.job.maxTokens - sequence.generated.length - 1;
       const max = Math.min(sequence.draftLimit, share, left);
@@ -597,6 +611,11 @@ export class ContinuousBatcher {
       accepted === drafts.length
         ? Math.min(maxDraft, sequence.draftLimit * 2)
         : Math.max(1, Math.min(accepted + 1, Math.floor(sequence.draftLimit / 2)));
+    if (accepted > 0) sequence.draftBackoff = 1;
+    else if (drafts.length === 1) {
+      sequence.draftPause = sequence.draftBackoff;
+      sequence.draftBackoff = Math.min(MAX_DRAFT_PAUSE, sequence.draftBackoff * 2);
+    }
     const kept = taken - 1;
     const excess = drafts.length - kept;
     if (excess <= 0) return;
@@ -665,6 +684,8 @@ export class ContinuousBatcher {
           .sort((a, b) => a - b),
         draft: { proposed: 0, accepted: 0 },
         draftLimit: this.options.maxDraftTokens ?? DEFAULT_MAX_DRAFT,
+        draftPause: 0,
+        draftBackoff: 1,
         logprobs: job.logprobs === undefined ? undefined : [],
         resolve,
         reject,
