@@ -544,7 +544,7 @@ async function syncFile(file: string): Promise<void> {
  */
 function checkpointOffThread(file: string): Promise<void> {
   const source = `
-    const { parentPort, workerData } = require("node:worker_threads");
+    const { workerData } = require("node:worker_threads");
     const Database = require(workerData.module);
     const db = new Database(workerData.file);
     try {
@@ -577,7 +577,7 @@ function translatedError(error: unknown, key?: IndexKey): unknown {
  * A connection to `file` as the store uses one: WAL journal (checked), fsync at every commit, foreign
  * keys, a busy timeout for another writer's lock. `before` runs first (the store's own pragmas).
  */
-export function openConnection(file: string, before?: (db: Database.Database) => void): Database.Database {
+function openConnection(file: string, before?: (db: Database.Database) => void): Database.Database {
   const db = new Database(file);
   try {
     before?.(db);
@@ -599,7 +599,7 @@ export function openConnection(file: string, before?: (db: Database.Database) =>
 }
 
 /** A write's transaction on `db` (BEGIN IMMEDIATE), its errors as the store's (translated). */
-export function sqliteWriter(db: Database.Database): (change: IndexWrite) => IndexMeta {
+function sqliteWriter(db: Database.Database): (change: IndexWrite) => IndexMeta {
   const port = new SqlitePort(prepareStatements(db));
   const transaction = db.transaction((change: IndexWrite) => runSync(applyWrite(port, change)));
   return (change) => translated(() => transaction.immediate(change), change.key);

@@ -338,12 +338,9 @@ function* insertSteps(
     chars += document.text.length;
     const part = (from: number, to: number, documentRow: boolean): SerialisedDocument => ({
       document,
-      chunks: from === 0 && to === chunks.length ? chunks : chunks.slice(from, to),
+      chunks: chunks.slice(from, to),
       metadata: serialised.metadata,
-      chunkMetadata:
-        from === 0 && to === chunks.length
-          ? serialised.chunkMetadata
-          : serialised.chunkMetadata.slice(from, to),
+      chunkMetadata: serialised.chunkMetadata.slice(from, to),
       bytes: serialised.bytes,
       chunkCount: chunks.length,
       documentRow,

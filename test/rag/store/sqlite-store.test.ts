@@ -231,7 +231,7 @@ describe("SqliteIndexStore", () => {
 
 describe("SqliteIndexStore: a large write commits in slices, the loop free between them (#35)", () => {
   const KEY = { tenantId: "default", name: "large" };
-  // Above OFF_THREAD_WRITE_CHARS: 12 documents of 600,000 characters, chunks of 2,000.
+  // Above SLICED_WRITE_CHARS: 12 documents of 600,000 characters, chunks of 2,000.
   const settings = { scorer: "bm25" as const, chunkSize: 2000, overlap: 100 };
   const big = () => makeEntries(12, { prefix: "big-", length: 600_000, settings });
 
