@@ -48,6 +48,41 @@ describe("metrics", () => {
     }
   });
 
+  it("the decode loop's steps and their time by phase are in /metrics, as many steps as the answer's tokens", async () => {
+    const server = await startTextgen();
+    try {
+      const started = performance.now();
+      const response = await fetch(`${server.url}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ prompt: "Once upon a time", max_tokens: 5, temperature: 0, ignore_eos: true }),
+      });
+      const body = (await response.json()) as { usage: { completion_tokens: number } };
+      const wallSeconds = (performance.now() - started) / 1000;
+      assert.equal(body.usage.completion_tokens, 5);
+      const text = await (await fetch(`${server.url}/metrics`)).text();
+      const value = (pattern: string) => {
+        const match = new RegExp(`^${pattern} (\\S+)$`, "m").exec(text);
+        assert.ok(match, `${pattern} in /metrics`);
+        return Number(match[1]);
+      };
+      // One step decodes the prompt and samples the first token; each further token is a step of its own.
+      assert.equal(value('lectern_decode_steps_total\\{model="[^"]+"[^}]*\\}'), 5);
+      assert.equal(value('lectern_decode_step_sequences_total\\{model="[^"]+"[^}]*\\}'), 5);
+      const phases = ["plan", "decode", "sample", "accept"].map((phase) =>
+        value(`lectern_decode_step_seconds_total\\{model="[^"]+",phase="${phase}"[^}]*\\}`),
+      );
+      for (const seconds of phases) assert.ok(seconds >= 0);
+      assert.ok(phases[1]! > 0, "llama_decode took some time");
+      // The steps ran within the request: their phases cannot add up to more than its wall time.
+      assert.ok(phases.reduce((a, b) => a + b, 0) <= wallSeconds, `${phases} within ${wallSeconds} s`);
+      const check = promtool(text);
+      assert.equal(check.status, 0, check.output);
+    } finally {
+      await server.close();
+    }
+  });
+
   it("the RAG app's /metrics has index counts and build/query durations, and passes promtool", async () => {
     const app = await buildRagApp({ config: testConfig({ DATA_DIR: dataDir() }) });
     try {

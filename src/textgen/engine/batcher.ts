@@ -214,8 +214,34 @@ interface Waiting {
   reject: Running["reject"];
 }
 
+/**
+ * Where a batcher's time went, summed over its steps since it started (milliseconds of wall time):
+ * what llama.cpp's llama_decode took against what the batcher itself adds around it, so the speed
+ * of the prebuilt binary and our own loop can be told apart on a machine (lectern_decode_step_seconds_total
+ * in /metrics; docs/BENCHMARKS.md reads it side by side with llama-server).
+ */
+export interface StepTimings {
+  /** Decode steps run. */
+  steps: number;
+  /** Sequences served by those steps, summed (steps × batch width). */
+  sequences: number;
+  /** Planning a step: admitting, restoring and saving prefixes, guessing ahead, filling the batch. */
+  planMs: number;
+  /** From starting llama_decode on its worker thread to the JavaScript continuation after it. */
+  decodeMs: number;
+  /** Sampling each sequence's logits (on worker threads, sequences side by side). */
+  sampleMs: number;
+  /** Booking the sampled tokens and handing text out. */
+  acceptMs: number;
+}
+
+export function emptyStepTimings(): StepTimings {
+  return { steps: 0, sequences: 0, planMs: 0, decodeMs: 0, sampleMs: 0, acceptMs: 0 };
+}
+
 export class ContinuousBatcher {
   private readonly freeSlots: Slot[];
+  private readonly spent: StepTimings = emptyStepTimings();
   private useClock = 0;
   private readonly waiting: Waiting[] = [];
   /** In admission order, which is also the order prompts get batch room (interactive first). */
@@ -243,6 +269,11 @@ export class ContinuousBatcher {
       hinted: false,
       lastUsed: 0,
     }));
+  }
+
+  /** Where this batcher's time went so far (a copy). */
+  timings(): StepTimings {
+    return { ...this.spent };
   }
 
   /** Requests running or waiting for a sequence. */
@@ -291,19 +322,35 @@ export class ContinuousBatcher {
   private async loop(): Promise<void> {
     this.looping = true;
     try {
+      const spent = this.spent;
       let deliveries: (() => void)[] = [];
+      let mark = performance.now();
       let step = await this.tryStartStep();
       while (step) {
+        let now = performance.now();
+        spent.planMs += now - mark;
+        mark = now;
         // Text pieces of the previous step go out while this step decodes on its worker thread.
         deliver(deliveries);
         deliveries = [];
         try {
           const inBatch = await step.decoding;
+          now = performance.now();
+          spent.decodeMs += now - mark;
+          mark = now;
           const sampled = await this.sample(inBatch);
+          now = performance.now();
+          spent.sampleMs += now - mark;
+          mark = now;
           deliveries = this.accept(inBatch, sampled);
+          spent.steps++;
+          spent.sequences += inBatch.length;
         } catch (error) {
           this.failAll(error);
         }
+        now = performance.now();
+        spent.acceptMs += now - mark;
+        mark = now;
         step = await this.tryStartStep();
       }
       deliver(deliveries);

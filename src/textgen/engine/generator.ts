@@ -1,4 +1,5 @@
 import type { GbnfJsonSchema, LlamaModel } from "node-llama-cpp";
+import type { StepTimings } from "./batcher.js";
 
 /**
  * The boundary between the HTTP layer and whatever produces tokens. Routes and the scheduler only
@@ -231,6 +232,8 @@ export interface Generator {
    * result is assembled from exactly those parts).
    */
   generate(request: GenerationRequest, listener?: EventListener): Promise<CompletionResult>;
+  /** Where the decode loop's time went (local models, once loaded): batcher.ts StepTimings. */
+  stepTimings?(): StepTimings | undefined;
   close(): Promise<void>;
 }
 

@@ -21,7 +21,13 @@ import {
   type Token,
 } from "node-llama-cpp";
 import { badRequest, DomainError, notReady } from "../../core/errors.js";
-import { ContinuousBatcher, type BatchJob, type TokenLogprob as BatchLogprob } from "./batcher.js";
+import {
+  ContinuousBatcher,
+  emptyStepTimings,
+  type BatchJob,
+  type StepTimings,
+  type TokenLogprob as BatchLogprob,
+} from "./batcher.js";
 import { checkGbnf } from "./gbnf-check.js";
 import { GrammarBudgetError, type CompiledGrammar, type GrammarBudget } from "./grammar-budget.js";
 import { GrammarChecker, type CheckResult } from "./grammar-check.js";
@@ -405,6 +411,17 @@ export class LlamaGenerator implements Generator {
       speculation,
       adapters: await loadAdapters(model, this.options.lora),
     };
+  }
+
+  /** Where the decode loops' time went, summed over this model's contexts (undefined until loaded). */
+  stepTimings(): StepTimings | undefined {
+    if (!this.loaded) return undefined;
+    const sum = emptyStepTimings();
+    for (const batcher of this.loaded.batchers) {
+      const spent = batcher.timings();
+      for (const key of Object.keys(sum) as (keyof StepTimings)[]) sum[key] += spent[key];
+    }
+    return sum;
   }
 
   /** The RAM prefix cache's figures (undefined when it is off). */

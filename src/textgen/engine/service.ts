@@ -98,6 +98,55 @@ export function promptChars(request: GenerationRequest): number {
   return chars;
 }
 
+/**
+ * The decode loops' own account of their time (batcher.ts StepTimings), per loaded local model: how
+ * much of a step llama.cpp's decode takes and how much the batcher adds around it. Counters, so a
+ * rate over an interval gives the mean step and its parts.
+ */
+function stepMetrics(models: ModelRegistry<ServingBackend>, registry: Registry): void {
+  const timingsOf = function* () {
+    for (const [id, backend] of models.loadedBackends()) {
+      const timings = backend.generator?.stepTimings?.();
+      if (timings) yield [id, timings] as const;
+    }
+  };
+  new Counter({
+    name: "lectern_decode_steps_total",
+    help: "Decode steps run by the continuous batcher (one llama_decode each)",
+    labelNames: ["model"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [model, timings] of timingsOf()) this.inc({ model }, timings.steps);
+    },
+  });
+  new Counter({
+    name: "lectern_decode_step_sequences_total",
+    help: "Sequences served by decode steps, summed over the steps (their mean batch width × steps)",
+    labelNames: ["model"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [model, timings] of timingsOf()) this.inc({ model }, timings.sequences);
+    },
+  });
+  new Counter({
+    name: "lectern_decode_step_seconds_total",
+    help: "Wall time of decode steps by phase: plan (admit, prefixes, guesses, batch), decode (llama_decode), sample, accept",
+    labelNames: ["model", "phase"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [model, t] of timingsOf()) {
+        this.inc({ model, phase: "plan" }, t.planMs / 1000);
+        this.inc({ model, phase: "decode" }, t.decodeMs / 1000);
+        this.inc({ model, phase: "sample" }, t.sampleMs / 1000);
+        this.inc({ model, phase: "accept" }, t.acceptMs / 1000);
+      }
+    },
+  });
+}
+
 export class TextgenService {
   private readonly tokens: Counter<"model">;
   private readonly generations: Counter<"finish_reason" | "model">;
@@ -166,6 +215,7 @@ export class TextgenService {
         for (const model of models.list()) this.set({ model: model.id }, model.loads);
       },
     });
+    stepMetrics(models, registry);
     new Gauge({
       name: "lectern_models_loaded",
       help: "Models loaded now",
