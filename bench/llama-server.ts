@@ -101,7 +101,26 @@ interface Subject {
   /** Our app: the llama.cpp binary and device it says it loaded the model with. */
   loadedWith?: string;
   run(request: Request): Promise<Sample>;
+  /** Our app: its decode loop's account of its time so far (/metrics, batcher.ts StepTimings). */
+  steps?(): Promise<StepSnapshot>;
   close(): Promise<void>;
+}
+/** lectern_decode_steps_total and lectern_decode_step_seconds_total by phase, summed over models. */
+interface StepSnapshot {
+  steps: number;
+  seconds: Record<string, number>;
+}
+
+async function readStepMetrics(url: string): Promise<StepSnapshot> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const snapshot: StepSnapshot = { steps: 0, seconds: {} };
+  for (const line of text.split("\n")) {
+    const steps = /^lectern_decode_steps_total\{[^}]*\} (\S+)$/.exec(line);
+    if (steps) snapshot.steps += Number(steps[1]);
+    const phase = /^lectern_decode_step_seconds_total\{[^}]*phase="(\w+)"[^}]*\} (\S+)$/.exec(line);
+    if (phase) snapshot.seconds[phase[1]!] = (snapshot.seconds[phase[1]!] ?? 0) + Number(phase[2]);
+  }
+  return snapshot;
 }
 
 /** llama-server with its defaults but for what both servers must share. */
@@ -216,6 +235,7 @@ async function startApp(name: string, modelPath: string, env: Record<string, str
     name,
     pid: server.pid,
     loadedWith: `${server.binary}; device ${server.device}; libuv thread pool ${server.threadPool}`,
+    steps: () => readStepMetrics(server.url),
     async run(request) {
       const body = {
         text: request.prompt,
@@ -298,6 +318,8 @@ function rotated<T>(items: T[], round: number): T[] {
   return [...items.slice(shift), ...items.slice(0, shift)];
 }
 type PerRound = Record<string, number[]>;
+const mapValues = <T, U>(record: Record<string, T>, f: (value: T, key: string) => U) =>
+  Object.fromEntries(Object.entries(record).map(([k, v]) => [k, f(v, k)]));
 const push = (table: PerRound, key: string, value: number) => (table[key] ??= []).push(value);
 
 /** `requestsAt(c)` requests kept `concurrency` at a time. */
@@ -306,9 +328,10 @@ async function load(
   concurrency: number,
   count: number,
   makeRequest: (index: number) => Request,
-): Promise<{ samples: Sample[]; ms: number; cpuMs: number }> {
+): Promise<{ samples: Sample[]; ms: number; cpuMs: number; steps?: StepSnapshot }> {
   let next = 0;
   const samples: Sample[] = [];
+  const stepsBefore = await subject.steps?.();
   const cpuBefore = processCpu(subject.pid);
   const begin = performance.now();
   await Promise.all(
@@ -319,7 +342,13 @@ async function load(
   const ms = performance.now() - begin;
   const cpuAfter = processCpu(subject.pid);
   const cpuMs = cpuBefore && cpuAfter ? (cpuAfter.runNs - cpuBefore.runNs) / 1e6 : Number.NaN;
-  return { samples, ms, cpuMs };
+  const stepsAfter = await subject.steps?.();
+  const steps = stepsBefore &&
+    stepsAfter && {
+      steps: stepsAfter.steps - stepsBefore.steps,
+      seconds: mapValues(stepsAfter.seconds, (value, phase) => value - (stepsBefore.seconds[phase] ?? 0)),
+    };
+  return { samples, ms, cpuMs, steps };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -329,6 +358,8 @@ async function load(
 const throughput: Record<number, PerRound> = {};
 /** level → subject → CPU ms per generated token. */
 const cpuPerToken: Record<number, PerRound> = {};
+/** level → subject → phase → mean ms of a decode step in it (our app's own account). */
+const stepMs: Record<number, Record<string, Record<string, number[]>>> = {};
 /** subject → every request's latency at LATENCY_LEVEL, ms. */
 const latency: PerRound = {};
 const promptTps: PerRound = {};
@@ -340,7 +371,7 @@ for (let round = 0; round < ROUNDS; round++) {
     for (const level of round % 2 === 0 ? LEVELS : [...LEVELS].reverse()) {
       for (const subject of rotated(subjects, round)) {
         const count = requestsAt(level);
-        const { samples, ms, cpuMs } = await load(subject, level, count, (index) => ({
+        const { samples, ms, cpuMs, steps } = await load(subject, level, count, (index) => ({
           prompt: shortPrompt(),
           maxTokens: TOKENS_PER_REQUEST,
           // Seeds differ per request so the sequences do not all write the same text.
@@ -350,6 +381,9 @@ for (let round = 0; round < ROUNDS; round++) {
         const tokens = samples.reduce((sum, s) => sum + s.tokens, 0);
         push((throughput[level] ??= {}), subject.name, (tokens / ms) * 1000);
         push((cpuPerToken[level] ??= {}), subject.name, cpuMs / tokens);
+        if (steps && steps.steps > 0)
+          for (const [phase, seconds] of Object.entries(steps.seconds))
+            push(((stepMs[level] ??= {})[subject.name] ??= {}), phase, (seconds * 1000) / steps.steps);
         if (level === LATENCY_LEVEL) for (const s of samples) push(latency, subject.name, s.ms);
         console.log(`  c=${level} ${subject.name}: ${fmt((tokens / ms) * 1000)} tokens/s`);
       }
@@ -387,8 +421,6 @@ const elapsed = (performance.now() - started) / 1000;
 // ---------------------------------------------------------------------------------------------------
 // Summary: figures are medians over rounds; ratios are per round, subject ÷ llama-server.
 
-const mapValues = <T, U>(record: Record<string, T>, f: (value: T) => U) =>
-  Object.fromEntries(Object.entries(record).map(([k, v]) => [k, f(v)]));
 function ratios(table: PerRound, subject: string): Spread | undefined {
   const base = table[reference.name];
   const values = table[subject];
@@ -435,6 +467,14 @@ const result = {
         tokens_per_second: mapValues(throughput, (bySubject) => mapValues(bySubject, spread)),
         /** level → subject → CPU ms per generated token (all threads of the server process). */
         cpu_ms_per_token: mapValues(cpuPerToken, (bySubject) => mapValues(bySubject, spread)),
+        /**
+         * level → our subject → phase → mean ms of a decode step (lectern_decode_step_seconds_total ÷
+         * lectern_decode_steps_total over each level's run, median over rounds): "decode" is
+         * llama_decode, the rest is what our batcher adds around it.
+         */
+        step_ms: mapValues(stepMs, (bySubject) =>
+          mapValues(bySubject, (byPhase) => mapValues(byPhase, median)),
+        ),
         /** level → subject → tokens/s ÷ the reference's, per round. */
         ratio_to_reference: mapValues(throughput, (bySubject) =>
           Object.fromEntries(others.map((name) => [name, ratios(bySubject, name)])),
@@ -499,6 +539,20 @@ if (parts.has("c")) {
       rows,
     )}`,
   );
+}
+if (parts.has("c") && Object.keys(stepMs).length > 0) {
+  // Our app's own account of a step: llama_decode against what the batcher adds around it.
+  const phases = ["decode", "sample", "plan", "accept"];
+  const rows = subjects.flatMap((s) =>
+    LEVELS.flatMap((level) => {
+      const byPhase = stepMs[level]?.[s.name];
+      if (!byPhase) return [];
+      const means = phases.map((phase) => median(byPhase[phase] ?? [0]));
+      const total = means.reduce((a, b) => a + b, 0);
+      return [[`${s.name} c=${level}`, fmt(total), ...means.map(fmt), `${fmt((100 * means[0]!) / total)} %`]];
+    }),
+  );
+  console.log(`\n${textTable(["ms a step", "all", ...phases, "decode share"], rows)}`);
 }
 if (parts.has("p")) {
   const rows = subjects.map((s) => {
