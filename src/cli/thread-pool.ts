@@ -37,8 +37,14 @@ export function allocatorEnv(
   platform: NodeJS.Platform = process.platform,
 ): Record<string, string> {
   if (which === "rag" || config.generation.generationUpstreamUrl !== null || platform !== "linux") return {};
-  if (env.MALLOC_MMAP_THRESHOLD_ !== undefined) return {};
-  return { MALLOC_MMAP_THRESHOLD_: String(128 * 1024) };
+  const added: Record<string, string> = {};
+  if (env.MALLOC_MMAP_THRESHOLD_ === undefined) added.MALLOC_MMAP_THRESHOLD_ = String(128 * 1024);
+  // Transparent huge pages for malloc's mappings (glibc ≥ 2.35; older ones ignore it): llama.cpp's
+  // repacked weights, KV caches and compute buffers come from malloc, and on a kernel whose THP mode is
+  // "madvise" (the common default) they got 4 KiB pages. Every decode streams the weights: with 2 MiB
+  // pages a step took 3–6 % less (bench/llama-server.ts, docs/BENCHMARKS.md "On an Intel Xeon").
+  if (env.GLIBC_TUNABLES === undefined) added.GLIBC_TUNABLES = "glibc.malloc.hugetlb=1";
+  return added;
 }
 
 /** Set in the restarted process: the pid of the one that started it (see watchParent). */
@@ -64,7 +70,7 @@ export function decodeThreadPoolSize(
 }
 
 /**
- * Runs this command again with `env` added (UV_THREADPOOL_SIZE, MALLOC_MMAP_THRESHOLD_) and mirrors
+ * Runs this command again with `env` added (UV_THREADPOOL_SIZE, MALLOC_MMAP_THRESHOLD_, GLIBC_TUNABLES) and mirrors
  * it: signals go to it, and this process exits as it did. Never returns.
  */
 export function restartWithEnv(env: Record<string, string>): Promise<never> {

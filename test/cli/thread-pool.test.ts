@@ -61,10 +61,20 @@ describe("allocatorEnv", () => {
     platform: NodeJS.Platform = "linux",
   ) => allocatorEnv(loadConfig(config), which, processEnv, platform);
 
-  it("fixes glibc's mmap threshold for an app that loads models, on Linux, unless it is set", () => {
-    assert.deepEqual(env({}, "textgen"), { MALLOC_MMAP_THRESHOLD_: "131072" });
-    assert.deepEqual(env({}, "all"), { MALLOC_MMAP_THRESHOLD_: "131072" });
-    assert.deepEqual(env({}, "textgen", { MALLOC_MMAP_THRESHOLD_: "65536" }), {});
+  it("fixes glibc's mmap threshold and asks for huge pages for an app that loads models, on Linux, unless set", () => {
+    const both = { MALLOC_MMAP_THRESHOLD_: "131072", GLIBC_TUNABLES: "glibc.malloc.hugetlb=1" };
+    assert.deepEqual(env({}, "textgen"), both);
+    assert.deepEqual(env({}, "all"), both);
+    assert.deepEqual(env({}, "textgen", { MALLOC_MMAP_THRESHOLD_: "65536" }), {
+      GLIBC_TUNABLES: "glibc.malloc.hugetlb=1",
+    });
+    assert.deepEqual(env({}, "textgen", { GLIBC_TUNABLES: "glibc.malloc.hugetlb=0" }), {
+      MALLOC_MMAP_THRESHOLD_: "131072",
+    });
+    assert.deepEqual(
+      env({}, "textgen", { MALLOC_MMAP_THRESHOLD_: "65536", GLIBC_TUNABLES: "glibc.malloc.hugetlb=0" }),
+      {},
+    );
     assert.deepEqual(env({}, "rag"), {});
     assert.deepEqual(env({}, "textgen", {}, "darwin"), {});
     assert.deepEqual(env({ GENERATION_UPSTREAM_URL: "http://127.0.0.1:9/v1" }, "textgen"), {});

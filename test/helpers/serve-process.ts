@@ -50,7 +50,9 @@ export async function startServe(
       LOG_LEVEL: "silent",
       // Set as the CLI would (src/cli/thread-pool.ts), so it serves from this child rather than a
       // restarted one, and tests that read the child's RSS read the server's.
-      ...(process.platform === "linux" ? { MALLOC_MMAP_THRESHOLD_: "131072" } : {}),
+      ...(process.platform === "linux"
+        ? { MALLOC_MMAP_THRESHOLD_: "131072", GLIBC_TUNABLES: "glibc.malloc.hugetlb=1" }
+        : {}),
       [which === "textgen" ? "TEXTGEN_PORT" : "RAG_PORT"]: String(port),
       ...env,
     },
